@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Configures and builds plumb (binary build/plumb, tests build/tests/plumb_tests).
+# BUILD_DIR overrides the build folder (helpers working side by side use their own).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} ${CMAKE_ARGS:-} >/dev/null
+cmake --build "$BUILD_DIR" -j "$JOBS"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs plumb's build and test dependencies from Debian 12 (bookworm) apt. Idempotent: does
+# nothing when everything is already installed. Needs root or passwordless sudo.
+set -euo pipefail
+PKGS=(
+  build-essential cmake ninja-build ccache pkg-config
+  nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+  libgtest-dev libgmock-dev
+  libpcre2-dev libopenblas-dev
+  libsimdjson-dev
+  clang python3-numpy
+)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

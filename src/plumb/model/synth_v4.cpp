@@ -1,0 +1,187 @@
+#include "plumb/model/synth_v4.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "plumb/format/codecs.h"
+#include "plumb/format/quantize.h"
+#include "plumb/format/safetensors.h"
+#include "plumb/model/layout_v4.h"
+#include "plumb/util/error.h"
+
+namespace plumb::v4 {
+namespace {
+
+namespace fs = std::filesystem;
+using Shape = std::vector<int64_t>;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+template <typename T>
+std::vector<std::byte> to_bytes(const std::vector<T>& v) {
+  std::vector<std::byte> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// The release groups tensors into shards: embed, each layer, the final norm/head/hc_head, each
+// MTP layer. The group of a name is its first one or two dotted components.
+std::string shard_group(const std::string& name) {
+  auto dot = name.find('.');
+  std::string first = name.substr(0, dot);
+  if (first == "layers" || first == "mtp") return name.substr(0, name.find('.', dot + 1));
+  if (first == "embed") return "embed";
+  return "head";
+}
+
+// Layout visitor that invents every tensor with magnitudes that keep activations O(1):
+// linears ~ N(0, 1/fan_in), norms ~ 1 +- 0.1, mHC logits O(1), random distinct hash routes.
+class Synthesizer {
+ public:
+  Synthesizer(const ModelConfig& c, uint64_t seed, bool fp8_experts)
+      : cfg_(c), rng_(seed), fp8_experts_(fp8_experts) {}
+
+  WeightView dense(const std::string& name, const Shape& shape) {
+    std::vector<float> v = values_for(name, shape);
+    const bool f32 = name.find("hc_") != std::string::npos || ends_with(name, "ape") ||
+                     ends_with(name, "attn_sink") || ends_with(name, "gate.bias");
+    if (f32) {
+      put(name, DType::F32, shape, to_bytes(v));
+    } else {
+      std::vector<uint16_t> b(v.size());
+      for (std::size_t i = 0; i < v.size(); ++i) b[i] = f32_to_bf16(v[i]);
+      put(name, DType::BF16, shape, to_bytes(b));
+    }
+    return {};
+  }
+
+  WeightView ints(const std::string& name, const Shape& shape) {  // tid2eid: distinct per row
+    std::vector<int64_t> ids(static_cast<std::size_t>(shape[0] * shape[1]));
+    std::vector<int64_t> perm(static_cast<std::size_t>(cfg_.n_routed_experts));
+    for (int64_t r = 0; r < shape[0]; ++r) {
+      for (std::size_t e = 0; e < perm.size(); ++e) perm[e] = static_cast<int64_t>(e);
+      std::shuffle(perm.begin(), perm.end(), rng_);
+      for (int64_t k = 0; k < shape[1]; ++k) ids[r * shape[1] + k] = perm[k];
+    }
+    put(name, DType::I64, shape, to_bytes(ids));
+    return {};
+  }
+
+  WeightView linear(const std::string& name, int64_t rows, int64_t cols, bool routed_expert) {
+    std::vector<float> w = gaussian(rows * cols, 1.0f / std::sqrt(static_cast<float>(cols)));
+    const std::string base = name.substr(0, name.size() - std::string(".weight").size());
+    if (routed_expert && !fp8_experts_) {
+      QuantizedWeight q = quantize_fp4_block32(w.data(), rows, cols);
+      put(name, DType::I8, {rows, cols / 2}, to_bytes(q.data));
+      put(base + ".scale", DType::F8_E8M0, {rows, (cols + 31) / 32}, to_bytes(q.scales));
+    } else {
+      QuantizedWeight q = quantize_fp8_block128(w.data(), rows, cols);
+      put(name, DType::F8_E4M3, {rows, cols}, to_bytes(q.data));
+      put(base + ".scale", DType::F8_E8M0, {(rows + 127) / 128, (cols + 127) / 128}, to_bytes(q.scales));
+    }
+    return {};
+  }
+
+  std::map<std::string, SafetensorsWriter>& shards() { return shards_; }
+  std::vector<std::string>& group_order() { return order_; }
+  std::map<std::string, std::string>& shard_of() { return shard_of_; }
+  int64_t tensors = 0;
+  uint64_t bytes = 0;
+
+ private:
+  std::vector<float> values_for(const std::string& name, const Shape& shape) {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    if (ends_with(name, "norm.weight")) return around(n, 1.0f, 0.1f);
+    if (ends_with(name, "_fn")) return gaussian(n, 1.0f / std::sqrt(static_cast<float>(shape[1])));
+    if (ends_with(name, "_base")) return gaussian(n, 0.5f);
+    if (ends_with(name, "_scale")) return around(n, 0.6f, 0.2f);
+    if (ends_with(name, "ape")) return gaussian(n, 0.5f);
+    if (ends_with(name, "attn_sink")) return gaussian(n, 1.0f);
+    if (ends_with(name, "gate.bias")) return gaussian(n, 0.1f);
+    if (name == "embed.weight") return gaussian(n, 1.0f);
+    return gaussian(n, 1.0f / std::sqrt(static_cast<float>(shape.back())));  // projections
+  }
+
+  std::vector<float> gaussian(int64_t n, float stddev) {
+    std::normal_distribution<float> d(0.f, stddev);
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (auto& x : v) x = d(rng_);
+    return v;
+  }
+  std::vector<float> around(int64_t n, float center, float spread) {
+    std::uniform_real_distribution<float> d(center - spread, center + spread);
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (auto& x : v) x = d(rng_);
+    return v;
+  }
+
+  void put(const std::string& name, DType dt, const Shape& shape, std::vector<std::byte> data) {
+    const std::string g = shard_group(name);
+    if (!shards_.count(g)) order_.push_back(g);
+    ++tensors;
+    bytes += data.size();
+    shard_of_[name] = g;
+    shards_[g].add(name, dt, shape, std::move(data));
+  }
+
+  const ModelConfig& cfg_;
+  std::mt19937_64 rng_;
+  bool fp8_experts_;
+  std::map<std::string, SafetensorsWriter> shards_;
+  std::vector<std::string> order_;
+  std::map<std::string, std::string> shard_of_;
+};
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p);
+  f << text;
+  if (!f) fail("{}: cannot write", p.string());
+}
+
+}  // namespace
+
+SynthResult synthesize_checkpoint(const SynthOptions& opt) {
+  const ModelConfig cfg = load_model_config(opt.config_path);
+  if (cfg.arch != Arch::DeepseekV4) fail("{}: synth writes deepseek_v4 checkpoints only", opt.config_path);
+  const fs::path out(opt.out_dir);
+  if (fs::exists(out) && !opt.force) fail("{}: already exists (pass --force to overwrite)", out.string());
+
+  Synthesizer s(cfg, opt.seed, opt.fp8_experts);
+  walk_model(s, cfg, opt.with_mtp);
+
+  // Write into a temporary sibling, then rename: an interrupted run leaves nothing that looks complete.
+  const fs::path tmp = out.string() + ".tmp";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  const auto& order = s.group_order();
+  const int64_t n = static_cast<int64_t>(order.size());
+  std::map<std::string, std::string> file_of_group;
+  uint64_t total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const std::string file = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, n);
+    file_of_group[order[i]] = file;
+    s.shards()[order[i]].write((tmp / file).string());
+    total += fs::file_size(tmp / file);
+  }
+  nlohmann::json index;
+  index["metadata"]["total_size"] = s.bytes;
+  for (const auto& [name, group] : s.shard_of()) index["weight_map"][name] = file_of_group[group];
+  write_text(tmp / "model.safetensors.index.json", index.dump(2) + "\n");
+  const fs::path config_file =
+      fs::is_directory(opt.config_path) ? fs::path(opt.config_path) / "config.json" : fs::path(opt.config_path);
+  fs::copy_file(config_file, tmp / "config.json");
+  fs::remove_all(out);
+  fs::rename(tmp, out);
+  return {s.tensors, total, n};
+}
+
+}  // namespace plumb::v4

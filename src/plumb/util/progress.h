@@ -1,0 +1,29 @@
+#pragma once
+// A terminal progress bar for long byte-oriented work (scans, conversions): done/total bytes,
+// rate, ETA. Redraws at most ~10 times a second on stderr; prints plain lines when stderr is not
+// a terminal, so logs stay readable.
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace plumb {
+
+class Progress {
+ public:
+  Progress(std::string label, uint64_t total_bytes, bool enabled = true);
+  ~Progress();
+  void advance(uint64_t bytes);  // add done bytes
+  void finish();                 // final line with totals
+
+ private:
+  void draw(bool final);
+  std::string label_;
+  uint64_t total_ = 0, done_ = 0;
+  bool enabled_, tty_, finished_ = false;
+  std::chrono::steady_clock::time_point start_, last_draw_;
+  int last_pct_logged_ = -1;
+};
+
+std::string format_bytes(double bytes);  // "1.23 GB"
+
+}  // namespace plumb
