@@ -343,9 +343,10 @@ ST_DTYPES = {  # name -> (numpy storage dtype, item size)
 }
 
 
-def write_safetensors(path, tensors):
+def write_safetensors(path, tensors, producer="plumb tools/golden/make_v4_fixtures.py"):
     """tensors: list of (name, dtype_str, np.ndarray with the storage dtype). Tensors are laid out
-    by item size (largest first) then name, so every tensor is aligned to its item size."""
+    by item size (largest first) then name, so every tensor is aligned to its item size.
+    `producer` goes into the header's __metadata__ (tools/tiny-model reuses this writer)."""
     names = [t[0] for t in tensors]
     assert len(set(names)) == len(names), "duplicate tensor name"
     order = sorted(tensors, key=lambda t: (-ST_DTYPES[t[1]][1], t[0]))
@@ -357,7 +358,7 @@ def write_safetensors(path, tensors):
         header[name] = {"dtype": dt, "shape": [int(s) for s in arr.shape], "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
-    header["__metadata__"] = {"format": "pt", "producer": "plumb tools/golden/make_v4_fixtures.py"}
+    header["__metadata__"] = {"format": "pt", "producer": producer}
     hb = json.dumps(header, separators=(",", ":")).encode()
     hb += b" " * ((-len(hb)) % 8)
     with open(path, "wb") as f:
