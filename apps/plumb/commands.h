@@ -12,5 +12,7 @@ using Runner = std::function<int()>;
 
 Runner register_inspect(CLI::App& app);
 Runner register_synth(CLI::App& app);
+Runner register_tokenize(CLI::App& app);
+Runner register_detokenize(CLI::App& app);
 
 }  // namespace plumb::cli
