@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "plumb/util/error.h"
@@ -164,6 +165,21 @@ TEST(SafetensorsHeader, OverlapWithEarlierLongTensorIsFound) {
     EXPECT_NE(std::string(e.what()).find("tensor 'b' (data_offsets [1, 3]) overlaps tensor 'a'"), std::string::npos)
         << e.what();
   }
+}
+
+// A V4 shard header has ~1.5k entries and the whole model ~69k; parsing must stay linear (a
+// quadratic JSON pass once took minutes here).
+TEST(SafetensorsHeader, LargeHeaderParsesQuickly) {
+  std::string header = "{";
+  constexpr uint64_t kCount = 30000, kBytes = 2048 * 1024;
+  for (uint64_t i = 0; i < kCount; ++i)
+    header += fmt::format(R"({}"layers.{}.ffn.experts.{}.w1.weight":{{"dtype":"I8","shape":[2048,1024],"data_offsets":[{},{}]}})",
+                          i ? "," : "", i / 256, i % 256, i * kBytes, (i + 1) * kBytes);
+  header += "}";
+  auto t0 = std::chrono::steady_clock::now();
+  auto tensors = parse_safetensors_header(header, 8 + header.size(), kCount * kBytes, "big", nullptr);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  EXPECT_EQ(tensors.size(), kCount);
 }
 
 TEST(SafetensorsWriter, RejectsBadTensorsAndNamesThem) {

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <optional>
 #include <set>
 #include <vector>
 
@@ -18,7 +17,7 @@ std::string truncated(std::string s) {
   return s;
 }
 
-// Drops control characters from a message (nlohmann's "last read: '...'" echoes raw input).
+// Escapes control characters in a message (nlohmann's "last read: '...'" echoes raw input).
 std::string one_line(std::string_view s) {
   std::string out;
   for (unsigned char c : s) {
@@ -30,32 +29,49 @@ std::string one_line(std::string_view s) {
   return out;
 }
 
+// A SAX pass that only tracks object keys, one set per open object. (nlohmann's callback parser
+// would do this in one pass, but it rescans the parent object after every nested object: quadratic,
+// minutes on a 70k-tensor header.) Syntax errors are reported here too, with nlohmann's position.
+class DuplicateKeyCheck : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit DuplicateKeyCheck(const std::string& label) : label_(label) {}
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    open_objects_.emplace_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (!open_objects_.back().insert(k).second) fail("{}: duplicate key {} in a JSON object", label_, quote(k));
+    return true;
+  }
+  bool end_object() override {
+    open_objects_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  // Called for syntax errors and for numbers out of range (1e999).
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    fail("{}: invalid JSON: {}", label_, one_line(e.what()));
+  }
+
+ private:
+  const std::string& label_;
+  std::vector<std::set<std::string>> open_objects_;
+};
+
 }  // namespace
 
 nlohmann::json parse_json_strict(std::string_view text, const std::string& label) {
-  // One key set per open object; objects nest, so keep a stack.
-  std::vector<std::set<std::string>> open_objects;
-  std::optional<std::string> duplicate;
-  auto on_event = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if (event == E::object_start) {
-      open_objects.emplace_back();
-    } else if (event == E::object_end) {
-      open_objects.pop_back();
-    } else if (event == E::key && !duplicate && !open_objects.empty()) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      if (!open_objects.back().insert(key).second) duplicate = key;
-    }
-    return true;
-  };
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.begin(), text.end(), on_event);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
-    fail("{}: invalid JSON: {}", label, one_line(e.what()));
-  }
-  if (duplicate) fail("{}: duplicate key {} in a JSON object", label, quote(*duplicate));
-  return j;
+  DuplicateKeyCheck check(label);
+  nlohmann::json::sax_parse(text.begin(), text.end(), &check);
+  return nlohmann::json::parse(text.begin(), text.end());  // known valid now
 }
 
 std::string json_brief(const nlohmann::json& v) {

@@ -39,7 +39,9 @@ struct TensorView {
 // One parsed safetensors file. Validation (each failure is a plumb::Error naming the file and,
 // where relevant, the tensor): header length fits the file, header is a JSON object, every entry
 // has a known dtype, a non-negative shape and data_offsets [begin, end] with begin <= end inside
-// the data section, end - begin == numel * dtype size, no two tensors overlap.
+// the data section, end - begin == numel * dtype size, no two tensors overlap, no duplicate keys,
+// __metadata__ maps strings to strings. Deliberately lenient where the reference is strict but no
+// byte would be misread: gaps between tensors and bytes after the last one are accepted.
 class SafetensorsFile {
  public:
   // `shard_index` is stored in every TensorInfo::shard (the file's place in a Checkpoint).
@@ -71,9 +73,11 @@ inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 std::vector<TensorInfo> parse_safetensors_image(std::span<const std::byte> image, const std::string& file_label,
                                                 std::map<std::string, std::string>* metadata);
 
-// A checkpoint: a directory with model.safetensors.index.json (sharded), a directory with
-// *.safetensors files, or a single .safetensors file. The index's weight_map is cross-checked:
-// a shard it names must exist, every tensor it maps must be in that shard.
+// A checkpoint: a directory with model.safetensors.index.json (sharded; the index file's own path
+// works too), a directory with *.safetensors files (all opened, sorted by name), or a single
+// .safetensors file. The index's weight_map is cross-checked both ways: a shard it names must
+// exist, every tensor it maps must be in that shard, and every tensor in a shard must be mapped to
+// it. Files the index does not name are ignored. A tensor name in two shards is an error.
 class Checkpoint {
  public:
   static Checkpoint open(const std::string& path);
