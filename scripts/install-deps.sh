@@ -8,7 +8,7 @@ PKGS=(
   libgtest-dev libgmock-dev
   libpcre2-dev libopenblas-dev
   libsimdjson-dev
-  clang python3-numpy
+  clang libclang-rt-14-dev python3-numpy
 )
 missing=()
 for p in "${PKGS[@]}"; do

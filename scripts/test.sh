@@ -11,4 +11,10 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" 2>&1 | tee "$BUI
 rc=${PIPESTATUS[0]}
 set -e
 echo "test.sh: $(grep -E 'tests passed|tests failed' "$BUILD_DIR/ctest.log" | tail -1) in $(( $(date +%s) - start )) s"
+# A bounded fuzz run of the safetensors header parser (clang + libFuzzer, ASan, UBSan).
+FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+if [ "$FUZZ_SECONDS" -gt 0 ]; then
+  BUILD_DIR="$BUILD_DIR-fuzz" scripts/fuzz.sh "$FUZZ_SECONDS" > "$BUILD_DIR/fuzz.log" 2>&1 || { tail -40 "$BUILD_DIR/fuzz.log"; echo "test.sh: fuzzing FAILED"; exit 1; }
+  echo "test.sh: fuzz $(grep -E 'stat::number_of_executed_units' "$BUILD_DIR/fuzz.log" | awk '{print $2}') inputs in ${FUZZ_SECONDS} s, no crash"
+fi
 exit $rc
