@@ -1,0 +1,47 @@
+// plumb logits --model DIR --ids IDS.npy --out LOGITS.npy: f32 [T, vocab] logits of one prompt.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "commands.h"
+#include "plumb/format/npy.h"
+#include "plumb/model/runner_v4.h"
+#include "plumb/verify/tap_dump.h"
+
+namespace plumb::cli {
+
+namespace {
+struct LogitsArgs {
+  std::string model, ids, out, numerics = "reference", backend = "cpu", taps;
+  int threads = 0;
+};
+}  // namespace
+
+Runner register_logits(CLI::App& app) {
+  auto* cmd = app.add_subcommand("logits", "Logits for every position of one prompt (one prefill)");
+  auto a = std::make_shared<LogitsArgs>();
+  cmd->add_option("--model", a->model, "checkpoint directory (config.json + safetensors)")->required();
+  cmd->add_option("--ids", a->ids, "prompt token ids, int32 or int64 .npy of shape [T]")->required();
+  cmd->add_option("--out", a->out, "output .npy, float32 [T, vocab]")->required();
+  cmd->add_option("--numerics", a->numerics, "reference (f32, what HF computes) or faithful (the release's numerics)")
+      ->check(CLI::IsMember({"reference", "faithful"}))
+      ->capture_default_str();
+  cmd->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
+  cmd->add_option("--backend", a->backend, "compute backend")->check(CLI::IsMember({"cpu"}))->capture_default_str();
+  cmd->add_option("--dump-taps", a->taps, "write named intermediates as DIR/<tap>.npy");
+  return [a]() {
+    const std::vector<int32_t> ids = read_token_ids(a->ids);
+    auto model = v4::ModelV4::load(a->model, {a->backend, a->threads, parse_numerics(a->numerics)});
+    const Taps taps = a->taps.empty() ? Taps() : npy_tap_writer(a->taps);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<float> logits = model->prompt_logits(ids, taps);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const int64_t T = static_cast<int64_t>(ids.size());
+    write_f32_npy(a->out, {T, model->config().vocab_size}, logits.data());
+    std::fprintf(stderr, "logits: %lld tokens in %.3f s (%s, %s) -> %s\n", static_cast<long long>(T), s,
+                 a->backend.c_str(), a->numerics.c_str(), a->out.c_str());
+    return 0;
+  };
+}
+
+}  // namespace plumb::cli

@@ -1,0 +1,211 @@
+#pragma once
+// The op interface the DeepSeek-V4 forward is written against (ARCHITECTURE idea 1). Every op
+// takes and returns backend-owned Tensors; weights are passed as the checkpoint's WeightViews
+// (quantized weights stay quantized: an op decodes what it needs; a GPU backend may keep a device
+// copy keyed by the view's data pointer). Ops carry no model logic beyond what their comment
+// defines: which rows attend to what, which quantization points apply, and which positions are
+// used are decided by the model and passed in.
+//
+// Numerics: an op computes in f32. `Round::BF16` rounds the op's result to bf16 (round to
+// nearest even), which is how the `faithful` profile reproduces the release's bf16 activations;
+// `Round::None` keeps f32 (the `reference` profile).
+//
+// Ragged batches: a batch is a set of sequences whose tokens are stacked along the first (row)
+// dimension; Batch says which rows belong to which sequence and at which positions. Ops that
+// read per-sequence state (window rings, compressed caches, compressor state) take one Tensor per
+// sequence, in Batch order.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "plumb/backend/tensor.h"
+#include "plumb/format/weight_view.h"
+
+namespace plumb::backend {
+
+enum class Round { None, BF16 };
+
+struct SeqSlice {
+  int64_t row = 0;    // first row of this sequence in the batch tensors
+  int64_t len = 0;    // number of new tokens
+  int64_t start = 0;  // absolute position of the first new token
+};
+
+struct Batch {
+  std::vector<SeqSlice> seqs;
+  int64_t rows = 0;  // total tokens = sum of len
+};
+
+struct LinearOpts {
+  int64_t groups = 1;    // block-diagonal: x [N, G*K] and w [G*R, K] give y [N, G*R], group g
+                         // using input cols [gK, (g+1)K) and weight rows [gR, (g+1)R)
+  bool act_fp8 = false;  // FP8 e4m3 1x128 ue8m0 round trip of x before the product (MODEL-SPEC 2.2)
+  Round out = Round::None;
+};
+
+enum class NormMath {
+  F32,       // y = w * x / sqrt(mean(x^2) + eps) in f32, then the op's Round
+  BF16Steps  // every step rounded to bf16: x^2, mean, + eps, rsqrt, product (the release's
+             // per-head q normalisation, which runs on bf16 tensors); weight must be null
+};
+
+struct HcParams {  // one mHC site (MODEL-SPEC 3.2)
+  const WeightView* fn = nullptr;     // [n_out, hc*D] f32
+  const WeightView* base = nullptr;   // [n_out]
+  const WeightView* scale = nullptr;  // [3] (site) or [1] (head)
+  int64_t sinkhorn_iters = 0;
+  float hc_eps = 1e-6f;
+  float norm_eps = 1e-6f;
+};
+
+struct HcPreResult {
+  Tensor y;     // [N, D]
+  Tensor post;  // [N, hc]
+  Tensor comb;  // [N, hc, hc], row-major (i = input stream, j = output stream)
+};
+
+// Compressor state of one sequence (MODEL-SPEC 3.4 decode state machine): raw projections a and
+// gate logits z (ape included) for c*ratio slots of c*d channels. Fresh state: kv = 0, score = -inf.
+struct CompressorState {
+  Tensor kv, score;
+};
+
+struct CompressorParams {
+  int64_t ratio = 0;     // m
+  int64_t head_dim = 0;  // d; overlap (c = 2) when ratio == 4, else c = 1
+  const WeightView* ape = nullptr;  // [m, c*d] f32
+};
+
+struct IndexerParams {
+  int64_t ratio = 4;
+  int64_t top_k = 0;
+  float relu_scale = 1.f;  // score = sum_h w[h] * (relu(q_h . k) * relu_scale)
+  Round round = Round::None;  // BF16: q.k, each head term and the sum rounded to bf16
+};
+
+struct AttentionParams {
+  int64_t window = 0;  // sliding window size W (includes the query)
+  int64_t ratio = 0;   // compressed entries per `ratio` tokens; 0: none
+  const WeightView* sink = nullptr;  // [H] f32 logits
+  float scale = 1.f;
+  bool bf16_probs = false;  // round exp(s - max) to bf16 before P.V (the release's kernel)
+  Round out = Round::None;
+};
+
+struct Routing {
+  Tensor experts;  // [N, k] i32
+  Tensor weights;  // [N, k] f32 (normalized, route-scaled)
+};
+
+struct RouteParams {
+  const WeightView* gate = nullptr;     // [E, D]
+  const WeightView* bias = nullptr;     // [E] selection bias, or null
+  const WeightView* tid2eid = nullptr;  // [vocab, k] hash routing table, or null
+  int64_t top_k = 0;
+  float route_scale = 1.f;
+};
+
+struct SwiGluWeights {
+  const WeightView* w1 = nullptr;  // gate [I, D]
+  const WeightView* w2 = nullptr;  // down [D, I]
+  const WeightView* w3 = nullptr;  // up [I, D]
+};
+
+struct MoeParams {
+  float swiglu_limit = 0.f;   // 0: no clamp
+  bool clamp_shared = true;   // apply swiglu_limit to the shared expert too
+  bool act_fp8 = false;       // act-quant before w1/w3 and before w2
+  Round round = Round::None;  // rounding of each GEMM output, of h before w2, and of the sum
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory
+  virtual Tensor full(ElemType type, Shape shape, float value) = 0;
+  virtual Tensor from_host(const float* data, Shape shape) = 0;
+  virtual Tensor from_host(const int32_t* data, Shape shape) = 0;
+  virtual void to_host(const Tensor& t, float* out) = 0;
+  virtual void to_host(const Tensor& t, int32_t* out) = 0;
+  // dst rows [dst_row, dst_row + n) = src rows [src_row, src_row + n); equal row sizes.
+  virtual void copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) = 0;
+
+  // ---- elementwise and normalization
+  // Rows of `table` [V, D] for ids [N] (i32) -> [N, D].
+  virtual Tensor embed(const WeightView& table, const Tensor& ids) = 0;
+  // [N, D] -> [N, copies, D].
+  virtual Tensor repeat_rows(const Tensor& x, int64_t copies) = 0;
+  // RMS norm over the last dim; weight [last dim] or null (unweighted).
+  virtual Tensor rms_norm(const Tensor& x, const WeightView* weight, float eps, NormMath math, Round out) = 0;
+  virtual Tensor scale(const Tensor& x, float s, Round out) = 0;
+
+  // ---- projections
+  // y = x . w^T over the last dim of x (leading dims kept), f32 accumulation.
+  virtual Tensor linear(const Tensor& x, const WeightView& w, const LinearOpts& opts) = 0;
+
+  // ---- rotary embedding (MODEL-SPEC 2.4): rotates the last 2*len(inv_freq) dims of every
+  // vector in interleaved pairs (x[2i], x[2i+1]) by angle pos * inv_freq[i] (f32 angle), or by
+  // its negative when `inverse`. x is [N, ...] with positions [N] (i32) for its first dim.
+  virtual Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, bool inverse, Round out) = 0;
+
+  // ---- simulated quantization (MODEL-SPEC 2.2, 9): round trips of the release's formats
+  // FP8 e4m3 with a ue8m0 scale per block of `block` columns over the first `cols` columns of
+  // each row (the rest unchanged); a trailing partial block is quantized on its own.
+  virtual Tensor quant_fp8(const Tensor& x, int64_t cols, int64_t block) = 0;
+  // FP4 e2m1 with a ue8m0 scale per block of `block` over the whole last dim.
+  virtual Tensor quant_fp4(const Tensor& x, int64_t block) = 0;
+  // Normalized Walsh-Hadamard transform (Sylvester order, scale 1/sqrt(n)) of the last dim.
+  virtual Tensor hadamard(const Tensor& x, Round out) = 0;
+
+  // ---- manifold-constrained hyper-connections (MODEL-SPEC 3.2); X is [N, hc, D]
+  virtual HcPreResult hc_pre(const Tensor& X, const HcParams& p, Round out) = 0;
+  virtual Tensor hc_post(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb, Round r) = 0;
+  virtual Tensor hc_head(const Tensor& X, const HcParams& p, Round out) = 0;
+
+  // ---- compressor (MODEL-SPEC 3.4): feeds each sequence's rows of kv and score ([N, c*d], f32,
+  // score without ape) through its state; every window closed by a token (pos + 1 = multiple of
+  // ratio) is pooled by a per-channel softmax over its slots. Returns the pooled entries [E, d]
+  // (f32, then `out`), ordered by sequence, then window.
+  virtual Tensor compress(const Tensor& kv, const Tensor& score, const Batch& b, std::span<CompressorState> states,
+                          const CompressorParams& p, Round out) = 0;
+
+  // ---- Lightning indexer (MODEL-SPEC 3.5): q [N, Hi, di], w [N, Hi], keys[s] [>= n, di] of
+  // sequence s. A query at position t ranks entries e < floor((t+1)/ratio) by score (stable
+  // descending: ties go to the lower index, +0 above -0) and returns the first
+  // min(top_k, #valid) of them, then -1: [N, top_k] i32.
+  virtual Tensor indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, std::span<const Tensor> keys,
+                              const IndexerParams& p) = 0;
+
+  // ---- attention (MODEL-SPEC 3.6): q [N, H, Dh], kv [N, Dh] (this batch's rows, K = V). For a
+  // query at position t of a sequence whose batch slice starts at position p, the candidates are
+  //   window: positions max(0, t-W+1) .. t, read from kv for positions >= p and from the ring
+  //           (rings[s] [W, Dh], slot = pos % W) for positions < p;
+  //   compressed (ratio > 0): entries of compressed[s], either the non-negative indices in
+  //           row `selected` [N, K] (i32) or, with selected == null, every e < floor((t+1)/ratio).
+  // o_h = sum_j e^{s_j-M} v_j / (sum_j e^{s_j-M} + e^{sink_h-M}), s_j = scale * q_h . k_j.
+  virtual Tensor sparse_attention(const Tensor& q, const Tensor& kv, const Batch& b, std::span<const Tensor> rings,
+                                  std::span<const Tensor> compressed, const Tensor* selected,
+                                  const AttentionParams& p) = 0;
+  // Writes each sequence's last min(len, W) kv rows into its ring at slot pos % W.
+  virtual void window_update(std::span<Tensor> rings, const Tensor& kv, const Batch& b) = 0;
+
+  // ---- mixture of experts (MODEL-SPEC 3.8): x [N, D], ids [N] (i32, hash routing)
+  // scores = sqrt(softplus(gate . x)) in f32; experts = tid2eid[id] or top_k of scores + bias
+  // (ties to the lower expert id); weights = scores[experts] / sum * route_scale.
+  virtual Routing route(const Tensor& x, const Tensor& ids, const RouteParams& p) = 0;
+  // y = sum_k w2_e(weight_k * silu(min(w1_e x, L)) * clamp(w3_e x, -L, L)) + shared(x), summed in
+  // f32 in expert-id order, then the shared expert.
+  virtual Tensor moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts,
+                     const SwiGluWeights& shared, const MoeParams& p) = 0;
+};
+
+// The CPU backend (reference implementation of every op); threads <= 0: all hardware threads.
+std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
+// "cpu" -> the CPU backend; anything else is a plumb::Error listing the available backends.
+std::unique_ptr<Backend> make_backend(const std::string& name, int threads = 0);
+
+}  // namespace plumb::backend

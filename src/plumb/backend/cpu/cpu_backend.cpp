@@ -1,0 +1,188 @@
+// CPU backend: memory, embedding, norms, RoPE and the simulated-quantization ops.
+#include "plumb/backend/cpu/cpu_backend.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "plumb/backend/cpu/cpu_tensor.h"
+#include "plumb/backend/cpu/simquant.h"
+#include "plumb/backend/cpu/weight_decode.h"
+#include "plumb/util/error.h"
+
+namespace plumb::cpu {
+
+void apply_round(float* x, int64_t n, Round r) {
+  if (r == Round::BF16) round_bf16(x, n);
+}
+
+namespace {
+Tensor clone(const Tensor& x) {
+  Tensor y = new_f32(x.shape());
+  std::memcpy(f32(y), f32(x), static_cast<std::size_t>(x.numel()) * sizeof(float));
+  return y;
+}
+}  // namespace
+
+// ---- memory
+
+Tensor CpuBackend::full(ElemType type, Shape shape, float value) {
+  return type == ElemType::F32 ? new_f32(std::move(shape), value) : new_i32(std::move(shape), static_cast<int32_t>(value));
+}
+
+Tensor CpuBackend::from_host(const float* data, Shape shape) {
+  Tensor t = new_f32(std::move(shape));
+  std::memcpy(f32(t), data, static_cast<std::size_t>(t.numel()) * sizeof(float));
+  return t;
+}
+
+Tensor CpuBackend::from_host(const int32_t* data, Shape shape) {
+  Tensor t = new_i32(std::move(shape));
+  std::memcpy(i32(t), data, static_cast<std::size_t>(t.numel()) * sizeof(int32_t));
+  return t;
+}
+
+void CpuBackend::to_host(const Tensor& t, float* out) {
+  std::memcpy(out, f32(t), static_cast<std::size_t>(t.numel()) * sizeof(float));
+}
+
+void CpuBackend::to_host(const Tensor& t, int32_t* out) {
+  std::memcpy(out, i32(t), static_cast<std::size_t>(t.numel()) * sizeof(int32_t));
+}
+
+void CpuBackend::copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) {
+  if (dst.row_size() != src.row_size())
+    fail("copy_rows: row sizes differ ({} vs {})", dst.shape_str(), src.shape_str());
+  if (n < 0 || dst_row < 0 || src_row < 0 || dst_row + n > dst.rows() || src_row + n > src.rows())
+    fail("copy_rows: rows [{}, +{}) of {} into [{}, +{}) of {} out of range", src_row, n, src.shape_str(), dst_row, n,
+         dst.shape_str());
+  const int64_t rs = dst.row_size();
+  std::memmove(f32(dst) + dst_row * rs, f32(src) + src_row * rs, static_cast<std::size_t>(n * rs) * sizeof(float));
+}
+
+// ---- elementwise
+
+Tensor CpuBackend::embed(const WeightView& table, const Tensor& ids) {
+  const int64_t V = table.rows(), D = table.cols(), N = ids.numel();
+  Tensor y = new_f32({N, D});
+  const int32_t* id = i32(ids, "token ids");
+  for (int64_t n = 0; n < N; ++n) {
+    if (id[n] < 0 || id[n] >= V) fail("token id {} at position {} is outside the vocabulary [0, {})", id[n], n, V);
+    decode_weight_rows(table, id[n], id[n] + 1, f32(y) + n * D);
+  }
+  return y;
+}
+
+Tensor CpuBackend::repeat_rows(const Tensor& x, int64_t copies) {
+  const int64_t N = x.rows(), D = x.row_size();
+  Tensor y = new_f32({N, copies, D});
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < copies; ++c)
+      std::memcpy(f32(y) + (n * copies + c) * D, f32(x) + n * D, static_cast<std::size_t>(D) * sizeof(float));
+  return y;
+}
+
+Tensor CpuBackend::rms_norm(const Tensor& x, const WeightView* weight, float eps, NormMath math, Round out) {
+  const int64_t D = x.dim(-1), rows = x.numel() / D;
+  std::vector<float> w;
+  if (weight) {
+    if (weight->numel() != D) fail("rms_norm: weight '{}' has {} values, input last dim is {}", weight->name, weight->numel(), D);
+    w = decode_all(*weight);
+  }
+  if (math == NormMath::BF16Steps && weight) fail("rms_norm: bf16-step math is only defined without a weight");
+  Tensor y = clone(x);
+  float* p = f32(y);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* v = p + r * D;
+    if (math == NormMath::F32) {
+      float ss = 0.f;
+      for (int64_t i = 0; i < D; ++i) ss += v[i] * v[i];
+      // mean as torch computes it: sum times 1/D
+      const float inv = 1.0f / std::sqrt(ss * (1.0f / static_cast<float>(D)) + eps);
+      for (int64_t i = 0; i < D; ++i) v[i] = weight ? w[i] * (v[i] * inv) : v[i] * inv;
+    } else {  // each tensor op of the release's bf16 code rounds its result to bf16
+      float ss = 0.f;
+      for (int64_t i = 0; i < D; ++i) ss += round_bf16(v[i] * v[i]);
+      const float var = round_bf16(round_bf16(ss * (1.0f / static_cast<float>(D))) + eps);
+      const float inv = round_bf16(1.0f / std::sqrt(var));
+      for (int64_t i = 0; i < D; ++i) v[i] = round_bf16(v[i] * inv);
+    }
+  }
+  apply_round(p, x.numel(), out);
+  return y;
+}
+
+Tensor CpuBackend::scale(const Tensor& x, float s, Round out) {
+  Tensor y = clone(x);
+  float* p = f32(y);
+  for (int64_t i = 0; i < x.numel(); ++i) p[i] *= s;
+  apply_round(p, x.numel(), out);
+  return y;
+}
+
+Tensor CpuBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, bool inverse, Round out) {
+  const int64_t F = inv_freq.numel(), Dl = x.dim(-1), N = x.rows();
+  if (2 * F > Dl) fail("rope: {} frequencies need {} dims, vectors have {}", F, 2 * F, Dl);
+  if (positions.numel() != N) fail("rope: {} positions for {} rows", positions.numel(), N);
+  const int32_t* pos = i32(positions, "positions");
+  const float* f = f32(inv_freq, "inv_freq");
+  Tensor y = clone(x);
+  const int64_t vecs = x.row_size() / Dl;
+  std::vector<float> c(static_cast<std::size_t>(F)), s(static_cast<std::size_t>(F));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t i = 0; i < F; ++i) {
+      // f32 angle as the release computes it; cos/sin correctly rounded from it.
+      const float angle = static_cast<float>(pos[n]) * f[i];
+      c[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+      s[i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+      if (inverse) s[i] = -s[i];
+    }
+    for (int64_t v = 0; v < vecs; ++v) {
+      float* r = f32(y) + (n * vecs + v) * Dl + (Dl - 2 * F);
+      for (int64_t i = 0; i < F; ++i) {
+        const float a = r[2 * i], b = r[2 * i + 1];
+        r[2 * i] = a * c[i] - b * s[i];
+        r[2 * i + 1] = a * s[i] + b * c[i];
+      }
+      apply_round(r, 2 * F, out);
+    }
+  }
+  return y;
+}
+
+// ---- simulated quantization
+
+Tensor CpuBackend::quant_fp8(const Tensor& x, int64_t cols, int64_t block) {
+  const int64_t Dl = x.dim(-1);
+  if (cols < 0 || cols > Dl) fail("quant_fp8: {} columns of vectors of {}", cols, Dl);
+  Tensor y = clone(x);
+  for (int64_t v = 0; v < x.numel() / Dl; ++v) fp8_roundtrip(f32(y) + v * Dl, cols, block);
+  return y;
+}
+
+Tensor CpuBackend::quant_fp4(const Tensor& x, int64_t block) {
+  const int64_t Dl = x.dim(-1);
+  Tensor y = clone(x);
+  for (int64_t v = 0; v < x.numel() / Dl; ++v) fp4_roundtrip(f32(y) + v * Dl, Dl, block);
+  return y;
+}
+
+Tensor CpuBackend::hadamard(const Tensor& x, Round out) {
+  const int64_t Dl = x.dim(-1);
+  Tensor y = clone(x);
+  for (int64_t v = 0; v < x.numel() / Dl; ++v) cpu::hadamard(f32(y) + v * Dl, Dl);
+  apply_round(f32(y), y.numel(), out);
+  return y;
+}
+
+}  // namespace plumb::cpu
+
+namespace plumb::backend {
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<cpu::CpuBackend>(threads); }
+
+std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
+  if (name == "cpu") return make_cpu_backend(threads);
+  fail("unknown backend '{}' (available: cpu)", name);
+}
+
+}  // namespace plumb::backend

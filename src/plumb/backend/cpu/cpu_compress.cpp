@@ -1,0 +1,141 @@
+// The KV compressor state machine (MODEL-SPEC 3.4) and the Lightning indexer's top-k (3.5).
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "plumb/backend/cpu/cpu_backend.h"
+#include "plumb/backend/cpu/cpu_tensor.h"
+#include "plumb/backend/cpu/simquant.h"
+#include "plumb/backend/cpu/weight_decode.h"
+#include "plumb/util/error.h"
+
+namespace plumb::cpu {
+
+// Prefill and decode both run this token-by-token machine, so a window's entry is computed from
+// the same slot values in the same order however the tokens were split into calls.
+//   overlap (ratio 4, c = 2): slots [0, m) hold the previous window, [m, 2m) the current one;
+//     an entry softmaxes channel ch over the A-half (channel ch) of slots [0, m) and the B-half
+//     (channel d + ch) of slots [m, 2m); then the current window becomes the previous one.
+//   plain (c = 1): slot t mod m; an entry softmaxes over the m slots.
+Tensor CpuBackend::compress(const Tensor& kv, const Tensor& score, const Batch& b, std::span<CompressorState> states,
+                            const CompressorParams& p, Round out) {
+  const int64_t m = p.ratio, d = p.head_dim;
+  const bool overlap = m == 4;
+  const int64_t c = overlap ? 2 : 1, C = c * d, slots = c * m;
+  if (m <= 0 || !p.ape) fail("compress: needs a positive ratio and the ape bias");
+  if (kv.dim(-1) != C || score.dim(-1) != C || kv.rows() != b.rows || score.rows() != b.rows)
+    fail("compress: kv {} / score {} must be [{}, {}]", kv.shape_str(), score.shape_str(), b.rows, C);
+  if (states.size() != b.seqs.size()) fail("compress: {} states for {} sequences", states.size(), b.seqs.size());
+  const std::vector<float> ape = decode_all(*p.ape);
+  if (static_cast<int64_t>(ape.size()) != m * C) fail("compress: ape '{}' must be [{}, {}]", p.ape->name, m, C);
+
+  int64_t entries = 0;
+  for (const auto& s : b.seqs) entries += (s.start + s.len) / m - s.start / m;
+  Tensor pooled = new_f32({entries, d});
+  float* dst = f32(pooled);
+  const float* a_in = f32(kv, "compressor kv");
+  const float* z_in = f32(score, "compressor score");
+  std::vector<float> a(static_cast<std::size_t>(2 * m)), z(static_cast<std::size_t>(2 * m));
+
+  for (std::size_t si = 0; si < b.seqs.size(); ++si) {
+    const SeqSlice& s = b.seqs[si];
+    float* skv = f32(states[si].kv, "compressor kv state");
+    float* ssc = f32(states[si].score, "compressor score state");
+    if (states[si].kv.numel() != slots * C || states[si].score.numel() != slots * C)
+      fail("compress: state {} must be [{}, {}]", states[si].kv.shape_str(), slots, C);
+    for (int64_t i = 0; i < s.len; ++i) {
+      const int64_t t = s.start + i, r = t % m;
+      const int64_t slot = overlap ? m + r : r;
+      for (int64_t ch = 0; ch < C; ++ch) {
+        skv[slot * C + ch] = a_in[(s.row + i) * C + ch];
+        ssc[slot * C + ch] = z_in[(s.row + i) * C + ch] + ape[r * C + ch];
+      }
+      if ((t + 1) % m != 0) continue;
+      for (int64_t ch = 0; ch < d; ++ch) {
+        int64_t n = 0;
+        if (overlap) {
+          for (int64_t j = 0; j < m; ++j, ++n) a[n] = skv[j * C + ch], z[n] = ssc[j * C + ch];
+          for (int64_t j = m; j < 2 * m; ++j, ++n) a[n] = skv[j * C + d + ch], z[n] = ssc[j * C + d + ch];
+        } else {
+          for (int64_t j = 0; j < m; ++j, ++n) a[n] = skv[j * C + ch], z[n] = ssc[j * C + ch];
+        }
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < n; ++j) mx = std::max(mx, z[j]);
+        float sum = 0.f;
+        for (int64_t j = 0; j < n; ++j) sum += (z[j] = std::exp(z[j] - mx));
+        float acc = 0.f;
+        for (int64_t j = 0; j < n; ++j) acc += a[j] * (z[j] / sum);
+        dst[ch] = acc;
+      }
+      apply_round(dst, d, out);
+      dst += d;
+      if (overlap) {
+        std::copy(skv + m * C, skv + 2 * m * C, skv);
+        std::copy(ssc + m * C, ssc + 2 * m * C, ssc);
+      }
+    }
+  }
+  return pooled;
+}
+
+namespace {
+
+// Orders floats with -0 below +0 (the release's top-k ranks +0.0 above -0.0).
+int32_t order_key(float x) {
+  const int32_t i = std::bit_cast<int32_t>(x);
+  return i >= 0 ? i : i ^ 0x7FFFFFFF;  // negatives: larger magnitude -> smaller key; -0 -> -1
+}
+
+}  // namespace
+
+Tensor CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, std::span<const Tensor> keys,
+                                const IndexerParams& p) {
+  expect_rank(q, 3, "indexer_topk", "q");
+  const int64_t N = q.dim(0), H = q.dim(1), di = q.dim(2), K = p.top_k, m = p.ratio;
+  if (w.numel() != N * H) fail("indexer_topk: weights {} for q {}", w.shape_str(), q.shape_str());
+  if (keys.size() != b.seqs.size()) fail("indexer_topk: {} key caches for {} sequences", keys.size(), b.seqs.size());
+  Tensor out = new_i32({N, K}, -1);
+  const float* qp = f32(q, "indexer q");
+  const float* wp = f32(w, "indexer weights");
+  int32_t* op = i32(out);
+  const bool bf16 = p.round == Round::BF16;
+  auto rnd = [&](float x) { return bf16 ? round_bf16(x) : x; };
+  for (std::size_t si = 0; si < b.seqs.size(); ++si) {
+    const SeqSlice& s = b.seqs[si];
+    const int64_t n_total = (s.start + s.len) / m;
+    if (n_total > 0 && (keys[si].rows() < n_total || keys[si].row_size() != di))
+      fail("indexer_topk: key cache {} holds fewer than {} entries of {}", keys[si].shape_str(), n_total, di);
+    const float* kp = n_total > 0 ? f32(keys[si], "indexer keys") : nullptr;
+    pool().parallel_for(s.len, 1, [&](int64_t i0, int64_t i1) {
+      std::vector<float> score;
+      std::vector<int32_t> order;
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t row = s.row + i, n_valid = (s.start + i + 1) / m;
+        score.assign(static_cast<std::size_t>(n_valid), 0.f);
+        for (int64_t e = 0; e < n_valid; ++e) {
+          float acc = 0.f;
+          for (int64_t h = 0; h < H; ++h) {
+            const float qk = rnd(dot(qp + (row * H + h) * di, kp + e * di, di));
+            acc += rnd(rnd(std::max(qk, 0.f) * p.relu_scale) * wp[row * H + h]);
+          }
+          score[e] = rnd(acc);
+        }
+        order.resize(static_cast<std::size_t>(n_valid));
+        std::iota(order.begin(), order.end(), 0);
+        const int64_t k = std::min(K, n_valid);
+        // stable descending: a higher score first, equal scores by lower index
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t x, int32_t y) {
+          const int32_t kx = order_key(score[x]), ky = order_key(score[y]);
+          return kx != ky ? kx > ky : x < y;
+        });
+        std::copy(order.begin(), order.begin() + k, op + row * K);
+      }
+    });
+  }
+  return out;
+}
+
+}  // namespace plumb::cpu

@@ -1,0 +1,135 @@
+// MoE routing (hash or score top-k) and the SwiGLU experts (MODEL-SPEC 3.8).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "plumb/backend/cpu/cpu_backend.h"
+#include "plumb/backend/cpu/cpu_tensor.h"
+#include "plumb/backend/cpu/gemm.h"
+#include "plumb/backend/cpu/simquant.h"
+#include "plumb/backend/cpu/weight_decode.h"
+#include "plumb/util/error.h"
+
+namespace plumb::cpu {
+namespace {
+
+float softplus(float x) { return x > 20.f ? x : std::log1p(std::exp(x)); }  // torch's threshold 20
+
+int64_t hash_expert(const WeightView& t, int64_t id, int64_t k) {
+  const int64_t idx = id * t.cols() + k;
+  if (t.dtype == DType::I64) {
+    int64_t v;
+    std::memcpy(&v, t.data + idx * 8, 8);
+    return v;
+  }
+  int32_t v;
+  std::memcpy(&v, t.data + idx * 4, 4);
+  return v;
+}
+
+}  // namespace
+
+Routing CpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams& p) {
+  const int64_t N = x.rows(), D = x.row_size(), E = p.gate->rows(), K = p.top_k;
+  if (p.gate->cols() != D) fail("route: gate '{}' is [{}, {}], input {}", p.gate->name, E, p.gate->cols(), x.shape_str());
+  if (K <= 0 || K > E) fail("route: top_k {} with {} experts", K, E);
+  std::vector<float> bias;
+  if (p.bias) bias = decode_all(*p.bias);
+  std::vector<float> logits(static_cast<std::size_t>(N * E));
+  gemm_wt(pool(), f32(x), N, D, *p.gate, 0, E, logits.data(), E);  // f32 gate
+  Routing r{new_i32({N, K}), new_f32({N, K})};
+  const int32_t* id = p.tid2eid ? i32(ids, "token ids") : nullptr;
+  std::vector<float> score(static_cast<std::size_t>(E)), sel(static_cast<std::size_t>(E));
+  std::vector<int32_t> order(static_cast<std::size_t>(E));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t e = 0; e < E; ++e) {
+      score[e] = std::sqrt(softplus(logits[n * E + e]));
+      sel[e] = bias.empty() ? score[e] : score[e] + bias[e];  // the bias picks, it never weighs
+    }
+    int32_t* ex = i32(r.experts) + n * K;
+    if (p.tid2eid) {
+      if (id[n] < 0 || id[n] >= p.tid2eid->rows()) fail("route: token id {} outside tid2eid", id[n]);
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t e = hash_expert(*p.tid2eid, id[n], k);
+        if (e < 0 || e >= E) fail("route: tid2eid[{}] names expert {} of {}", id[n], e, E);
+        ex[k] = static_cast<int32_t>(e);
+      }
+    } else {
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                        [&](int32_t a, int32_t b) { return sel[a] != sel[b] ? sel[a] > sel[b] : a < b; });
+      std::copy(order.begin(), order.begin() + K, ex);
+    }
+    float sum = 0.f;
+    for (int64_t k = 0; k < K; ++k) sum += score[ex[k]];
+    float* w = f32(r.weights) + n * K;
+    for (int64_t k = 0; k < K; ++k) w[k] = score[ex[k]] / sum * p.route_scale;
+  }
+  return r;
+}
+
+namespace {
+
+// One SwiGLU expert on M gathered rows: out = w2(bf16?(weight * silu(min(g, L)) * clamp(u, -L, L))).
+void swiglu(ThreadPool& pool, const SwiGluWeights& w, const float* x, int64_t M, int64_t D, const float* row_weight,
+            float limit, bool act_fp8, Round round, float* out) {
+  const int64_t I = w.w1->rows();
+  std::vector<float> xin(x, x + M * D), g(static_cast<std::size_t>(M * I)), u(g.size());
+  if (act_fp8) act_quant_fp8_rows(xin.data(), M, D);
+  gemm_wt(pool, xin.data(), M, D, *w.w1, 0, I, g.data(), I);
+  gemm_wt(pool, xin.data(), M, D, *w.w3, 0, I, u.data(), I);
+  apply_round(g.data(), M * I, round);
+  apply_round(u.data(), M * I, round);
+  for (int64_t i = 0; i < M * I; ++i) {
+    float gi = g[i], ui = u[i];
+    if (limit > 0.f) {
+      gi = std::min(gi, limit);
+      ui = std::clamp(ui, -limit, limit);
+    }
+    float h = gi / (1.0f + std::exp(-gi)) * ui;
+    if (row_weight) h = row_weight[i / I] * h;  // routing weight before w2 (and its act-quant)
+    g[i] = h;
+  }
+  apply_round(g.data(), M * I, round);
+  if (act_fp8) act_quant_fp8_rows(g.data(), M, I);
+  gemm_wt(pool, g.data(), M, I, *w.w2, 0, D, out, D);
+  apply_round(out, M * D, round);
+}
+
+}  // namespace
+
+Tensor CpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts,
+                       const SwiGluWeights& shared, const MoeParams& p) {
+  const int64_t N = x.rows(), D = x.row_size(), K = r.experts.dim(1), E = static_cast<int64_t>(experts.size());
+  const int32_t* ex = i32(r.experts, "routed experts");
+  const float* wt = f32(r.weights, "routing weights");
+  const float* xp = f32(x, "moe input");
+  std::vector<float> acc(static_cast<std::size_t>(N * D), 0.f), xs, ws, ys;
+  // Expert by expert in id order, so each token's sum runs over its experts in id order.
+  for (int64_t e = 0; e < E; ++e) {
+    std::vector<int64_t> rows;
+    ws.clear();
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k)
+        if (ex[n * K + k] == e) rows.push_back(n), ws.push_back(wt[n * K + k]);
+    if (rows.empty()) continue;
+    const int64_t M = static_cast<int64_t>(rows.size());
+    xs.resize(static_cast<std::size_t>(M * D));
+    ys.resize(xs.size());
+    for (int64_t i = 0; i < M; ++i) std::memcpy(&xs[i * D], xp + rows[i] * D, static_cast<std::size_t>(D) * sizeof(float));
+    swiglu(pool(), experts[e], xs.data(), M, D, ws.data(), p.swiglu_limit, p.act_fp8, p.round, ys.data());
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t d = 0; d < D; ++d) acc[rows[i] * D + d] += ys[i * D + d];
+  }
+  ys.resize(static_cast<std::size_t>(N * D));
+  swiglu(pool(), shared, xp, N, D, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p.act_fp8, p.round, ys.data());
+  Tensor y = new_f32({N, D});
+  float* yp = f32(y);
+  for (int64_t i = 0; i < N * D; ++i) yp[i] = acc[i] + ys[i];
+  apply_round(yp, N * D, p.round);
+  return y;
+}
+
+}  // namespace plumb::cpu

@@ -1,0 +1,141 @@
+// DeepSeek-V4 attention (MODEL-SPEC 3.3-3.7): q/kv projections, the KV compressor, the Lightning
+// indexer, sparse attention with sink, inverse RoPE and the grouped output projection.
+#include <cmath>
+
+#include "plumb/model/forward_step_v4.h"
+#include "plumb/util/error.h"
+
+namespace plumb::v4 {
+
+using backend::NormMath;
+using backend::Round;
+using backend::Tensor;
+
+namespace {
+std::vector<Tensor> windows(const std::vector<SequenceState*>& states, int64_t layer) {
+  std::vector<Tensor> r;
+  for (SequenceState* s : states) r.push_back(s->layers[layer].window);
+  return r;
+}
+}  // namespace
+
+// Feeds the batch through the layer's main (or indexer) compressor and appends the entries it
+// closes to each sequence's cache: pooled -> bf16 (faithful) -> norm -> RoPE at position w*m ->
+// FP8 nope round trip (main) or Hadamard + FP4 round trip (indexer, faithful only).
+void ForwardV4::compress(int64_t layer, const Tensor& x, Step& st, bool indexer) {
+  const AttentionWeights& aw = w_.layers[layer].attn;
+  const CompressorWeights& cw = indexer ? aw.indexer->compressor : *aw.compressor;
+  const int64_t m = cfg_.compress_ratio(layer), d = indexer ? cfg_.index_head_dim : cfg_.head_dim;
+  const int64_t rd = cfg_.qk_rope_head_dim;
+  // The compressor projections run in f32 on the (bf16) input in both profiles.
+  const Tensor a = be_.linear(x, cw.wkv, {});
+  const Tensor z = be_.linear(x, cw.wgate, {});
+  std::vector<backend::CompressorState> cs;
+  for (SequenceState* s : st.states) cs.push_back(indexer ? s->layers[layer].index_compressor : s->layers[layer].compressor);
+  Tensor e = be_.compress(a, z, st.batch, cs, {m, d, &cw.ape}, st.R);
+  if (e.rows() == 0) return;
+
+  std::vector<int32_t> pos;  // entry w sits at the position of its window's first token
+  for (const auto& s : st.batch.seqs)
+    for (int64_t w = s.start / m; w < (s.start + s.len) / m; ++w) pos.push_back(static_cast<int32_t>(w * m));
+  const Tensor positions = be_.from_host(pos.data(), {e.rows()});
+  e = be_.rms_norm(e, &cw.norm, static_cast<float>(cfg_.rms_norm_eps), NormMath::F32, st.R);
+  e = be_.rope(e, positions, inv_freq_[layer], false, st.R);
+  if (st.faithful) {
+    if (indexer) {
+      e = be_.quant_fp4(be_.hadamard(e, st.R), 32);
+    } else {
+      e = be_.quant_fp8(e, d - rd, 64);
+    }
+  }
+  tap(st, st.prefix + (indexer ? "attn.index_keys" : "attn.compressed"), e);
+
+  int64_t row = 0;
+  for (std::size_t i = 0; i < st.states.size(); ++i) {
+    const auto& s = st.batch.seqs[i];
+    const int64_t w0 = s.start / m, n = (s.start + s.len) / m - w0;
+    Tensor& cache = indexer ? st.states[i]->layers[layer].index_keys : st.states[i]->layers[layer].compressed;
+    ensure_capacity(be_, cache, w0 + n, w0);
+    be_.copy_rows(cache, w0, e, row, n);
+    row += n;
+  }
+}
+
+// Lightning indexer (MODEL-SPEC 3.5): top-k compressed entries per query, -1 where unused.
+Tensor ForwardV4::indexer_select(int64_t layer, const Tensor& x, const Tensor& qr, Step& st) {
+  const IndexerWeights& iw = *w_.layers[layer].attn.indexer;
+  const int64_t N = st.batch.rows, Hi = cfg_.index_n_heads, di = cfg_.index_head_dim;
+  compress(layer, x, st, true);  // keys first: an entry closed by this token can be selected
+
+  Tensor q = be_.linear(qr, iw.wq_b, {1, st.faithful, st.R}).reshaped({N, Hi, di});
+  q = be_.rope(q, st.positions, inv_freq_[layer], false, st.R);
+  if (st.faithful) q = be_.quant_fp4(be_.hadamard(q, st.R), 32);
+  Tensor w = be_.linear(x, iw.weights_proj, {1, false, st.R});
+  backend::IndexerParams p;
+  p.ratio = cfg_.compress_ratio(layer);
+  p.top_k = cfg_.index_topk;
+  p.round = st.R;
+  if (st.faithful) {  // the release folds both scales into the (bf16) head weights
+    w = be_.scale(w, static_cast<float>(std::pow(static_cast<double>(di), -0.5) * std::pow(static_cast<double>(Hi), -0.5)), st.R);
+    p.relu_scale = 1.f;
+  } else {  // HF: relu(q.k) * di^-0.5, weights * Hi^-0.5
+    w = be_.scale(w, static_cast<float>(std::pow(static_cast<double>(Hi), -0.5)), st.R);
+    p.relu_scale = static_cast<float>(std::pow(static_cast<double>(di), -0.5));
+  }
+  std::vector<Tensor> keys;
+  for (SequenceState* s : st.states) keys.push_back(s->layers[layer].index_keys);
+  Tensor sel = be_.indexer_topk(q, w, st.batch, keys, p);
+  tap(st, st.prefix + "attn.index_topk", sel);
+  return sel;
+}
+
+Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
+  const AttentionWeights& aw = w_.layers[layer].attn;
+  const int64_t N = st.batch.rows, H = cfg_.num_attention_heads, Dh = cfg_.head_dim, rd = cfg_.qk_rope_head_dim;
+  const int64_t m = cfg_.compress_ratio(layer);
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  const backend::LinearOpts fp8{1, st.faithful, st.R};  // FP8 weights: act-quant in faithful
+  const Tensor& freq = inv_freq_[layer];
+
+  // 3.3: low-rank q with a per-head unweighted RMS norm; one shared kv head (K = V).
+  const Tensor qr = be_.rms_norm(be_.linear(x, aw.wq_a, fp8), &aw.q_norm, eps, NormMath::F32, st.R);
+  Tensor q = be_.linear(qr, aw.wq_b, fp8).reshaped({N, H, Dh});
+  q = be_.rms_norm(q, nullptr, eps, st.faithful ? NormMath::BF16Steps : NormMath::F32, st.R);
+  q = be_.rope(q, st.positions, freq, false, st.R);
+  Tensor kv = be_.rms_norm(be_.linear(x, aw.wkv, fp8), &aw.kv_norm, eps, NormMath::F32, st.R);
+  kv = be_.rope(kv, st.positions, freq, false, st.R);
+  if (st.faithful) kv = be_.quant_fp8(kv, Dh - rd, 64);  // rope dims stay bf16
+  tap(st, st.prefix + "attn.q", q);
+  tap(st, st.prefix + "attn.kv", kv);
+
+  // 3.4-3.5: compressed entries (and, for ratio 4, the indexer's choice among them).
+  Tensor selected;
+  if (m != 0) {
+    compress(layer, x, st, false);
+    if (m == 4) selected = indexer_select(layer, x, qr, st);
+  }
+  std::vector<Tensor> compressed;
+  if (m != 0)
+    for (SequenceState* s : st.states) compressed.push_back(s->layers[layer].compressed);
+
+  // 3.6: sparse attention with sink, then the window ring takes this batch's kv.
+  std::vector<Tensor> rings = windows(st.states, layer);
+  backend::AttentionParams ap;
+  ap.window = cfg_.sliding_window;
+  ap.ratio = m;
+  ap.sink = &aw.attn_sink;
+  ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
+  ap.bf16_probs = st.faithful;
+  ap.out = st.R;
+  Tensor o = be_.sparse_attention(q, kv, st.batch, rings, compressed, selected.defined() ? &selected : nullptr, ap);
+  be_.window_update(rings, kv, st.batch);
+
+  // 3.7: undo the rope carried by V, then the grouped low-rank output projection (wo_a runs as
+  // a bf16 weight without act-quant in the release).
+  o = be_.rope(o, st.positions, freq, true, st.R);
+  tap(st, st.prefix + "attn.o", o);
+  const Tensor u = be_.linear(o.reshaped({N, H * Dh}), aw.wo_a, {cfg_.o_groups, false, st.R});
+  return be_.linear(u, aw.wo_b, fp8);
+}
+
+}  // namespace plumb::v4

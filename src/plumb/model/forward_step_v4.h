@@ -1,0 +1,21 @@
+#pragma once
+// Internal to the V4 forward (forward_v4.cpp, attention_v4.cpp): the context of one call.
+#include <string>
+#include <vector>
+
+#include "plumb/model/forward_v4.h"
+
+namespace plumb::v4 {
+
+struct ForwardV4::Step {
+  backend::Batch batch;
+  std::vector<SequenceState*> states;  // batch order
+  backend::Tensor ids;                 // [N] i32
+  backend::Tensor positions;           // [N] i32
+  const Taps* taps = nullptr;
+  std::string prefix;                  // "layer.{i}." for taps
+  bool faithful = false;
+  backend::Round R = backend::Round::None;  // rounding of activations between ops
+};
+
+}  // namespace plumb::v4

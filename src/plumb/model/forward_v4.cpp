@@ -1,0 +1,157 @@
+// DeepSeek-V4 forward: embedding, the mHC layer loop, MoE FFN and the head (MODEL-SPEC 3.1,
+// 3.2, 3.8-3.9). Attention lives in attention_v4.cpp.
+#include "plumb/model/forward_v4.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "plumb/model/forward_step_v4.h"
+#include "plumb/model/rope_v4.h"
+#include "plumb/util/error.h"
+
+namespace plumb::v4 {
+
+using backend::Round;
+using backend::Tensor;
+
+ForwardV4::ForwardV4(backend::Backend& be, const ModelConfig& cfg, const ModelWeights& weights, Numerics numerics)
+    : be_(be), cfg_(cfg), w_(weights), numerics_(numerics) {
+  if (cfg.arch != Arch::DeepseekV4) fail("the V4 forward needs a deepseek_v4 config, got {}", arch_name(cfg.arch));
+  if (cfg.scoring_func != "sqrtsoftplus") fail("config: scoring_func '{}' is not supported (V4 uses sqrtsoftplus)", cfg.scoring_func);
+  if (cfg.num_key_value_heads != 1) fail("config: V4 attention has one shared KV head, got {}", cfg.num_key_value_heads);
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    const std::vector<float> f = rope_inv_freq(cfg, l);
+    inv_freq_.push_back(be.from_host(f.data(), {static_cast<int64_t>(f.size())}));
+  }
+}
+
+SequenceState ForwardV4::new_sequence() const {
+  SequenceState s;
+  const int64_t Dh = cfg_.head_dim, di = cfg_.index_head_dim;
+  const float neg_inf = -INFINITY;
+  auto fresh = [&](int64_t slots, int64_t channels) {
+    return backend::CompressorState{be_.full(backend::ElemType::F32, {slots, channels}, 0.f),
+                                    be_.full(backend::ElemType::F32, {slots, channels}, neg_inf)};
+  };
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    LayerState ls;
+    ls.window = be_.full(backend::ElemType::F32, {cfg_.sliding_window, Dh}, 0.f);
+    const int64_t m = cfg_.compress_ratio(l);
+    if (m != 0) {
+      const int64_t c = m == 4 ? 2 : 1;  // ratio 4 keeps the overlapping previous window
+      ls.compressed = be_.full(backend::ElemType::F32, {0, Dh}, 0.f);
+      ls.compressor = fresh(c * m, c * Dh);
+      if (m == 4) {
+        ls.index_keys = be_.full(backend::ElemType::F32, {0, di}, 0.f);
+        ls.index_compressor = fresh(2 * m, 2 * di);
+      }
+    }
+    s.layers.push_back(std::move(ls));
+  }
+  return s;
+}
+
+void ForwardV4::tap(const Step& st, const std::string& name, const Tensor& t) const {
+  if (!st.taps || !st.taps->enabled()) return;
+  std::vector<float> host(static_cast<std::size_t>(t.numel()));
+  if (t.type() == backend::ElemType::F32) {
+    be_.to_host(t, host.data());
+  } else {
+    std::vector<int32_t> ints(host.size());
+    be_.to_host(t, ints.data());
+    for (std::size_t i = 0; i < ints.size(); ++i) host[i] = static_cast<float>(ints[i]);
+  }
+  st.taps->emit(name, host.data(), t.shape());
+}
+
+Tensor ForwardV4::ffn(int64_t layer, const Tensor& x, Step& st) {
+  const MoeWeights& m = w_.layers[layer].ffn;
+  backend::RouteParams rp;
+  rp.gate = &m.gate;
+  rp.bias = m.gate_bias.present() ? &m.gate_bias : nullptr;
+  rp.tid2eid = cfg_.is_hash_layer(layer) ? &m.tid2eid : nullptr;
+  rp.top_k = cfg_.num_experts_per_tok;
+  rp.route_scale = static_cast<float>(cfg_.routed_scaling_factor);
+  const backend::Routing r = be_.route(x, st.ids, rp);
+  tap(st, st.prefix + "ffn.experts", r.experts);
+  tap(st, st.prefix + "ffn.weights", r.weights);
+
+  std::vector<backend::SwiGluWeights> experts;
+  for (const ExpertWeights& e : m.experts) experts.push_back({&e.w1, &e.w2, &e.w3});
+  backend::MoeParams mp;
+  mp.swiglu_limit = static_cast<float>(cfg_.swiglu_limit);
+  // The release builds its shared expert without swiglu_limit (inference/model.py: "no
+  // swiglu_limit"); HF transformers clamps it. Each profile follows its own source.
+  mp.clamp_shared = !st.faithful;
+  mp.act_fp8 = st.faithful;
+  mp.round = st.R;
+  return be_.moe(x, r, experts, {&m.shared.w1, &m.shared.w2, &m.shared.w3}, mp);
+}
+
+Tensor ForwardV4::forward(std::span<const SequenceInput> batch, const Taps& taps) {
+  if (batch.empty()) fail("forward: empty batch");
+  Step st;
+  st.taps = &taps;
+  st.faithful = numerics_ == Numerics::Faithful;
+  st.R = st.faithful ? Round::BF16 : Round::None;
+  std::vector<int32_t> ids, pos;
+  for (const SequenceInput& in : batch) {
+    if (!in.state) fail("forward: sequence without state");
+    // Each sequence's state advances once per call; twice in one batch would race on it.
+    if (std::find(st.states.begin(), st.states.end(), in.state) != st.states.end())
+      fail("forward: the same sequence state appears twice in one batch");
+    if (in.tokens.empty()) fail("forward: a sequence has no new tokens");
+    if (static_cast<int64_t>(in.state->layers.size()) != cfg_.num_hidden_layers)
+      fail("forward: sequence state has {} layers, the model {}", in.state->layers.size(), cfg_.num_hidden_layers);
+    for (int32_t id : in.tokens)
+      if (id < 0 || id >= cfg_.vocab_size) fail("token id {} is outside the vocabulary [0, {})", id, cfg_.vocab_size);
+    const int64_t n = static_cast<int64_t>(in.tokens.size());
+    st.batch.seqs.push_back({st.batch.rows, n, in.state->pos});
+    st.batch.rows += n;
+    st.states.push_back(in.state);
+    ids.insert(ids.end(), in.tokens.begin(), in.tokens.end());
+    for (int64_t i = 0; i < n; ++i) pos.push_back(static_cast<int32_t>(in.state->pos + i));
+  }
+  const int64_t N = st.batch.rows, hc = cfg_.hc_mult;
+  st.ids = be_.from_host(ids.data(), {N});
+  st.positions = be_.from_host(pos.data(), {N});
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+
+  // 3.1: the residual stream holds hc copies of the embedding.
+  Tensor X = be_.repeat_rows(be_.embed(w_.embed, st.ids), hc);
+  tap(st, "embed", X);
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
+    const LayerWeights& L = w_.layers[l];
+    st.prefix = fmt::format("layer.{}.", l);
+    auto site = [&](const HcWeights& h) {
+      return backend::HcParams{&h.fn, &h.base, &h.scale, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps), eps};
+    };
+    backend::HcPreResult h = be_.hc_pre(X, site(L.hc_attn), st.R);
+    Tensor x = be_.rms_norm(h.y, &L.attn_norm, eps, backend::NormMath::F32, st.R);
+    tap(st, st.prefix + "attn_in", x);
+    Tensor a = attention(l, x, st);
+    tap(st, st.prefix + "attn.out", a);
+    X = be_.hc_post(a, X, h.post, h.comb, st.R);
+    tap(st, st.prefix + "hc_attn", X);
+
+    h = be_.hc_pre(X, site(L.hc_ffn), st.R);
+    x = be_.rms_norm(h.y, &L.ffn_norm, eps, backend::NormMath::F32, st.R);
+    tap(st, st.prefix + "ffn_in", x);
+    Tensor f = ffn(l, x, st);
+    tap(st, st.prefix + "ffn.out", f);
+    X = be_.hc_post(f, X, h.post, h.comb, st.R);
+    tap(st, st.prefix + "hc", X);
+  }
+  const backend::HcParams head_site{&w_.hc_head.fn, &w_.hc_head.base, &w_.hc_head.scale, 0,
+                                    static_cast<float>(cfg_.hc_eps), eps};
+  Tensor y = be_.rms_norm(be_.hc_head(X, head_site, st.R), &w_.norm, eps, backend::NormMath::F32, st.R);
+  tap(st, "final_norm", y);
+  Tensor logits = be_.linear(y, w_.head, {});  // f32 head (MODEL-SPEC 2.3)
+  tap(st, "logits", logits);
+  for (std::size_t i = 0; i < st.states.size(); ++i) st.states[i]->pos += st.batch.seqs[i].len;
+  return logits;
+}
+
+}  // namespace plumb::v4

@@ -1,0 +1,52 @@
+#pragma once
+// The DeepSeek-V4 forward pass (MODEL-SPEC 3), written once against the Backend op interface.
+// A call takes a ragged batch: several sequences, each continuing from its own state with any
+// number of new tokens, so prefill of any length, chunked prefill and 1-token decode are the same
+// code path and give the same logits.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "plumb/backend/backend.h"
+#include "plumb/format/config.h"
+#include "plumb/model/numerics.h"
+#include "plumb/model/state_v4.h"
+#include "plumb/model/weights_v4.h"
+#include "plumb/verify/taps.h"
+
+namespace plumb::v4 {
+
+struct SequenceInput {
+  SequenceState* state = nullptr;      // advanced by the call
+  std::span<const int32_t> tokens;     // at least one new token
+};
+
+class ForwardV4 {
+ public:
+  // `cfg` and `weights` must outlive this object.
+  ForwardV4(backend::Backend& be, const ModelConfig& cfg, const ModelWeights& weights, Numerics numerics);
+
+  // A fresh sequence at position 0 (compressor state kv = 0, score = -inf).
+  SequenceState new_sequence() const;
+
+  // Logits [sum of new tokens, vocab] (f32), sequences stacked in input order. Taps, when
+  // enabled, receive the batch's intermediates (rows in the same order).
+  backend::Tensor forward(std::span<const SequenceInput> batch, const Taps& taps = {});
+
+ private:
+  struct Step;  // per-call context (forward_v4.cpp)
+  backend::Tensor attention(int64_t layer, const backend::Tensor& x, Step& st);
+  backend::Tensor ffn(int64_t layer, const backend::Tensor& x, Step& st);
+  void compress(int64_t layer, const backend::Tensor& x, Step& st, bool indexer);
+  backend::Tensor indexer_select(int64_t layer, const backend::Tensor& x, const backend::Tensor& qr, Step& st);
+  void tap(const Step& st, const std::string& name, const backend::Tensor& t) const;
+
+  backend::Backend& be_;
+  const ModelConfig& cfg_;
+  const ModelWeights& w_;
+  Numerics numerics_;
+  std::vector<backend::Tensor> inv_freq_;  // per layer [rope_dim / 2]
+};
+
+}  // namespace plumb::v4

@@ -1,0 +1,71 @@
+// The `faithful` profile against the release's own inference/model.py
+// (tests/data/golden/v4-faithful/<config>/, made by tools/golden/make_v4_faithful.py on the
+// checkpoints of tests/data/golden/v4/<config>/).
+//
+// What to expect: every quantization point, bf16 rounding point and tie rule is the release's, so
+// intermediates are bit-identical until an fp32 summation-order difference (cuBLAS vs our dot
+// products) flips one bf16 rounding somewhere; on these tiny random models such a flip is then
+// amplified through FP8 re-quantization (a value at a rounding boundary changes code) and the
+// logits drift apart by 1e-2..1e-1 relative after a few layers. The release itself shows the same
+// spread between its own prefill and decode paths. So the test asserts near-equality only where
+// no flip has had room to grow (prompts of <= 5 tokens) and a loose agreement elsewhere; a missing
+// or misplaced quantization point costs far more (the reference profile scores cosine 0.81-0.99
+// against these goldens).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <vector>
+
+#include "plumb/format/npy.h"
+#include "plumb/model/runner_v4.h"
+
+namespace plumb {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(V4FaithfulGolden, LogitsFollowTheRelease) {
+  const fs::path root = fs::path(PLUMB_TEST_DATA) / "golden";
+  if (!fs::exists(root / "v4-faithful")) GTEST_SKIP() << "no faithful fixtures";
+  int checked = 0;
+  for (const auto& cfg_dir : fs::directory_iterator(root / "v4-faithful")) {
+    const fs::path model_dir = root / "v4" / cfg_dir.path().filename();
+    if (!fs::exists(model_dir / "config.json")) continue;
+    auto model = v4::ModelV4::load(model_dir.string(), {"cpu", 2, Numerics::Faithful});
+    const int64_t V = model->config().vocab_size;
+    const std::regex re("prompt_([0-9]+)\\.logits\\.npy");
+    for (const auto& f : fs::directory_iterator(cfg_dir.path())) {
+      std::smatch m;
+      const std::string name = f.path().filename().string();
+      if (!std::regex_match(name, m, re)) continue;
+      const int64_t L = std::stoll(m[1]);
+      const NpyArray want = read_npy(f.path().string());
+      ASSERT_EQ(want.shape, (std::vector<int64_t>{L, V})) << f.path();
+      std::vector<float> w(static_cast<std::size_t>(L * V));
+      std::memcpy(w.data(), want.data.data(), w.size() * sizeof(float));
+      const std::vector<float> got =
+          model->prompt_logits(read_token_ids((model_dir / ("prompt_" + std::to_string(L) + ".ids.npy")).string()));
+      double dot = 0, na = 0, nb = 0;
+      for (std::size_t i = 0; i < w.size(); ++i) dot += double(got[i]) * w[i], na += double(got[i]) * got[i], nb += double(w[i]) * w[i];
+      const double cos = dot / std::sqrt(na * nb);
+      int64_t agree = 0;
+      for (int64_t t = 0; t < L; ++t)
+        agree += v4::argmax(std::span<const float>(got.data() + t * V, V)) == v4::argmax(std::span<const float>(w.data() + t * V, V));
+      std::printf("[faithful golden] %s prompt_%lld: cosine %.6f, argmax agreement %lld/%lld\n",
+                  cfg_dir.path().filename().c_str(), static_cast<long long>(L), cos, static_cast<long long>(agree),
+                  static_cast<long long>(L));
+      EXPECT_GE(cos, L <= 5 ? 0.99999 : 0.99) << name;
+      EXPECT_GE(agree, L <= 5 ? L : (8 * L) / 10) << name;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+}  // namespace
+}  // namespace plumb
