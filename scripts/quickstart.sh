@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# README command (a): install dependencies, build, and run the main job on the embedded default
-# model (models/tiny-v4, a small random DeepSeek-V4 checkpoint in the official layout).
-# Until the forward pass lands this main job is `plumb inspect` on that checkpoint.
+# README command (a): install dependencies, build, and generate text with the embedded default
+# model (models/tiny-kjv, a small trained DeepSeek-V4-architecture model in the official
+# checkpoint layout): a seeded, sampled continuation of a KJV-style prompt, streamed as it is
+# generated, then a stats line on stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
-build/plumb inspect models/tiny-v4
+build/plumb run --model models/tiny-kjv --prompt "And God said," --seed 1 --max-new-tokens 60

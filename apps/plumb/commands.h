@@ -16,5 +16,8 @@ Runner register_logits(CLI::App& app);
 Runner register_generate(CLI::App& app);
 Runner register_tokenize(CLI::App& app);
 Runner register_detokenize(CLI::App& app);
+Runner register_run(CLI::App& app);
+Runner register_chat(CLI::App& app);
+Runner register_perplexity(CLI::App& app);
 
 }  // namespace plumb::cli

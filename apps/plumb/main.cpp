@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   add(plumb::cli::register_generate(app));
   add(plumb::cli::register_tokenize(app));
   add(plumb::cli::register_detokenize(app));
+  add(plumb::cli::register_run(app));
+  add(plumb::cli::register_chat(app));
+  add(plumb::cli::register_perplexity(app));
 
   try {
     app.parse(argc, argv);

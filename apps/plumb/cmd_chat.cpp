@@ -1,0 +1,90 @@
+// plumb chat --model DIR [--think] [--system TEXT] [sampling flags]
+// An interactive multi-turn loop on stdin/stdout: each line is a user message, the answer streams
+// back. `/reset` forgets the conversation, `/exit` or end of input quits.
+//
+// The KV state is reused across turns: each turn's prompt is the whole conversation, re-encoded
+// with the chat template, and only the tokens after what the model has already read are fed.
+// When the re-encoded history differs from what was fed (thinking mode drops earlier reasoning, a
+// stop string cut the answer, or the answer re-tokenizes differently), the conversation is
+// re-read from the start, which gives the same result, only slower.
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "commands.h"
+#include "generation_flags.h"
+#include "plumb/model/session_v4.h"
+#include "plumb/tokenizer/chat.h"
+
+namespace plumb::cli {
+
+namespace {
+struct ChatArgs {
+  GenerationFlags gen;
+  std::string system;
+  bool think = false;
+};
+
+class ChatLoop {
+ public:
+  ChatLoop(const ChatArgs& a, LoadedModel& m) : a_(a), m_(m), session_(*m.model) { reset(); }
+
+  int serve() {
+    std::string line;
+    for (;;) {
+      print_now("> ");
+      if (!std::getline(std::cin, line)) break;
+      if (line.ends_with('\r')) line.pop_back();  // CRLF input (a Windows pipe)
+      if (line == "/exit") break;
+      if (line == "/reset") {
+        reset();
+        std::fprintf(stderr, "(conversation cleared)\n");
+      } else if (!line.empty()) {
+        turn(line);
+      }
+    }
+    print_now("\n");
+    return 0;
+  }
+
+ private:
+  void reset() {
+    history_.clear();
+    if (!a_.system.empty()) history_.push_back({ChatMessage::Role::kSystem, a_.system});
+    session_.reset();
+  }
+
+  void turn(const std::string& user) {
+    history_.push_back({ChatMessage::Role::kUser, user});
+    const std::vector<std::uint32_t> prompt =
+        encode_chat(m_.tokenizer, history_, a_.think ? ChatMode::kThinking : ChatMode::kChat);
+    GenerationOptions options = m_.options;
+    options.cached = prompt.size() - session_.resume(prompt).size();
+    const GenerationResult r =
+        generate([&](auto tokens) { return session_.step(tokens); }, m_.tokenizer, prompt, options, print_now);
+    print_now("\n");
+    std::fprintf(stderr, "chat: %s\n", stats_with_seed(r, options.sampling).c_str());
+    history_.push_back({ChatMessage::Role::kAssistant, answer_of_completion(r.text)});
+  }
+
+  const ChatArgs& a_;
+  LoadedModel& m_;
+  v4::SessionV4 session_;
+  std::vector<ChatMessage> history_;
+};
+}  // namespace
+
+Runner register_chat(CLI::App& app) {
+  auto* cmd = app.add_subcommand("chat", "Interactive multi-turn chat on stdin/stdout (/reset, /exit)");
+  auto a = std::make_shared<ChatArgs>();
+  add_generation_flags(*cmd, a->gen);
+  cmd->add_flag("--think", a->think, "thinking mode (the answer follows the reasoning and </think>)");
+  cmd->add_option("--system", a->system, "system prompt");
+  return [a] {
+    LoadedModel m = load_for_generation(a->gen);
+    if (a->gen.self_check) report_self_check(m);
+    return ChatLoop(*a, m).serve();
+  };
+}
+
+}  // namespace plumb::cli

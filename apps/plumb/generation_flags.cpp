@@ -1,0 +1,119 @@
+#include "generation_flags.h"
+
+#include <cstdio>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "plumb/model/session_v4.h"
+#include "plumb/util/error.h"
+
+namespace plumb::cli {
+namespace {
+
+constexpr std::string_view kSelfCheckPrompt = "In the beginning";
+constexpr int kSelfCheckTokens = 8;
+
+// generation_config.json's defaults, overridden by the flags that were given. A temperature,
+// top-k, top-p or min-p flag asks for sampling even when the model's default is greedy.
+SamplingParams resolve_sampling(const GenerationFlags& f) {
+  SamplingParams p = sampling_defaults_for(f.model);
+  const SamplingParams& v = f.values;
+  if (f.temperature->count()) p.temperature = v.temperature;
+  if (f.top_k->count()) p.top_k = v.top_k;
+  if (f.top_p->count()) p.top_p = v.top_p;
+  if (f.min_p->count()) p.min_p = v.min_p;
+  if (f.repetition_penalty->count()) p.repetition_penalty = v.repetition_penalty;
+  if (f.presence_penalty->count()) p.presence_penalty = v.presence_penalty;
+  if (f.frequency_penalty->count()) p.frequency_penalty = v.frequency_penalty;
+  const bool asks_to_sample = f.temperature->count() || f.top_k->count() || f.top_p->count() || f.min_p->count();
+  p.greedy = f.greedy || (p.greedy && !asks_to_sample);
+  p.seed = f.seed->count() ? v.seed : std::random_device{}();
+  validate(p);
+  return p;
+}
+
+// --stop values may spell a newline or tab as \n or \t (a shell flag cannot easily hold one);
+// \\ is a backslash.
+std::string unescape(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char next = i + 1 < s.size() ? s[i + 1] : '\0';
+    if (s[i] == '\\' && (next == 'n' || next == 't' || next == '\\')) {
+      out += next == 'n' ? '\n' : next == 't' ? '\t' : '\\';
+      ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+CLI::Validator at_least(long long min) {
+  return CLI::Validator(
+      [min](std::string& text) {
+        long long v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || v >= min) return std::string();
+        return fmt::format("must be at least {}, got {}", min, text);
+      },
+      fmt::format("INT >= {}", min));
+}
+
+void add_generation_flags(CLI::App& cmd, GenerationFlags& f) {
+  cmd.add_option("--model", f.model, "model directory (config.json, safetensors, tokenizer.json)")->required();
+  cmd.add_option("--max-new-tokens", f.max_new_tokens, "most tokens to generate (per turn in chat)")
+      ->check(at_least(0))
+      ->capture_default_str();
+  cmd.add_flag("--greedy", f.greedy, "argmax decoding (default: the model's generation_config.json)");
+  f.temperature = cmd.add_option("--temperature", f.values.temperature, "divide the logits by T (0: greedy)");
+  f.top_k = cmd.add_option("--top-k", f.values.top_k, "keep the K most likely tokens (0: off)");
+  f.top_p = cmd.add_option("--top-p", f.values.top_p, "keep the most likely tokens up to mass P (1: off)");
+  f.min_p = cmd.add_option("--min-p", f.values.min_p, "drop tokens below P times the top probability (0: off)");
+  f.repetition_penalty = cmd.add_option("--repetition-penalty", f.values.repetition_penalty,
+                                        "HF repetition penalty on prompt and output tokens (1: off)");
+  f.presence_penalty = cmd.add_option("--presence-penalty", f.values.presence_penalty,
+                                      "subtracted once from the logit of every generated token (0: off)");
+  f.frequency_penalty = cmd.add_option("--frequency-penalty", f.values.frequency_penalty,
+                                       "subtracted per occurrence from the logit of generated tokens (0: off)");
+  f.seed = cmd.add_option("--seed", f.values.seed, "sampling seed (default: random, printed in the stats line)");
+  cmd.add_option("--stop", f.stops, "stop before this text (repeatable; \\n and \\t for newline and tab)");
+  cmd.add_option("--numerics", f.numerics, "reference or faithful")
+      ->check(CLI::IsMember({"reference", "faithful"}))
+      ->capture_default_str();
+  cmd.add_option("--threads", f.threads, "CPU threads (0: all)")->check(at_least(0))->capture_default_str();
+  cmd.add_option("--backend", f.backend, "compute backend")->check(CLI::IsMember({"cpu"}))->capture_default_str();
+  cmd.add_flag("--self-check", f.self_check, "generate a few tokens of a fixed prompt and check them before starting");
+}
+
+LoadedModel load_for_generation(const GenerationFlags& f) {
+  LoadedModel m{Tokenizer::load(f.model), nullptr, {}};
+  m.model = v4::ModelV4::load(f.model, {f.backend, f.threads, parse_numerics(f.numerics)});
+  m.options.sampling = resolve_sampling(f);
+  m.options.max_new_tokens = f.max_new_tokens;
+  for (const std::string& stop : f.stops) m.options.stop_strings.push_back(unescape(stop));
+  m.options.eos_id = static_cast<std::uint32_t>(m.model->config().eos_token_id);
+  return m;
+}
+
+void report_self_check(LoadedModel& m) {
+  std::vector<std::uint32_t> prompt = m.tokenizer.encode(kSelfCheckPrompt);
+  prompt.insert(prompt.begin(), static_cast<std::uint32_t>(m.model->config().bos_token_id));
+  const v4::SelfCheckResult r = v4::self_check(*m.model, prompt, kSelfCheckTokens);
+  std::fprintf(stderr, "self-check: ok: \"%s\" -> \"%s\" (%d tokens, decode vs prefill logits within %.2g, %.2f s)\n",
+               std::string(kSelfCheckPrompt).c_str(), m.tokenizer.decode(r.tokens).c_str(), kSelfCheckTokens,
+               r.max_logit_diff, r.seconds);
+}
+
+void print_now(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+std::string stats_with_seed(const GenerationResult& r, const SamplingParams& s) {
+  const bool sampled = !(s.greedy || s.temperature == 0.0f);
+  return stats_line(r) + (sampled ? fmt::format(", seed {}", s.seed) : std::string(", greedy"));
+}
+
+}  // namespace plumb::cli

@@ -1,0 +1,66 @@
+#include "plumb/runtime/perplexity.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "plumb/util/error.h"
+
+namespace plumb {
+namespace {
+
+// The NLL of window `w` from the logits of its input [BOS] + w.
+double window_nll(std::span<const std::int32_t> w, std::span<const float> logits, std::int64_t window_index) {
+  const std::size_t positions = w.size() + 1;
+  if (logits.empty() || logits.size() % positions != 0)
+    fail("window {}: got {} logits for {} input positions", window_index, logits.size(), positions);
+  const std::size_t vocab = logits.size() / positions;
+  double nll = 0;
+  for (std::size_t j = 0; j < w.size(); ++j) {
+    const double v = token_nll(logits.subspan(j * vocab, vocab), w[j]);
+    if (!std::isfinite(v)) fail("window {}, position {}: the NLL is not finite ({})", window_index, j, v);
+    nll += v;
+  }
+  return nll;
+}
+
+}  // namespace
+
+std::int64_t window_count(std::int64_t tokens, std::int64_t context) { return (tokens + context - 1) / context; }
+
+double token_nll(std::span<const float> logits, std::int64_t target) {
+  if (target < 0 || target >= static_cast<std::int64_t>(logits.size()))
+    fail("target id {} is outside the logits [0, {})", target, logits.size());
+  double mx = -std::numeric_limits<double>::infinity();
+  for (float x : logits) mx = std::max(mx, static_cast<double>(x));
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
+  return mx + std::log(sum) - static_cast<double>(logits[static_cast<std::size_t>(target)]);
+}
+
+PerplexityResult perplexity(std::span<const std::int32_t> ids, const PerplexityOptions& o, const WindowLogitsFn& logits,
+                            const PerplexityProgress& progress) {
+  if (ids.empty()) fail("no tokens to score");
+  if (o.context < 1) fail("context must be at least 1, got {}", o.context);
+  if (o.batch < 1) fail("batch must be at least 1, got {}", o.batch);
+  const auto n = static_cast<std::int64_t>(ids.size());
+  PerplexityResult r;
+  while (r.tokens < n) {
+    std::vector<std::vector<std::int32_t>> inputs;
+    for (std::int64_t t = r.tokens; t < n && static_cast<std::int64_t>(inputs.size()) < o.batch; t += o.context) {
+      const auto w = ids.subspan(static_cast<std::size_t>(t), static_cast<std::size_t>(std::min(o.context, n - t)));
+      std::vector<std::int32_t>& in = inputs.emplace_back(1, o.bos);
+      in.insert(in.end(), w.begin(), w.end());
+    }
+    const std::vector<std::vector<float>> out = logits(inputs);
+    if (out.size() != inputs.size()) fail("got logits for {} of {} windows", out.size(), inputs.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      r.nll += window_nll(std::span(inputs[i]).subspan(1), out[i], r.windows);
+      r.tokens += static_cast<std::int64_t>(inputs[i].size()) - 1;
+      ++r.windows;
+    }
+    if (progress) progress(r);
+  }
+  return r;
+}
+
+}  // namespace plumb

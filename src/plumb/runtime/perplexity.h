@@ -1,0 +1,47 @@
+#pragma once
+// Perplexity of a token sequence, the way users judge what quantization or KV-precision choices
+// cost. Definition (the one HF goldens in tests/data/golden/v4/tiny-kjv/meta.json use): split the
+// ids into consecutive non-overlapping windows of `context` tokens (the last one shorter); score
+// each window w alone, no cache, as input [BOS] + w, where the logits at input position j predict
+// w[j]; sum -log_softmax over all targets in float64; ppl = exp(NLL / N). Every token is a target
+// exactly once and BOS never is. Model-agnostic: the model is a function from inputs to logits.
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+namespace plumb {
+
+struct PerplexityResult {
+  double nll = 0;            // summed negative log-likelihood, nats
+  std::int64_t tokens = 0;   // targets scored
+  std::int64_t windows = 0;  // windows scored
+  double ppl() const { return tokens > 0 ? std::exp(nll / static_cast<double>(tokens)) : 1.0; }
+};
+
+// Logits for each input, each flattened [input length, vocab] row-major. Inputs are independent
+// sequences; the function may run them as one batch.
+using WindowLogitsFn =
+    std::function<std::vector<std::vector<float>>(std::span<const std::vector<std::int32_t>> inputs)>;
+// Called after each batch with the totals so far.
+using PerplexityProgress = std::function<void(const PerplexityResult& so_far)>;
+
+struct PerplexityOptions {
+  std::int64_t context = 256;  // tokens per window, excluding the BOS
+  std::int32_t bos = 0;
+  std::int64_t batch = 1;  // windows per call of the logits function
+};
+
+// Number of windows `tokens` ids make at this context.
+std::int64_t window_count(std::int64_t tokens, std::int64_t context);
+
+// -log softmax(logits)[target], computed in float64.
+double token_nll(std::span<const float> logits, std::int64_t target);
+
+// Throws plumb::Error on empty ids, a bad option, logits of the wrong size, a target outside
+// the logits or a non-finite NLL.
+PerplexityResult perplexity(std::span<const std::int32_t> ids, const PerplexityOptions& options,
+                            const WindowLogitsFn& logits, const PerplexityProgress& progress = {});
+
+}  // namespace plumb
