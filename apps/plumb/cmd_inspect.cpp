@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "commands.h"
+#include "plumb/convert/recognize.h"
 #include "plumb/format/config.h"
 #include "plumb/format/safetensors.h"
 #include "plumb/format/scan.h"
@@ -23,11 +24,23 @@ struct InspectArgs {
   bool tensors = false, json = false, scan = false, no_progress = false;
 };
 
+// A tensor-parallel split (plumb convert shard) is not one checkpoint: check it against the rules.
+int inspect_tp_shards(const convert::TpShardSet& set, const InspectArgs& a) {
+  const convert::TpShardSummary s = convert::check_tp_shards(set, load_model_config(a.path));
+  std::printf("%s", a.json ? (convert::tp_summary_json(s, a.path).dump(2) + "\n").c_str()
+                           : convert::tp_summary_text(s, a.path).c_str());
+  if (!s.problems.empty()) fail("{}: tensor-parallel set is inconsistent: {}", a.path, s.problems[0]);
+  return 0;
+}
+
 int run_inspect(const InspectArgs& a) {
+  if (const auto tp = convert::find_tp_shards(a.path)) return inspect_tp_shards(*tp, a);
   const Checkpoint ckpt = Checkpoint::open(a.path);
   const ModelConfig cfg = load_model_config(ckpt.root());
   const CheckpointSummary s = summarize_checkpoint(ckpt, cfg);
   nlohmann::json j = summary_json(s);
+  const auto conversions = convert::conversion_log(ckpt.root());
+  if (conversions) j["plumb_conversion"] = *conversions;
 
   if (a.tensors) {
     for (const TensorInfo* t : ckpt.tensors()) {
@@ -50,6 +63,7 @@ int run_inspect(const InspectArgs& a) {
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("%s", summary_text(s).c_str());
+    if (conversions) std::printf("converted     %s\n", convert::conversion_log_text(*conversions).c_str());
     if (a.scan) {
       std::printf("scan          %lld tensors, %s: %s\n", static_cast<long long>(scan.tensors_scanned),
                   format_bytes(scan.bytes_scanned).c_str(),

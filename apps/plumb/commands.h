@@ -12,6 +12,7 @@ using Runner = std::function<int()>;
 
 Runner register_inspect(CLI::App& app);
 Runner register_synth(CLI::App& app);
+Runner register_convert(CLI::App& app);
 Runner register_logits(CLI::App& app);
 Runner register_generate(CLI::App& app);
 Runner register_tokenize(CLI::App& app);

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   };
   add(plumb::cli::register_inspect(app));
   add(plumb::cli::register_synth(app));
+  add(plumb::cli::register_convert(app));
   add(plumb::cli::register_logits(app));
   add(plumb::cli::register_generate(app));
   add(plumb::cli::register_tokenize(app));

@@ -92,8 +92,14 @@ void Checkpoint::add_shard(const std::string& file) {
   shards_.push_back(std::make_unique<SafetensorsFile>(file, shards_.size()));
   for (const auto& t : shards_.back()->tensors()) {
     auto [it, inserted] = by_name_.emplace(t.name, &t);
-    if (!inserted)
-      fail("tensor {} appears in both {} and {}", quote(t.name), shards_[it->second->shard]->path(), file);
+    if (!inserted) {
+      // model{rank}-mp{N}.safetensors (plumb convert shard, DeepSeek's convert.py) repeat every
+      // replicated tensor in each rank's file: say so instead of only reporting the duplicate.
+      const std::string name = filename_of(file);
+      const bool tp = name.starts_with("model") && name.find("-mp") != std::string::npos;
+      fail("tensor {} appears in both {} and {}{}", quote(t.name), shards_[it->second->shard]->path(), file,
+           tp ? " (this is a tensor-parallel split: plumb loads unsharded checkpoints; `plumb inspect` checks the split)" : "");
+    }
   }
 }
 

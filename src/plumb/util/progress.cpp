@@ -37,6 +37,12 @@ void Progress::advance(uint64_t bytes) {
   }
 }
 
+void Progress::set_items(uint64_t done, uint64_t total, std::string unit) {
+  items_done_ = done;
+  items_total_ = total;
+  items_unit_ = std::move(unit);
+}
+
 void Progress::finish() {
   if (finished_) return;
   finished_ = true;
@@ -58,8 +64,10 @@ void Progress::draw(bool final) {
   constexpr int kWidth = 30;
   int filled = static_cast<int>(frac * kWidth);
   std::string bar = std::string(filled, '#') + std::string(kWidth - filled, '.');
-  std::string line = fmt::format("{} [{}] {:3d}% {} / {} {}/s ETA {}", label_, bar, pct, format_bytes(done_),
-                                 format_bytes(total_), format_bytes(rate), final ? "0:00" : eta);
+  std::string items;
+  if (!items_unit_.empty()) items = fmt::format(" {}/{} {}", items_done_, items_total_, items_unit_);
+  std::string line = fmt::format("{} [{}] {:3d}% {} / {}{} {}/s ETA {}", label_, bar, pct, format_bytes(done_),
+                                 format_bytes(total_), items, format_bytes(rate), final ? "0:00" : eta);
   if (tty_)
     std::fprintf(stderr, "\r%s%s", line.c_str(), final ? "\n" : "");
   else

@@ -13,12 +13,16 @@ class Progress {
   Progress(std::string label, uint64_t total_bytes, bool enabled = true);
   ~Progress();
   void advance(uint64_t bytes);  // add done bytes
+  // Optional second counter shown after the bytes ("12/345 tensors"); drawn on the next update.
+  void set_items(uint64_t done, uint64_t total, std::string unit);
   void finish();                 // final line with totals
 
  private:
   void draw(bool final);
   std::string label_;
   uint64_t total_ = 0, done_ = 0;
+  uint64_t items_done_ = 0, items_total_ = 0;
+  std::string items_unit_;
   bool enabled_, tty_, finished_ = false;
   std::chrono::steady_clock::time_point start_, last_draw_;
   int last_pct_logged_ = -1;
