@@ -6,10 +6,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include <nlohmann/json.hpp>
-
 #include "plumb/format/json_util.h"
 #include "plumb/format/safetensors.h"
+#include "plumb/format/safetensors_stream_writer.h"
 #include "plumb/util/error.h"
 
 namespace plumb {
@@ -70,27 +69,12 @@ void SafetensorsWriter::add(std::string name, DType dtype, std::vector<int64_t> 
 void SafetensorsWriter::set_metadata(std::string key, std::string value) { metadata_[std::move(key)] = std::move(value); }
 
 void SafetensorsWriter::write(const std::string& path) const {
-  // ordered_json keeps __metadata__ first and tensors in insertion order, like the reference.
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata_.empty()) header["__metadata__"] = metadata_;
-  uint64_t offset = 0;
-  for (const auto& e : entries_) {
-    header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.data.size()}}};
-    offset += e.data.size();
-  }
-  std::string text;
-  try {
-    text = header.dump();
-  } catch (const nlohmann::json::type_error&) {
-    fail("{}: tensor names and metadata must be valid UTF-8", path);
-  }
-  text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
-  unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
-
+  std::vector<SafetensorsEntry> layout;
+  layout.reserve(entries_.size());
+  for (const auto& e : entries_) layout.push_back({e.name, e.dtype, e.shape});
+  const std::string head = encode_safetensors_header(layout, metadata_, path);
   TempFile out(path + ".tmp");
-  out.write(len, sizeof len);
-  out.write(text.data(), text.size());
+  out.write(head.data(), head.size());
   for (const auto& e : entries_) out.write(e.data.data(), e.data.size());
   out.commit(path);
 }
