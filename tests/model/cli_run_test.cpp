@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -85,6 +87,37 @@ TEST_F(Cli, BadInputsAreClearErrors) {
 
   r = plumb("logits " + model + " --ids " + ids.string() + " --out " + out.string() + " --numerics fast", tmp.path());
   EXPECT_NE(r.status, 0);
+}
+
+// DeepSeek-V3 checkpoints go to the V3 forward by model_type (tests/data/golden/v3).
+TEST_F(Cli, V3LogitsGenerateInspect) {
+  const fs::path v3 = fs::path(PLUMB_TEST_DATA) / "golden" / "v3" / "tiny-a";
+  const fs::path out = tmp.path() / "l.npy", ids = tmp.path() / "g.npy";
+  CliResult r = plumb("logits --model " + v3.string() + " --ids " + (v3 / "prompt_7.ids.npy").string() + " --out " +
+                          out.string() + " --threads 1",
+                      tmp.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const NpyArray got = read_npy(out.string()), want = read_npy((v3 / "prompt_7.logits.npy").string());
+  ASSERT_EQ(got.shape, want.shape);
+  const float* g = reinterpret_cast<const float*>(got.data.data());
+  const float* w = reinterpret_cast<const float*>(want.data.data());
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) num = std::max(num, double(std::fabs(g[i] - w[i]))), den = std::max(den, double(std::fabs(w[i])));
+  EXPECT_LE(num / den, 1e-4);
+
+  r = plumb("generate --model " + v3.string() + " --ids " + (v3 / "prompt_7.ids.npy").string() +
+                " --max-new-tokens 32 --greedy --ignore-eos --out-ids " + ids.string(),
+            tmp.path());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(read_token_ids(ids.string()), read_token_ids((v3 / "greedy_7.ids.npy").string()));
+
+  r = plumb("inspect " + v3.string(), tmp.path());
+  EXPECT_EQ(r.status, 0) << r.err;
+  r = plumb("logits --model " + v3.string() + " --ids " + (v3 / "prompt_7.ids.npy").string() + " --out " + out.string() +
+                " --numerics faithful",
+            tmp.path());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("reference numerics only"), std::string::npos) << r.err;
 }
 
 }  // namespace

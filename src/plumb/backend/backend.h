@@ -99,12 +99,20 @@ struct Routing {
   Tensor weights;  // [N, k] f32 (normalized, route-scaled)
 };
 
+enum class Scoring { SqrtSoftplus /* V4 */, Sigmoid /* V3 */ };
+
 struct RouteParams {
   const WeightView* gate = nullptr;     // [E, D]
   const WeightView* bias = nullptr;     // [E] selection bias, or null
   const WeightView* tid2eid = nullptr;  // [vocab, k] hash routing table, or null
   int64_t top_k = 0;
   float route_scale = 1.f;
+  Scoring scoring = Scoring::SqrtSoftplus;
+  // Group-limited selection (V3 noaux_tc): the E experts form n_group equal groups of
+  // consecutive ids; a group's score is the sum of its two best biased scores; only the
+  // topk_group best groups (ties to the lower group) compete for top_k. n_group <= 1: no groups.
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
 };
 
 struct SwiGluWeights {
@@ -142,6 +150,10 @@ class Backend {
   // RMS norm over the last dim; weight [last dim] or null (unweighted).
   virtual Tensor rms_norm(const Tensor& x, const WeightView* weight, float eps, NormMath math, Round out) = 0;
   virtual Tensor scale(const Tensor& x, float s, Round out) = 0;
+  // a + b elementwise (same shape): the plain residual of architectures without mHC (V3).
+  virtual Tensor add(const Tensor& a, const Tensor& b, Round out) = 0;
+  // Columns [begin, begin + count) of every row of x [N, C] -> [N, count].
+  virtual Tensor columns(const Tensor& x, int64_t begin, int64_t count) = 0;
 
   // ---- projections
   // y = x . w^T over the last dim of x (leading dims kept), f32 accumulation.
@@ -193,9 +205,19 @@ class Backend {
   // Writes each sequence's last min(len, W) kv rows into its ring at slot pos % W.
   virtual void window_update(std::span<Tensor> rings, const Tensor& kv, const Batch& b) = 0;
 
-  // ---- mixture of experts (MODEL-SPEC 3.8): x [N, D], ids [N] (i32, hash routing)
-  // scores = sqrt(softplus(gate . x)) in f32; experts = tid2eid[id] or top_k of scores + bias
-  // (ties to the lower expert id); weights = scores[experts] / sum * route_scale.
+  // ---- multi-head latent attention in the absorbed form (MODEL-SPEC 7): q_lat [N, H, R] is the
+  // nope query absorbed into the latent space, q_pe [N, H, P] the rotated rope query; latent[s]
+  // [>= start+len, R] and k_pe[s] [>= start+len, P] are sequence s's caches, already holding this
+  // batch's rows. A query at position t attends to positions 0..t:
+  //   s_j = scale * (q_lat_h . latent_j + q_pe_h . k_pe_j),  o_h = sum_j softmax(s)_j latent_j.
+  // Returns o [N, H, R] (f32); the caller applies each head's V projection.
+  virtual Tensor mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, std::span<const Tensor> latent,
+                               std::span<const Tensor> k_pe, float scale) = 0;
+
+  // ---- mixture of experts (MODEL-SPEC 3.8, 7): x [N, D], ids [N] (i32, hash routing)
+  // scores = sqrt(softplus(gate . x)) or sigmoid(gate . x) in f32; experts = tid2eid[id] or top_k
+  // of scores + bias within the kept groups (ties to the lower expert id); weights =
+  // scores[experts] / sum * route_scale.
   virtual Routing route(const Tensor& x, const Tensor& ids, const RouteParams& p) = 0;
   // y = sum_k w2_e(weight_k * silu(min(w1_e x, L)) * clamp(w3_e x, -L, L)) + shared(x), summed in
   // f32 in expert-id order, then the shared expert.

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "plumb/model/weights_v3.h"
+#include "plumb/model/weights_v4.h"
 #include "plumb/util/progress.h"
 
 namespace plumb {
@@ -53,12 +55,10 @@ CheckpointSummary summarize_checkpoint(const Checkpoint& ckpt, const ModelConfig
       if (cfg.is_hash_layer(i)) s.hash_layers.push_back(i);
     }
   }
-  if (cfg.arch == Arch::DeepseekV4) {
-    v4::BindReport report;
-    v4::ModelWeights w = v4::bind_weights(ckpt, cfg, &report);
-    s.expert_format = weight_format_name(w.expert_format);
-    s.binding = report;
-  }
+  BindReport report;
+  s.expert_format = weight_format_name(cfg.arch == Arch::DeepseekV4 ? v4::bind_weights(ckpt, cfg, &report).expert_format
+                                                                    : v3::bind_weights(ckpt, cfg, &report).expert_format);
+  s.binding = report;
   s.kv = estimate_kv(cfg);
   return s;
 }
@@ -98,12 +98,9 @@ std::string summary_text(const CheckpointSummary& s) {
                      format_bytes(s.total_bytes - s.mtp_bytes));
   out += fmt::format("KV cache      {} per 1K tokens (bf16) + {} fixed per sequence\n",
                      format_bytes(s.kv.bytes_per_token * 1024.0), format_bytes(s.kv.fixed_per_sequence));
-  if (s.binding) {
+  if (s.binding)
     out += s.binding->ok() ? "binding       ok: every tensor matches the config\n"
                            : fmt::format("binding       PROBLEMS: {}\n", s.binding->summary());
-  } else {
-    out += "binding       not checked (weight binding is implemented for deepseek_v4 only)\n";
-  }
   return out;
 }
 

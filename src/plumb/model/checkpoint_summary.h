@@ -11,7 +11,7 @@
 
 #include "plumb/format/config.h"
 #include "plumb/format/safetensors.h"
-#include "plumb/model/weights_v4.h"
+#include "plumb/model/binder.h"
 
 namespace plumb {
 
@@ -29,8 +29,8 @@ struct CheckpointSummary {
   uint64_t mtp_bytes = 0;
   std::map<std::string, std::pair<int64_t, uint64_t>> by_dtype;  // dtype -> (tensors, bytes)
   std::vector<int64_t> swa_layers, csa_layers, hca_layers, hash_layers;
-  std::string expert_format;   // detected from tensors (V4), "" when not bound
-  std::optional<v4::BindReport> binding;  // V4 only
+  std::string expert_format;   // routed experts, detected from tensors; "" when not bound
+  std::optional<BindReport> binding;
   KvEstimate kv;
 };
 

@@ -17,7 +17,7 @@ int64_t argmax(std::span<const float> v) {
 std::unique_ptr<ModelV4> ModelV4::load(const std::string& dir, const RunOptions& opt) {
   std::unique_ptr<ModelV4> m(new ModelV4());
   m->cfg_ = load_model_config(dir);
-  if (m->cfg_.arch != Arch::DeepseekV4) fail("{}: only deepseek_v4 models can be run so far (got {})", dir, m->cfg_.model_type);
+  if (m->cfg_.arch != Arch::DeepseekV4) fail("{}: ModelV4 runs deepseek_v4 checkpoints (got {}; see ModelV3)", dir, m->cfg_.model_type);
   m->ckpt_ = Checkpoint::open(dir);
   m->weights_ = bind_weights(m->ckpt_, m->cfg_);
   m->be_ = backend::make_backend(opt.backend, opt.threads);
@@ -36,20 +36,29 @@ std::vector<float> ModelV4::prompt_logits(std::span<const int32_t> ids, const Ta
 }
 
 std::vector<int32_t> ModelV4::generate(std::span<const int32_t> prompt, const GenerateOptions& g) {
+  SequenceState s = fwd_->new_sequence();
+  return generate_with(prompt, g, cfg_, [&](std::span<const int32_t> ids) {
+    const SequenceInput in{&s, ids};
+    const backend::Tensor logits = fwd_->forward({&in, 1});
+    std::vector<float> all(static_cast<std::size_t>(logits.numel()));
+    be_->to_host(logits, all.data());
+    return all;
+  });
+}
+
+std::vector<int32_t> generate_with(std::span<const int32_t> prompt, const ModelV4::GenerateOptions& g,
+                                   const ModelConfig& cfg,
+                                   const std::function<std::vector<float>(std::span<const int32_t>)>& step_fn) {
   if (prompt.empty()) fail("the prompt is empty");
   if (g.max_new_tokens < 0) fail("max_new_tokens must be >= 0, got {}", g.max_new_tokens);
   if (!g.greedy && !(g.temperature > 0)) fail("temperature must be positive, got {}", g.temperature);
-  const int64_t V = cfg_.vocab_size;
+  const int64_t V = cfg.vocab_size;
   std::mt19937_64 rng(g.seed);
-  SequenceState s = fwd_->new_sequence();
   std::vector<int32_t> out;
   std::vector<float> last(static_cast<std::size_t>(V));
   std::vector<int32_t> step(prompt.begin(), prompt.end());
   while (static_cast<int64_t>(out.size()) < g.max_new_tokens) {
-    const SequenceInput in{&s, step};
-    const backend::Tensor logits = fwd_->forward({&in, 1});
-    std::vector<float> all(static_cast<std::size_t>(logits.numel()));
-    be_->to_host(logits, all.data());
+    const std::vector<float> all = step_fn(step);
     std::copy(all.end() - V, all.end(), last.begin());  // the last position predicts the next token
     int32_t next;
     if (g.greedy) {
@@ -61,7 +70,7 @@ std::vector<int32_t> ModelV4::generate(std::span<const int32_t> prompt, const Ge
       next = static_cast<int32_t>(std::discrete_distribution<int64_t>(p.begin(), p.end())(rng));
     }
     out.push_back(next);
-    if (g.stop_at_eos && next == cfg_.eos_token_id) break;
+    if (g.stop_at_eos && next == cfg.eos_token_id) break;
     step.assign(1, next);
   }
   return out;

@@ -2,6 +2,7 @@
 // A loaded DeepSeek-V4 model ready to run: checkpoint, config, bound weights, a backend and the
 // forward. What the CLI (plumb logits / generate) and the end-to-end tests use.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -54,5 +55,11 @@ class ModelV4 {
 
 // Index of the largest value, the lowest index among equal maxima (torch.argmax's rule).
 int64_t argmax(std::span<const float> v);
+
+// The decode loop shared by the V4 and V3 runners: `step` feeds new ids to one sequence and
+// returns their logits [n, vocab]; the prompt goes in one step, then one id per step.
+std::vector<int32_t> generate_with(std::span<const int32_t> prompt, const ModelV4::GenerateOptions& g,
+                                   const ModelConfig& cfg,
+                                   const std::function<std::vector<float>(std::span<const int32_t>)>& step);
 
 }  // namespace plumb::v4

@@ -8,6 +8,7 @@
 #include "plumb/format/config.h"
 #include "plumb/format/safetensors.h"
 #include "plumb/format/weight_view.h"
+#include "plumb/model/binder.h"
 
 namespace plumb::v4 {
 
@@ -69,13 +70,7 @@ struct ModelWeights {
   WeightFormat expert_format = WeightFormat::FP4Block32;
 };
 
-struct BindReport {
-  std::vector<std::string> missing;     // expected by the config, absent
-  std::vector<std::string> unexpected;  // present, not part of the V4 layout
-  std::vector<std::string> mismatched;  // present with the wrong dtype or shape (message each)
-  bool ok() const { return missing.empty() && unexpected.empty() && mismatched.empty(); }
-  std::string summary(std::size_t max_items = 5) const;  // one line, first few names of each
-};
+using plumb::BindReport;  // binder.h
 
 // Binds every tensor. With report == nullptr any problem throws plumb::Error with the summary;
 // otherwise problems are collected in *report and the affected views are left empty.

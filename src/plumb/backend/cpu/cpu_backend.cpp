@@ -1,6 +1,7 @@
 // CPU backend: memory, embedding, norms, RoPE and the simulated-quantization ops.
 #include "plumb/backend/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -116,6 +117,26 @@ Tensor CpuBackend::scale(const Tensor& x, float s, Round out) {
   float* p = f32(y);
   for (int64_t i = 0; i < x.numel(); ++i) p[i] *= s;
   apply_round(p, x.numel(), out);
+  return y;
+}
+
+Tensor CpuBackend::add(const Tensor& a, const Tensor& b, Round out) {
+  if (a.shape() != b.shape()) fail("add: shapes {} and {}", a.shape_str(), b.shape_str());
+  Tensor y = clone(a);
+  float* p = f32(y);
+  const float* q = f32(b, "add operand");
+  for (int64_t i = 0; i < a.numel(); ++i) p[i] += q[i];
+  apply_round(p, a.numel(), out);
+  return y;
+}
+
+Tensor CpuBackend::columns(const Tensor& x, int64_t begin, int64_t count) {
+  const int64_t N = x.rows(), C = x.row_size();
+  if (begin < 0 || count < 0 || begin + count > C) fail("columns: [{}, {}) of {}", begin, begin + count, x.shape_str());
+  Tensor y = new_f32({N, count});
+  const float* xp = f32(x, "columns input");
+  float* yp = f32(y);
+  for (int64_t n = 0; n < N; ++n) std::copy_n(xp + n * C + begin, count, yp + n * count);
   return y;
 }
 

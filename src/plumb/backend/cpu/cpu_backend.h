@@ -2,7 +2,7 @@
 // The CPU backend: a plain, readable f32 implementation of every op in backend.h, and the
 // reference the GPU backends are tested against. Ops are spread over files by topic
 // (cpu_backend.cpp: memory and elementwise; cpu_linear.cpp; cpu_hc.cpp; cpu_compress.cpp;
-// cpu_attention.cpp; cpu_moe.cpp).
+// cpu_attention.cpp; cpu_mla.cpp; cpu_moe.cpp).
 #include "plumb/backend/backend.h"
 #include "plumb/util/thread_pool.h"
 
@@ -27,6 +27,8 @@ class CpuBackend final : public Backend {
   Tensor repeat_rows(const Tensor& x, int64_t copies) override;
   Tensor rms_norm(const Tensor& x, const WeightView* weight, float eps, NormMath math, Round out) override;
   Tensor scale(const Tensor& x, float s, Round out) override;
+  Tensor add(const Tensor& a, const Tensor& b, Round out) override;
+  Tensor columns(const Tensor& x, int64_t begin, int64_t count) override;
   Tensor linear(const Tensor& x, const WeightView& w, const LinearOpts& opts) override;
   Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, bool inverse, Round out) override;
   Tensor quant_fp8(const Tensor& x, int64_t cols, int64_t block) override;
@@ -45,6 +47,8 @@ class CpuBackend final : public Backend {
                           std::span<const Tensor> compressed, const Tensor* selected,
                           const AttentionParams& p) override;
   void window_update(std::span<Tensor> rings, const Tensor& kv, const Batch& b) override;
+  Tensor mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, std::span<const Tensor> latent,
+                       std::span<const Tensor> k_pe, float scale) override;
 
   Routing route(const Tensor& x, const Tensor& ids, const RouteParams& p) override;
   Tensor moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts, const SwiGluWeights& shared,

@@ -35,6 +35,9 @@ Routing CpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
   const int64_t N = x.rows(), D = x.row_size(), E = p.gate->rows(), K = p.top_k;
   if (p.gate->cols() != D) fail("route: gate '{}' is [{}, {}], input {}", p.gate->name, E, p.gate->cols(), x.shape_str());
   if (K <= 0 || K > E) fail("route: top_k {} with {} experts", K, E);
+  const int64_t G = std::max<int64_t>(p.n_group, 1), TG = G > 1 ? p.topk_group : G;
+  if (E % G != 0 || TG < 1 || TG > G || (G > 1 && E / G < 2) || K > TG * (E / G))
+    fail("route: {} experts in {} groups keeping {} cannot give top-{}", E, G, TG, K);
   std::vector<float> bias;
   if (p.bias) bias = decode_all(*p.bias);
   std::vector<float> logits(static_cast<std::size_t>(N * E));
@@ -42,11 +45,27 @@ Routing CpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
   Routing r{new_i32({N, K}), new_f32({N, K})};
   const int32_t* id = p.tid2eid ? i32(ids, "token ids") : nullptr;
   std::vector<float> score(static_cast<std::size_t>(E)), sel(static_cast<std::size_t>(E));
-  std::vector<int32_t> order(static_cast<std::size_t>(E));
+  std::vector<int32_t> order(static_cast<std::size_t>(E)), gorder(static_cast<std::size_t>(G));
+  std::vector<float> gscore(static_cast<std::size_t>(G));
+  const int64_t per = E / G;
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t e = 0; e < E; ++e) {
-      score[e] = std::sqrt(softplus(logits[n * E + e]));
+      const float l = logits[n * E + e];
+      score[e] = p.scoring == Scoring::Sigmoid ? 1.f / (1.f + std::exp(-l)) : std::sqrt(softplus(l));
       sel[e] = bias.empty() ? score[e] : score[e] + bias[e];  // the bias picks, it never weighs
+    }
+    if (G > 1) {  // drop all but the topk_group best groups (score: sum of the group's best two)
+      for (int64_t g = 0; g < G; ++g) {
+        const float* s = sel.data() + g * per;
+        const int64_t a = std::max_element(s, s + per) - s;
+        float second = -INFINITY;
+        for (int64_t j = 0; j < per; ++j)
+          if (j != a) second = std::max(second, s[j]);
+        gscore[g] = s[a] + second;
+      }
+      std::iota(gorder.begin(), gorder.end(), 0);
+      std::stable_sort(gorder.begin(), gorder.end(), [&](int32_t a, int32_t b) { return gscore[a] > gscore[b]; });
+      for (int64_t g = TG; g < G; ++g) std::fill_n(sel.begin() + gorder[g] * per, per, -INFINITY);
     }
     int32_t* ex = i32(r.experts) + n * K;
     if (p.tid2eid) {

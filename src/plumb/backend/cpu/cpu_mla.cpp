@@ -1,0 +1,61 @@
+// Multi-head latent attention in the absorbed form (MODEL-SPEC 7): every head attends over the
+// sequence's cached latents and shared rope keys; V is applied by the caller.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "plumb/backend/cpu/cpu_backend.h"
+#include "plumb/backend/cpu/cpu_tensor.h"
+#include "plumb/util/error.h"
+
+namespace plumb::cpu {
+
+Tensor CpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b,
+                                 std::span<const Tensor> latent, std::span<const Tensor> k_pe, float scale) {
+  expect_rank(q_lat, 3, "mla_attention", "q_lat");
+  expect_rank(q_pe, 3, "mla_attention", "q_pe");
+  const int64_t N = q_lat.dim(0), H = q_lat.dim(1), R = q_lat.dim(2), P = q_pe.dim(2);
+  if (q_pe.dim(0) != N || q_pe.dim(1) != H) fail("mla_attention: q_pe {} for q_lat {}", q_pe.shape_str(), q_lat.shape_str());
+  if (latent.size() != b.seqs.size() || k_pe.size() != b.seqs.size())
+    fail("mla_attention: caches for {} sequences expected", b.seqs.size());
+  const float* ql = f32(q_lat, "q_lat");
+  const float* qp = f32(q_pe, "q_pe");
+  Tensor out = new_f32({N, H, R});
+  float* op = f32(out);
+  for (std::size_t si = 0; si < b.seqs.size(); ++si) {
+    const SeqSlice& s = b.seqs[si];
+    const int64_t T = s.start + s.len;
+    if (latent[si].rows() < T || latent[si].row_size() != R || k_pe[si].rows() < T || k_pe[si].row_size() != P)
+      fail("mla_attention: caches {} / {} must hold {} rows of {} / {}", latent[si].shape_str(), k_pe[si].shape_str(),
+           T, R, P);
+    const float* c = f32(latent[si], "latent cache");
+    const float* kp = f32(k_pe[si], "rope key cache");
+    pool().parallel_for(s.len * H, 1, [&](int64_t i0, int64_t i1) {
+      std::vector<float> sc(static_cast<std::size_t>(T));
+      for (int64_t ih = i0; ih < i1; ++ih) {
+        const int64_t i = ih / H, h = ih % H, row = s.row + i, t = s.start + i;
+        const float* qlh = ql + (row * H + h) * R;
+        const float* qph = qp + (row * H + h) * P;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j <= t; ++j) {
+          float dot = 0.f;
+          for (int64_t r = 0; r < R; ++r) dot += qlh[r] * c[j * R + r];
+          for (int64_t r = 0; r < P; ++r) dot += qph[r] * kp[j * P + r];
+          sc[j] = dot * scale;
+          mx = std::max(mx, sc[j]);
+        }
+        float sum = 0.f;
+        for (int64_t j = 0; j <= t; ++j) sum += sc[j] = std::exp(sc[j] - mx);
+        float* o = op + (row * H + h) * R;
+        std::fill(o, o + R, 0.f);
+        for (int64_t j = 0; j <= t; ++j) {
+          const float pj = sc[j] / sum;
+          for (int64_t r = 0; r < R; ++r) o[r] += pj * c[j * R + r];
+        }
+      }
+    });
+  }
+  return out;
+}
+
+}  // namespace plumb::cpu

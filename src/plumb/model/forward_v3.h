@@ -1,0 +1,62 @@
+#pragma once
+// The DeepSeek-V3 forward pass (MODEL-SPEC 7, numerics of HF transformers' DeepseekV3ForCausalLM
+// in fp32), written against the Backend op interface. Like the V4 forward it takes a ragged
+// batch: several sequences, each continuing from its own state, so prefill, chunked prefill and
+// 1-token decode are one code path. Attention runs in the absorbed MLA form for every token: the
+// cache holds only the normalized latent (kv_lora_rank) and the rotated shared rope key per token.
+#include <span>
+#include <vector>
+
+#include "plumb/backend/backend.h"
+#include "plumb/format/config.h"
+#include "plumb/model/weights_v3.h"
+
+namespace plumb::v3 {
+
+struct SequenceState {
+  int64_t pos = 0;                      // tokens processed; the next token's position
+  std::vector<backend::Tensor> latent;  // per layer [capacity, kv_lora_rank]
+  std::vector<backend::Tensor> k_pe;    // per layer [capacity, qk_rope_head_dim]
+};
+
+struct SequenceInput {
+  SequenceState* state = nullptr;   // advanced by the call
+  std::span<const int32_t> tokens;  // at least one new token
+};
+
+// YaRN as HF applies it to V3 (modeling_rope_utils._compute_yarn_parameters, yarn_apply_mscale).
+struct RopeV3 {
+  std::vector<float> inv_freq;  // [qk_rope_head_dim / 2]
+  float rope_scale = 1.f;       // cos/sin factor: mscale(f, mscale) / mscale(f, mscale_all_dim)
+  float softmax_scale = 0.f;    // qk_head_dim^-0.5 * mscale(f, mscale_all_dim)^2
+};
+RopeV3 rope_v3(const ModelConfig& cfg);
+
+class ForwardV3 {
+ public:
+  // `cfg` and `weights` must outlive this object.
+  ForwardV3(backend::Backend& be, const ModelConfig& cfg, const ModelWeights& weights);
+
+  SequenceState new_sequence() const;
+
+  // Logits [sum of new tokens, vocab] (f32), sequences stacked in input order.
+  backend::Tensor forward(std::span<const SequenceInput> batch);
+
+ private:
+  struct Absorbed {  // kv_b split per head, decoded to f32 (grouped linears, groups = heads)
+    std::vector<float> k_t, v;  // [H * R, nope] (K_h transposed) and [H * v, R]
+    WeightView k_t_view, v_view;
+  };
+  backend::Tensor attention(int64_t layer, const backend::Tensor& x, const backend::Batch& b,
+                            const backend::Tensor& positions, std::span<SequenceState* const> states);
+  backend::Tensor ffn(int64_t layer, const backend::Tensor& x);
+
+  backend::Backend& be_;
+  const ModelConfig& cfg_;
+  const ModelWeights& w_;
+  RopeV3 rope_;
+  backend::Tensor inv_freq_;
+  std::vector<Absorbed> absorbed_;  // per layer
+};
+
+}  // namespace plumb::v3
