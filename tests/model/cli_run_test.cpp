@@ -39,7 +39,7 @@ CliResult plumb(const std::string& args, const fs::path& tmp) {
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(kFixture)) GTEST_SKIP() << kFixture << " not present";
+    if (!fs::exists(kFixture)) FAIL() << kFixture << " is missing: it is a committed fixture";
   }
   test::TempDir tmp;
   std::string model = "--model " + kFixture.string();

@@ -38,7 +38,7 @@ struct CliResult {
 class RunCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(kModel / "config.json")) GTEST_SKIP() << kModel << " not present";
+    if (!fs::exists(kModel / "config.json")) FAIL() << kModel << " is missing: it is a committed fixture";
     meta_ = nlohmann::json::parse(read_file(kGolden / "meta.json"));
   }
 

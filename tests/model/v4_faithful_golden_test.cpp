@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 
 TEST(V4FaithfulGolden, LogitsFollowTheRelease) {
   const fs::path root = fs::path(PLUMB_TEST_DATA) / "golden";
-  if (!fs::exists(root / "v4-faithful")) GTEST_SKIP() << "no faithful fixtures";
+  if (!fs::exists(root / "v4-faithful")) FAIL() << "no faithful fixtures: they are committed under tests/data/golden/v4-faithful";
   int checked = 0;
   for (const auto& cfg_dir : fs::directory_iterator(root / "v4-faithful")) {
     const fs::path model_dir = root / "v4" / cfg_dir.path().filename();
