@@ -13,6 +13,19 @@ namespace {
 
 bool contains(const std::string& s, const std::string& needle) { return s.find(needle) != std::string::npos; }
 
+// max |a| and max |a - b| over two float32 logits arrays of the same shape.
+struct LogitsDiff {
+  float amax = 0, dmax = 0;
+};
+LogitsDiff logits_diff(const float* a, const float* b, std::size_t n) {
+  LogitsDiff d;
+  for (std::size_t k = 0; k < n; ++k) {
+    d.amax = std::max(d.amax, std::fabs(a[k]));
+    d.dmax = std::max(d.dmax, std::fabs(a[k] - b[k]));
+  }
+  return d;
+}
+
 TEST(ConvertCli, CastReportsAndInspectRecognizesTheResult) {
   TempDir tmp;
   const fs::path dst = tmp.path() / "bf16";
@@ -102,11 +115,7 @@ TEST(ConvertCli, LogitsSurviveConversion) {
   ASSERT_EQ(base.shape, cast.shape);
   const auto* a = reinterpret_cast<const float*>(base.data.data());
   const auto* b = reinterpret_cast<const float*>(cast.data.data());
-  float amax = 0, dmax = 0;
-  for (std::size_t k = 0; k < base.data.size() / 4; ++k) {
-    amax = std::max(amax, std::fabs(a[k]));
-    dmax = std::max(dmax, std::fabs(a[k] - b[k]));
-  }
+  const auto [amax, dmax] = logits_diff(a, b, base.data.size() / 4);
   EXPECT_LE(dmax, amax * 0x1p-7f);
 }
 
@@ -136,11 +145,7 @@ TEST(ConvertCli, V3CastLogitsWithinBf16Rounding) {
     ASSERT_EQ(base.shape, cast.shape);
     const auto* a = reinterpret_cast<const float*>(base.data.data());
     const auto* b = reinterpret_cast<const float*>(cast.data.data());
-    float amax = 0, dmax = 0;
-    for (std::size_t k = 0; k < base.data.size() / 4; ++k) {
-      amax = std::max(amax, std::fabs(a[k]));
-      dmax = std::max(dmax, std::fabs(a[k] - b[k]));
-    }
+    const auto [amax, dmax] = logits_diff(a, b, base.data.size() / 4);
     const int64_t V = base.shape.back();
     int64_t argmax_diff = 0;
     for (int64_t t = 0; t < base.shape.front(); ++t)
