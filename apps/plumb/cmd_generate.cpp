@@ -36,7 +36,7 @@ Runner register_generate(CLI::App& app) {
       ->check(CLI::IsMember({"reference", "faithful"}))
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
-  cmd->add_option("--backend", a->backend, "compute backend")->check(CLI::IsMember({"cpu"}))->capture_default_str();
+  cmd->add_option("--backend", a->backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
   return [a]() {
     const std::vector<int32_t> ids = read_token_ids(a->ids);
     const v4::RunOptions opt{a->backend, a->threads, parse_numerics(a->numerics)};

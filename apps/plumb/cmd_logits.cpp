@@ -29,7 +29,7 @@ Runner register_logits(CLI::App& app) {
       ->check(CLI::IsMember({"reference", "faithful"}))
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
-  cmd->add_option("--backend", a->backend, "compute backend")->check(CLI::IsMember({"cpu"}))->capture_default_str();
+  cmd->add_option("--backend", a->backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
   cmd->add_option("--dump-taps", a->taps, "write named intermediates as DIR/<tap>.npy");
   return [a]() {
     const std::vector<int32_t> ids = read_token_ids(a->ids);

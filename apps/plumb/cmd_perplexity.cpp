@@ -109,7 +109,7 @@ Runner register_perplexity(CLI::App& app) {
       ->check(CLI::IsMember({"reference", "faithful"}))
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "CPU threads (0: all)")->check(at_least(0))->capture_default_str();
-  cmd->add_option("--backend", a->backend, "compute backend")->check(CLI::IsMember({"cpu"}))->capture_default_str();
+  cmd->add_option("--backend", a->backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
   cmd->add_flag("--no-progress", a->no_progress, "no progress bar");
   return [a] { return run_perplexity(*a); };
 }

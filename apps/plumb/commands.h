@@ -4,11 +4,17 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
+#include <vector>
 
 namespace plumb::cli {
 
 // A registered subcommand: run() is called after parsing if the subcommand was selected.
 using Runner = std::function<int()>;
+
+// Accepted --backend values: "cpu", and the GPU names ("cuda", "hip", "gpu"); a GPU name this
+// build or machine cannot serve is refused by backend::make_backend with the reason.
+inline std::vector<std::string> backend_names() { return {"cpu", "cuda", "hip", "gpu"}; }
 
 Runner register_inspect(CLI::App& app);
 Runner register_synth(CLI::App& app);

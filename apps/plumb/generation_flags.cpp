@@ -1,5 +1,7 @@
 #include "generation_flags.h"
 
+#include "commands.h"
+
 #include <cstdio>
 #include <random>
 
@@ -83,7 +85,7 @@ void add_generation_flags(CLI::App& cmd, GenerationFlags& f) {
       ->check(CLI::IsMember({"reference", "faithful"}))
       ->capture_default_str();
   cmd.add_option("--threads", f.threads, "CPU threads (0: all)")->check(at_least(0))->capture_default_str();
-  cmd.add_option("--backend", f.backend, "compute backend")->check(CLI::IsMember({"cpu"}))->capture_default_str();
+  cmd.add_option("--backend", f.backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
   cmd.add_flag("--self-check", f.self_check, "generate a few tokens of a fixed prompt and check them before starting");
 }
 

@@ -227,7 +227,14 @@ class Backend {
 
 // The CPU backend (reference implementation of every op); threads <= 0: all hardware threads.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
-// "cpu" -> the CPU backend; anything else is a plumb::Error listing the available backends.
+// The GPU backend compiled into this build: "cuda", "hip", or "" when plumb was built without one.
+std::string gpu_backend_name();
+// Empty when the GPU backend can start here; otherwise why not (not built in, no device, ...).
+std::string gpu_unavailable_reason();
+// The GPU backend on device 0; a plumb::Error saying why when it cannot start.
+std::unique_ptr<Backend> make_gpu_backend();
+// "cpu" -> the CPU backend; "cuda" / "hip" (or "gpu") -> the GPU backend of this build; anything
+// else is a plumb::Error listing the available backends.
 std::unique_ptr<Backend> make_backend(const std::string& name, int threads = 0);
 
 }  // namespace plumb::backend

@@ -201,9 +201,4 @@ namespace plumb::backend {
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<cpu::CpuBackend>(threads); }
 
-std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
-  if (name == "cpu") return make_cpu_backend(threads);
-  fail("unknown backend '{}' (available: cpu)", name);
-}
-
 }  // namespace plumb::backend

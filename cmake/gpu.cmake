@@ -1,0 +1,51 @@
+# The GPU backend. PLUMB_GPU picks it:
+#   AUTO (default): CUDA when a CUDA compiler is found, else none
+#   CUDA: nvcc; kernels for sm_80 (the portable BF16 mma.sync path, also Ampere) and sm_90a
+#         (Hopper), plus compute_80 PTX for newer GPUs
+#   HIP:  Debian's hipcc for gfx90a (MI250), see cmake/hip.cmake
+#   OFF:  CPU only; `--backend cuda` then says plumb was built without a GPU backend.
+set(PLUMB_GPU "AUTO" CACHE STRING "GPU backend: AUTO, CUDA, HIP or OFF")
+set_property(CACHE PLUMB_GPU PROPERTY STRINGS AUTO CUDA HIP OFF)
+# Host side (*.cpp, compiled as C++) and kernels (kernels/*.cu, compiled by nvcc or hipcc).
+file(GLOB PLUMB_GPU_HOST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/plumb/backend/cuda/*.cpp)
+file(GLOB PLUMB_GPU_KERNEL_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/plumb/backend/cuda/kernels/*.cu)
+
+set(PLUMB_GPU_KIND ${PLUMB_GPU})
+if(PLUMB_GPU STREQUAL "AUTO")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(PLUMB_GPU_KIND CUDA)
+  else()
+    set(PLUMB_GPU_KIND OFF)
+    message(STATUS "plumb: no CUDA compiler found, building without a GPU backend")
+  endif()
+endif()
+
+if(PLUMB_GPU_KIND STREQUAL "CUDA")
+  set(PLUMB_CUDA_ARCHS "80-real;90a-real;80-virtual" CACHE STRING "CUDA architectures of the GPU backend")
+  if(NOT CMAKE_CUDA_HOST_COMPILER)
+    set(CMAKE_CUDA_HOST_COMPILER ${CMAKE_CXX_COMPILER})
+  endif()
+  enable_language(CUDA)
+  # CMake 3.25 does not know nvcc 13's C++20 flag (it drops CUDA_STANDARD 20 or refuses it):
+  # tell it.
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  set_target_properties(plumb_lib PROPERTIES CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON CUDA_EXTENSIONS OFF)
+  find_package(CUDAToolkit REQUIRED)
+  if(CCACHE_PROGRAM)
+    set(CMAKE_CUDA_COMPILER_LAUNCHER ${CCACHE_PROGRAM})
+  endif()
+  target_sources(plumb_lib PRIVATE ${PLUMB_GPU_HOST_SOURCES} ${PLUMB_GPU_KERNEL_SOURCES})
+  set_target_properties(plumb_lib PROPERTIES CUDA_ARCHITECTURES "${PLUMB_CUDA_ARCHS}")
+  target_compile_options(plumb_lib PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall>)
+  string(REPLACE ";" "," _targets "${PLUMB_CUDA_ARCHS}")
+  target_compile_definitions(plumb_lib PUBLIC PLUMB_WITH_CUDA PRIVATE PLUMB_GPU_TARGETS="${_targets}")
+  target_link_libraries(plumb_lib PUBLIC CUDA::cudart_static)
+  message(STATUS "plumb: CUDA GPU backend for ${PLUMB_CUDA_ARCHS}")
+elseif(PLUMB_GPU_KIND STREQUAL "HIP")
+  include(${CMAKE_SOURCE_DIR}/cmake/hip.cmake)
+elseif(NOT PLUMB_GPU_KIND STREQUAL "OFF")
+  message(FATAL_ERROR "PLUMB_GPU must be AUTO, CUDA, HIP or OFF (got '${PLUMB_GPU}')")
+endif()

@@ -1,0 +1,149 @@
+#pragma once
+// The GPU backend (CUDA and HIP from the same sources, ARCHITECTURE ideas 1, 5, 7): every op of
+// backend.h on device memory. Activations are f32 device tensors (Round::BF16 rounds their values,
+// as on the CPU); weights are uploaded once, in their checkpoint formats, keyed by the view's data
+// pointer (a WeightView's bytes must outlive the backend: they do for a mapped checkpoint), and
+// decoded in registers. Ops are spread over files by topic like the CPU backend's:
+// gpu_memory.cpp (memory, weights, launch checks), gpu_elementwise.cpp, gpu_linear.cpp, gpu_hc.cpp,
+// gpu_compress.cpp (compressor + indexer), gpu_attention.cpp (sparse + MLA attention), gpu_moe.cpp.
+// Those .cpp files hold the host side (shape checks, errors, orchestration) and call launchers
+// declared in kernels/*.h; the kernels themselves live in kernels/*.cu, which include no plumb
+// host headers (nvcc cannot compile fmt), only gpu_compat.h, gpu_numerics.h and weight_ref.h.
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "plumb/backend/backend.h"
+#include "plumb/backend/cuda/gpu_compat.h"
+#include "plumb/backend/cuda/weight_ref.h"
+
+namespace plumb::gpu {
+
+using namespace plumb::backend;
+
+// Stream-ordered caching allocator: freed blocks go back to a per-size free list and are reused
+// by later allocations on the same stream (safe without a sync: the stream orders the uses).
+class DeviceAllocator {
+ public:
+  ~DeviceAllocator();
+  void* allocate(std::size_t bytes);
+  void release(void* p, std::size_t bytes);
+  void trim();  // frees every cached block
+  std::size_t in_use() const { return in_use_; }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::size_t, std::vector<void*>> free_;
+  std::size_t in_use_ = 0;
+};
+
+struct GpuStorage final : Storage {
+  GpuStorage(std::shared_ptr<DeviceAllocator> a, std::size_t bytes) : alloc(std::move(a)), bytes(bytes) {
+    ptr = alloc->allocate(bytes);
+  }
+  ~GpuStorage() override { alloc->release(ptr, bytes); }
+  std::shared_ptr<DeviceAllocator> alloc;
+  std::size_t bytes = 0;
+  void* ptr = nullptr;
+};
+
+// Facts about the device and the build, for reports (plumb verify) and error messages.
+struct DeviceInfo {
+  std::string name, arch;  // e.g. "NVIDIA H200", "sm_90" / "gfx90a"
+  int driver_version = 0, runtime_version = 0;
+  int warp_size = 0, multiprocessors = 0;
+  std::size_t memory_bytes = 0;
+  std::string build;  // platform and target list the kernels were compiled for
+};
+
+class GpuBackend final : public Backend {
+ public:
+  GpuBackend();
+  ~GpuBackend() override;
+  std::string name() const override;
+  const DeviceInfo& info() const { return info_; }
+  gpuStream_t stream() const { return stream_; }
+
+  // ---- helpers for the op files
+  // A new tensor. Its contents are undefined, or NaN (f32) / INT32_MIN (i32) everywhere when
+  // poisoning is on (the op tests turn it on, so an element an op never writes shows up).
+  Tensor alloc(ElemType type, Shape shape);
+  void set_poison(bool on) { poison_ = on; }
+  // Copies `bytes` host bytes (e.g. an array of per-sequence device pointers or offsets) to a
+  // new device buffer and returns it (as an I32 tensor of ceil(bytes/4) elements); synchronous.
+  Tensor upload(const void* data, std::size_t bytes);
+  // The device copy of a weight (uploaded on first use).
+  const WeightRef& weight(const WeightView& w);
+  // Checks a launcher's result (kernels/*.h); with PLUMB_GPU_SYNC=1 in the environment also
+  // waits for the stream, so an asynchronous fault is reported at the op that caused it.
+  void check_launch(gpuError_t launched, const char* kernel);
+  void sync();
+
+  Tensor full(ElemType type, Shape shape, float value) override;
+  Tensor from_host(const float* data, Shape shape) override;
+  Tensor from_host(const int32_t* data, Shape shape) override;
+  void to_host(const Tensor& t, float* out) override;
+  void to_host(const Tensor& t, int32_t* out) override;
+  void copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) override;
+
+  Tensor embed(const WeightView& table, const Tensor& ids) override;
+  Tensor repeat_rows(const Tensor& x, int64_t copies) override;
+  Tensor rms_norm(const Tensor& x, const WeightView* weight, float eps, NormMath math, Round out) override;
+  Tensor scale(const Tensor& x, float s, Round out) override;
+  Tensor add(const Tensor& a, const Tensor& b, Round out) override;
+  Tensor columns(const Tensor& x, int64_t begin, int64_t count) override;
+  Tensor linear(const Tensor& x, const WeightView& w, const LinearOpts& opts) override;
+  Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, bool inverse, Round out) override;
+  Tensor quant_fp8(const Tensor& x, int64_t cols, int64_t block) override;
+  Tensor quant_fp4(const Tensor& x, int64_t block) override;
+  Tensor hadamard(const Tensor& x, Round out) override;
+
+  HcPreResult hc_pre(const Tensor& X, const HcParams& p, Round out) override;
+  Tensor hc_post(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb, Round r) override;
+  Tensor hc_head(const Tensor& X, const HcParams& p, Round out) override;
+
+  Tensor compress(const Tensor& kv, const Tensor& score, const Batch& b, std::span<CompressorState> states,
+                  const CompressorParams& p, Round out) override;
+  Tensor indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, std::span<const Tensor> keys,
+                      const IndexerParams& p) override;
+  Tensor sparse_attention(const Tensor& q, const Tensor& kv, const Batch& b, std::span<const Tensor> rings,
+                          std::span<const Tensor> compressed, const Tensor* selected,
+                          const AttentionParams& p) override;
+  void window_update(std::span<Tensor> rings, const Tensor& kv, const Batch& b) override;
+  Tensor mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, std::span<const Tensor> latent,
+                       std::span<const Tensor> k_pe, float scale) override;
+
+  Routing route(const Tensor& x, const Tensor& ids, const RouteParams& p) override;
+  Tensor moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts, const SwiGluWeights& shared,
+             const MoeParams& p) override;
+
+ private:
+  struct OwnedWeight {
+    WeightRef ref;
+    void* data = nullptr;
+    void* scale = nullptr;
+  };
+  DeviceInfo info_;
+  gpuStream_t stream_ = nullptr;
+  bool sync_each_op_ = false;
+  bool poison_ = false;
+  std::shared_ptr<DeviceAllocator> alloc_;
+  std::unordered_map<const std::byte*, OwnedWeight> weights_;
+};
+
+// Checked access to a tensor's device memory; a plumb::Error naming `what` if t is undefined, not
+// a GPU tensor, or of another element type.
+float* dev_f32(const Tensor& t, const char* what = "tensor");
+int32_t* dev_i32(const Tensor& t, const char* what = "tensor");
+// The raw device address of any GPU tensor (for pointer tables).
+void* dev_ptr(const Tensor& t, const char* what = "tensor");
+// Empty when device 0 can be used; otherwise why not (the runtime's message).
+std::string device_unavailable_reason();
+// gpu call check: a plumb::Error naming the call and the runtime's message.
+void check(gpuError_t e, const char* what);
+
+
+}  // namespace plumb::gpu

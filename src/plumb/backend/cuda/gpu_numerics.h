@@ -1,0 +1,118 @@
+#pragma once
+// Exact scalar numerics of the checkpoint formats and of the release's quantization round trips,
+// written once for device and host: kernels decode FP8/FP4/bf16 weights in registers with these,
+// and the CPU test suite (which has no GPU) checks every one of them against plumb's codecs
+// (format/codecs.h) exhaustively over all codes. Same results as cpu/simquant.h by construction.
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define PLUMB_HD __host__ __device__ __forceinline__
+#else
+#define PLUMB_HD inline
+#endif
+
+namespace plumb::gpu {
+
+PLUMB_HD uint32_t f32_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+PLUMB_HD float bits_f32(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+PLUMB_HD float bf16_to_f32(uint16_t b) { return bits_f32(static_cast<uint32_t>(b) << 16); }
+
+// Round to nearest even bf16, returned as f32; NaN stays NaN (quiet).
+PLUMB_HD float round_bf16(float x) {
+  const uint32_t u = f32_bits(x);
+  if ((u & 0x7F800000u) == 0x7F800000u && (u & 0x7FFFFFu)) return bits_f32(u | 0x00400000u);
+  return bits_f32((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+}
+
+// e4m3fn: bias 7, subnormals, no Inf, 0x7F / 0xFF NaN.
+PLUMB_HD float e4m3_to_f32(uint8_t b) {
+  const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
+  const uint32_t e = (b >> 3) & 0xFu, m = b & 0x7u;
+  if (e == 0xFu && m == 0x7u) return bits_f32(sign | 0x7FC00000u);
+  if (e == 0) return bits_f32(sign | f32_bits(static_cast<float>(m) * 0.001953125f));  // m * 2^-9
+  return bits_f32(sign | ((e + 120u) << 23) | (m << 20));
+}
+
+// e2m1 nibble (low 4 bits): 0, 0.5, 1, 1.5, 2, 3, 4, 6; bit 3 is the sign.
+PLUMB_HD float e2m1_to_f32(uint8_t nib) {
+  const uint32_t m = nib & 0x7u;
+  const float mag = m < 4 ? 0.5f * static_cast<float>(m) : static_cast<float>(1u << ((m >> 1) - 1)) * (1.f + 0.5f * (m & 1u));
+  return (nib & 0x8u) ? -mag : mag;
+}
+
+// 2^(b - 127); 0xFF is NaN; 0 is the subnormal 2^-127.
+PLUMB_HD float ue8m0_to_f32(uint8_t b) {
+  if (b == 0xFFu) return bits_f32(0x7FC00000u);
+  return b == 0 ? bits_f32(0x00400000u) : bits_f32(static_cast<uint32_t>(b) << 23);
+}
+
+// The power-of-two scale 2^ceil(log2(max(amax, min_amax) / qmax)) as a ue8m0 code.
+PLUMB_HD uint8_t ue8m0_scale_for(float amax, float qmax, float min_amax) {
+  const float s = (amax > min_amax ? amax : min_amax) / qmax;
+  const uint32_t bits = f32_bits(s);
+  int e = static_cast<int>((bits >> 23) & 0xFFu) - 127 + ((bits & 0x7FFFFFu) != 0 ? 1 : 0);
+  e = e < -127 ? -127 : (e > 127 ? 127 : e);
+  return static_cast<uint8_t>(e + 127);
+}
+
+// Round |x| to a float format with M mantissa bits and exponent bias B (RNE), as a code without
+// its sign (may exceed the format's largest finite code: callers saturate).
+template <int M, int B>
+PLUMB_HD uint32_t round_magnitude(float x) {
+  constexpr int kEmin = 1 - B;
+  const uint32_t a = f32_bits(x) & 0x7FFFFFFFu;
+  if (a < static_cast<uint32_t>(127 + kEmin) << 23) {
+    // Subnormal in the target: units of 2^(kEmin - M), scaled exactly, then round half to even.
+    const float units = bits_f32(a) * bits_f32(static_cast<uint32_t>(127 + M - kEmin) << 23);
+    const float fl = static_cast<float>(static_cast<uint32_t>(units));  // units < 2^(M+1): exact
+    const float frac = units - fl;
+    uint32_t q = static_cast<uint32_t>(fl);
+    if (frac > 0.5f || (frac == 0.5f && (q & 1u))) ++q;
+    return q;
+  }
+  constexpr int kShift = 23 - M;
+  const uint32_t lsb = (a >> kShift) & 1u;
+  const uint32_t rounded = (a + ((1u << (kShift - 1)) - 1u) + lsb) >> kShift;
+  return rounded - (static_cast<uint32_t>(127 - B) << M);
+}
+
+PLUMB_HD bool is_nan(float x) { return (f32_bits(x) & 0x7FFFFFFFu) > 0x7F800000u; }
+PLUMB_HD bool is_inf(float x) { return (f32_bits(x) & 0x7FFFFFFFu) == 0x7F800000u; }
+
+PLUMB_HD uint8_t f32_to_e4m3(float x) {
+  if (is_nan(x)) return 0x7F;
+  uint32_t mag = is_inf(x) ? 0x7Eu : round_magnitude<3, 7>(x);
+  if (mag > 0x7Eu) mag = 0x7Eu;
+  return static_cast<uint8_t>(((f32_bits(x) >> 31) << 7) | mag);
+}
+
+PLUMB_HD uint8_t f32_to_e2m1(float x) {
+  if (is_nan(x)) return 0x7;
+  uint32_t mag = is_inf(x) ? 0x7u : round_magnitude<1, 1>(x);
+  if (mag > 0x7u) mag = 0x7u;
+  return static_cast<uint8_t>(((f32_bits(x) >> 31) << 3) | mag);
+}
+
+PLUMB_HD float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
+
+// One element of the FP8 e4m3 round trip with block scale s (a power of two): the release's
+// act_quant. kFp8Max / kFp8MinAmax feed ue8m0_scale_for.
+constexpr float kFp8Max = 448.f, kFp8MinAmax = 1e-4f;
+PLUMB_HD float fp8_roundtrip(float x, float s) { return e4m3_to_f32(f32_to_e4m3(clampf(x / s, -kFp8Max, kFp8Max))) * s; }
+
+// Same for FP4 e2m1 (amax floor 6 * 2^-126).
+constexpr float kFp4Max = 6.f;
+PLUMB_HD float fp4_min_amax() { return 6.f * bits_f32(0x00800000u); }
+PLUMB_HD float fp4_roundtrip(float x, float s) { return e2m1_to_f32(f32_to_e2m1(clampf(x / s, -kFp4Max, kFp4Max))) * s; }
+
+}  // namespace plumb::gpu
