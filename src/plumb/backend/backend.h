@@ -18,6 +18,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plumb/backend/tensor.h"
@@ -132,6 +133,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // Audit facts for reports (key, value): backend, device, driver/runtime versions, build targets.
+  virtual std::vector<std::pair<std::string, std::string>> facts() const { return {{"backend", name()}}; }
 
   // ---- memory
   virtual Tensor full(ElemType type, Shape shape, float value) = 0;

@@ -64,6 +64,7 @@ class GpuBackend final : public Backend {
   GpuBackend();
   ~GpuBackend() override;
   std::string name() const override;
+  std::vector<std::pair<std::string, std::string>> facts() const override;
   const DeviceInfo& info() const { return info_; }
   gpuStream_t stream() const { return stream_; }
 

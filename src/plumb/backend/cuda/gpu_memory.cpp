@@ -157,6 +157,19 @@ std::string GpuBackend::name() const {
 #endif
 }
 
+std::vector<std::pair<std::string, std::string>> GpuBackend::facts() const {
+  auto version = [](int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); };
+  return {{"backend", name()},
+          {"device", info_.name},
+          {"arch", info_.arch},
+          {"multiprocessors", std::to_string(info_.multiprocessors)},
+          {"warp_size", std::to_string(info_.warp_size)},
+          {"memory_gib", fmt::format("{:.1f}", static_cast<double>(info_.memory_bytes) / (1ull << 30))},
+          {"driver_version", version(info_.driver_version)},
+          {"runtime_version", version(info_.runtime_version)},
+          {"build", info_.build}};
+}
+
 void GpuBackend::check_launch(gpuError_t launched, const char* kernel) {
   check(launched, kernel);
   if (sync_each_op_) check(gpuStreamSynchronize(stream_), kernel);
