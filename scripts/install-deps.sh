@@ -9,6 +9,8 @@ PKGS=(
   libpcre2-dev libopenblas-dev
   libsimdjson-dev
   clang libclang-rt-14-dev python3-numpy
+  # HIP for the gfx90a (MI250) compile of the GPU backend (no AMD GPU needed to compile)
+  hipcc libamdhip64-dev rocm-device-libs
 )
 missing=()
 for p in "${PKGS[@]}"; do

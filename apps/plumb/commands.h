@@ -26,5 +26,6 @@ Runner register_detokenize(CLI::App& app);
 Runner register_run(CLI::App& app);
 Runner register_chat(CLI::App& app);
 Runner register_perplexity(CLI::App& app);
+Runner register_verify(CLI::App& app);
 
 }  // namespace plumb::cli

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   add(plumb::cli::register_run(app));
   add(plumb::cli::register_chat(app));
   add(plumb::cli::register_perplexity(app));
+  add(plumb::cli::register_verify(app));  // exits 3 when the comparison fails
 
   try {
     app.parse(argc, argv);

@@ -135,6 +135,8 @@ class Backend {
   virtual std::string name() const = 0;
   // Audit facts for reports (key, value): backend, device, driver/runtime versions, build targets.
   virtual std::vector<std::pair<std::string, std::string>> facts() const { return {{"backend", name()}}; }
+  // Waits until every op issued so far has finished (timing; a no-op on synchronous backends).
+  virtual void synchronize() {}
 
   // ---- memory
   virtual Tensor full(ElemType type, Shape shape, float value) = 0;

@@ -54,7 +54,9 @@ SequenceState ForwardV4::new_sequence() const {
 }
 
 void ForwardV4::tap(const Step& st, const std::string& name, const Tensor& t) const {
-  if (!st.taps || !st.taps->enabled()) return;
+  if (!st.taps) return;
+  st.taps->mark(name);
+  if (!st.taps->enabled()) return;
   std::vector<float> host(static_cast<std::size_t>(t.numel()));
   if (t.type() == backend::ElemType::F32) {
     be_.to_host(t, host.data());
@@ -143,6 +145,11 @@ Tensor ForwardV4::forward(std::span<const SequenceInput> batch, const Taps& taps
     tap(st, st.prefix + "ffn.out", f);
     X = be_.hc_post(f, X, h.post, h.comb, st.R);
     tap(st, st.prefix + "hc", X);
+    if (const std::vector<float>* r = st.taps ? st.taps->replacement(st.prefix + "hc") : nullptr) {
+      if (static_cast<int64_t>(r->size()) != X.numel())
+        fail("forward: replacement for {} has {} values, expected {}", st.prefix + "hc", r->size(), X.numel());
+      X = be_.from_host(r->data(), X.shape());
+    }
   }
   const backend::HcParams head_site{&w_.hc_head.fn, &w_.hc_head.base, &w_.hc_head.scale, 0,
                                     static_cast<float>(cfg_.hc_eps), eps};

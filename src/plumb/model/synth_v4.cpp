@@ -14,6 +14,7 @@
 #include "plumb/format/safetensors.h"
 #include "plumb/model/layout_v4.h"
 #include "plumb/util/error.h"
+#include "plumb/util/thread_pool.h"
 
 namespace plumb::v4 {
 namespace {
@@ -79,11 +80,11 @@ class Synthesizer {
     std::vector<float> w = gaussian(rows * cols, 1.0f / std::sqrt(static_cast<float>(cols)));
     const std::string base = name.substr(0, name.size() - std::string(".weight").size());
     if (routed_expert && !fp8_experts_) {
-      QuantizedWeight q = quantize_fp4_block32(w.data(), rows, cols);
+      QuantizedWeight q = quantize(w, rows, cols, true);
       put(name, DType::I8, {rows, cols / 2}, to_bytes(q.data));
       put(base + ".scale", DType::F8_E8M0, {rows, (cols + 31) / 32}, to_bytes(q.scales));
     } else {
-      QuantizedWeight q = quantize_fp8_block128(w.data(), rows, cols);
+      QuantizedWeight q = quantize(w, rows, cols, false);
       put(name, DType::F8_E4M3, {rows, cols}, to_bytes(q.data));
       put(base + ".scale", DType::F8_E8M0, {(rows + 127) / 128, (cols + 127) / 128}, to_bytes(q.scales));
     }
@@ -112,10 +113,46 @@ class Synthesizer {
   }
 
   std::vector<float> gaussian(int64_t n, float stddev) {
-    std::normal_distribution<float> d(0.f, stddev);
     std::vector<float> v(static_cast<std::size_t>(n));
-    for (auto& x : v) x = d(rng_);
+    if (n < kParallelElements) {  // small tensors: one sequential stream (the committed tiny models)
+      std::normal_distribution<float> d(0.f, stddev);
+      for (auto& x : v) x = d(rng_);
+      return v;
+    }
+    // Large tensors (real-size benchmark checkpoints, billions of values): fixed chunks, each with
+    // its own generator seeded from one draw of the main stream and the chunk index, so the values
+    // do not depend on the thread count.
+    const uint64_t base = rng_();
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    pool_.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        std::mt19937_64 r(base ^ (0x9E3779B97F4A7C15ull * static_cast<uint64_t>(c + 1)));
+        std::normal_distribution<float> d(0.f, stddev);
+        for (int64_t i = c * kChunk, e = std::min(n, (c + 1) * kChunk); i < e; ++i) v[i] = d(r);
+      }
+    });
     return v;
+  }
+
+  // quantize_fp4_block32 / quantize_fp8_block128 over row bands in parallel (bands of whole scale
+  // blocks, so the result is the same as one call).
+  QuantizedWeight quantize(const std::vector<float>& w, int64_t rows, int64_t cols, bool fp4) {
+    if (rows * cols < kParallelElements) return fp4 ? quantize_fp4_block32(w.data(), rows, cols) : quantize_fp8_block128(w.data(), rows, cols);
+    const int64_t band = 128, bands = (rows + band - 1) / band;
+    const int64_t data_row = fp4 ? cols / 2 : cols, scale_row = fp4 ? (cols + 31) / 32 : (cols + 127) / 128;
+    QuantizedWeight q;
+    q.data.resize(static_cast<std::size_t>(rows * data_row));
+    q.scales.resize(static_cast<std::size_t>(fp4 ? rows * scale_row : bands * scale_row));
+    pool_.parallel_for(bands, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t r0 = b * band, n = std::min(rows, r0 + band) - r0;
+        const QuantizedWeight part =
+            fp4 ? quantize_fp4_block32(w.data() + r0 * cols, n, cols) : quantize_fp8_block128(w.data() + r0 * cols, n, cols);
+        std::memcpy(q.data.data() + r0 * data_row, part.data.data(), part.data.size());
+        std::memcpy(q.scales.data() + (fp4 ? r0 * scale_row : b * scale_row), part.scales.data(), part.scales.size());
+      }
+    });
+    return q;
   }
   std::vector<float> around(int64_t n, float center, float spread) {
     std::uniform_real_distribution<float> d(center - spread, center + spread);
@@ -133,8 +170,11 @@ class Synthesizer {
     shards_[g].add(name, dt, shape, std::move(data));
   }
 
+  static constexpr int64_t kParallelElements = int64_t{1} << 22;
+  static constexpr int64_t kChunk = int64_t{1} << 16;
   const ModelConfig& cfg_;
   std::mt19937_64 rng_;
+  ThreadPool pool_;
   bool fp8_experts_;
   std::map<std::string, SafetensorsWriter> shards_;
   std::vector<std::string> order_;

@@ -76,12 +76,19 @@ class GpuBackend final : public Backend {
   // Copies `bytes` host bytes (e.g. an array of per-sequence device pointers or offsets) to a
   // new device buffer and returns it (as an I32 tensor of ceil(bytes/4) elements); synchronous.
   Tensor upload(const void* data, std::size_t bytes);
-  // The device copy of a weight (uploaded on first use).
+  // The device copy of a weight (uploaded on first use, keyed by the view's data pointer). A cheap
+  // fingerprint (format, shape, scale pointer, 64 sampled bytes) guards the key: host memory
+  // freed and reused for another weight (tests do this) is uploaded again, never served stale.
   const WeightRef& weight(const WeightView& w);
   // Checks a launcher's result (kernels/*.h); with PLUMB_GPU_SYNC=1 in the environment also
   // waits for the stream, so an asynchronous fault is reported at the op that caused it.
   void check_launch(gpuError_t launched, const char* kernel);
   void sync();
+  // linear()'s kernel: Auto picks GEMV for few rows, else the SIMT f32 GEMM (reference profile)
+  // or the bf16 tensor-core GEMM (faithful profile); tests and benchmarks can force one.
+  enum class LinearPath { Auto, Gemv, Simt, Mma, Fp8 };
+  void set_linear_path(LinearPath p) { linear_path_ = p; }
+  void synchronize() override { sync(); }
 
   Tensor full(ElemType type, Shape shape, float value) override;
   Tensor from_host(const float* data, Shape shape) override;
@@ -124,6 +131,7 @@ class GpuBackend final : public Backend {
  private:
   struct OwnedWeight {
     WeightRef ref;
+    uint64_t fingerprint = 0;  // of the view's bytes, format and shape (see weight())
     void* data = nullptr;
     void* scale = nullptr;
   };
@@ -131,6 +139,7 @@ class GpuBackend final : public Backend {
   gpuStream_t stream_ = nullptr;
   bool sync_each_op_ = false;
   bool poison_ = false;
+  LinearPath linear_path_ = LinearPath::Auto;
   std::shared_ptr<DeviceAllocator> alloc_;
   std::unordered_map<const std::byte*, OwnedWeight> weights_;
 };

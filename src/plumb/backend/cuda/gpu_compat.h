@@ -15,6 +15,7 @@
 using gpuError_t = hipError_t;
 using gpuStream_t = hipStream_t;
 #define gpuSuccess hipSuccess
+#define gpuErrorNotSupported hipErrorNotSupported
 #define gpuMalloc hipMalloc
 #define gpuFree hipFree
 #define gpuMemcpy hipMemcpy
@@ -49,6 +50,7 @@ using gpuStream_t = hipStream_t;
 using gpuError_t = cudaError_t;
 using gpuStream_t = cudaStream_t;
 #define gpuSuccess cudaSuccess
+#define gpuErrorNotSupported cudaErrorNotSupported
 #define gpuMalloc cudaMalloc
 #define gpuFree cudaFree
 #define gpuMemcpy cudaMemcpy

@@ -1,9 +1,74 @@
-// GPU backend: hyper-connections (being written).
+// GPU backend: mHC hc_pre / hc_post / hc_head (MODEL-SPEC 3.2); kernels in kernels/hc.cu. Same
+// checks and messages as cpu/cpu_hc.cpp.
 #include "plumb/backend/cuda/gpu_backend.h"
+#include "plumb/backend/cuda/kernels/hc.h"
 #include "plumb/util/error.h"
 
 namespace plumb::gpu {
-HcPreResult GpuBackend::hc_pre(const Tensor&, const HcParams&, Round) { fail("GPU op not implemented yet"); }
-Tensor GpuBackend::hc_post(const Tensor&, const Tensor&, const Tensor&, const Tensor&, Round) { fail("GPU op not implemented yet"); }
-Tensor GpuBackend::hc_head(const Tensor&, const HcParams&, Round) { fail("GPU op not implemented yet"); }
+namespace {
+
+void expect_streams(const Tensor& X, const char* op) {
+  if (X.rank() != 3) fail("{}: streams must have rank 3, got {}", op, X.shape_str());
+}
+
+// base and scale are read by flat index (as the CPU's decode_all does), whatever their shape.
+WeightRef flat(WeightRef w) {
+  if (w.format == WFormat::F32 || w.format == WFormat::BF16) w.rows *= w.cols, w.cols = 1;
+  return w;
+}
+
+struct HcSite {
+  WeightRef fn, base, scale;
+};
+
+// The device copies of one site's parameters, checked as the CPU checks them.
+HcSite load_site(GpuBackend& be, const HcParams& p, int64_t width, int64_t n_out, int64_t n_scale, const char* op) {
+  if (!p.fn || !p.base || !p.scale) fail("{}: missing mHC parameters", op);
+  if (p.fn->rows() != n_out || p.fn->cols() != width || p.base->numel() != n_out ||
+      p.scale->numel() != n_scale)
+    fail("{}: '{}' must be [{}, {}] with {} base and {} scale values", op, p.fn->name, n_out, width, n_out, n_scale);
+  if (n_out > k::kHcMaxOut)
+    fail("{}: {} mixes per token exceed the GPU kernel's limit of {} (too many streams)", op, n_out, k::kHcMaxOut);
+  return {be.weight(*p.fn), flat(be.weight(*p.base)), flat(be.weight(*p.scale))};
+}
+
+}  // namespace
+
+HcPreResult GpuBackend::hc_pre(const Tensor& X, const HcParams& p, Round out) {
+  expect_streams(X, "hc_pre");
+  const int64_t N = X.dim(0), hc = X.dim(1), D = X.dim(2), W = hc * D;
+  const HcSite s = load_site(*this, p, W, (2 + hc) * hc, 3, "hc_pre");
+  const float* x = dev_f32(X, "hc_pre streams");
+  HcPreResult r{alloc(ElemType::F32, {N, D}), alloc(ElemType::F32, {N, hc}), alloc(ElemType::F32, {N, hc, hc})};
+  check_launch(k::hc_mix(x, N, hc, D, s.fn, s.base, s.scale, p.sinkhorn_iters, p.hc_eps, p.norm_eps,
+                         out == Round::BF16, dev_f32(r.y), dev_f32(r.post), dev_f32(r.comb), stream()),
+               "hc_pre");
+  return r;
+}
+
+Tensor GpuBackend::hc_post(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb, Round rnd) {
+  expect_streams(X, "hc_post");
+  const int64_t N = X.dim(0), hc = X.dim(1), D = X.dim(2);
+  if (out.numel() != N * D || post.numel() != N * hc || comb.numel() != N * hc * hc)
+    fail("hc_post: shapes out {} streams {} post {} comb {} disagree", out.shape_str(), X.shape_str(), post.shape_str(),
+         comb.shape_str());
+  Tensor y = alloc(ElemType::F32, {N, hc, D});
+  check_launch(k::hc_post(dev_f32(out, "hc_post output"), dev_f32(X, "hc_post streams"), dev_f32(post, "hc_post post"),
+                          dev_f32(comb, "hc_post comb"), N, hc, D, rnd == Round::BF16, dev_f32(y), stream()),
+               "hc_post");
+  return y;
+}
+
+Tensor GpuBackend::hc_head(const Tensor& X, const HcParams& p, Round out) {
+  expect_streams(X, "hc_head");
+  const int64_t N = X.dim(0), hc = X.dim(1), D = X.dim(2), W = hc * D;
+  const HcSite s = load_site(*this, p, W, hc, 1, "hc_head");
+  const float* x = dev_f32(X, "hc_head streams");
+  Tensor y = alloc(ElemType::F32, {N, D});
+  check_launch(k::hc_mix(x, N, hc, D, s.fn, s.base, s.scale, 0, p.hc_eps, p.norm_eps, out == Round::BF16, dev_f32(y),
+                         nullptr, nullptr, stream()),
+               "hc_head");
+  return y;
+}
+
 }  // namespace plumb::gpu

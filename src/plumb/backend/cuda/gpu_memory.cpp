@@ -215,11 +215,44 @@ WFormat wformat(const WeightView& w) {
 }
 }  // namespace
 
+namespace {
+uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001B3ull; }  // FNV-1a step
+
+uint64_t fingerprint(const WeightView& w, std::size_t data_bytes) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  h = mix(h, static_cast<uint64_t>(w.format));
+  h = mix(h, static_cast<uint64_t>(w.dtype));
+  h = mix(h, reinterpret_cast<uintptr_t>(w.scale));
+  for (int64_t d : w.shape) h = mix(h, static_cast<uint64_t>(d));
+  const auto* b = reinterpret_cast<const unsigned char*>(w.data);
+  constexpr std::size_t kSamples = 64;
+  for (std::size_t i = 0; i < kSamples && data_bytes > 0; ++i) h = mix(h, b[i * (data_bytes - 1) / (kSamples - 1)]);
+  return h;
+}
+
+std::size_t logical_bytes(const WeightView& w) {
+  switch (w.format) {
+    case WeightFormat::FP8Block128: return static_cast<std::size_t>(w.numel());
+    case WeightFormat::FP4Block32: return static_cast<std::size_t>(w.numel() / 2);
+    case WeightFormat::Dense: break;
+  }
+  return static_cast<std::size_t>(w.numel()) * dtype_size(w.dtype);
+}
+}  // namespace
+
 const WeightRef& GpuBackend::weight(const WeightView& w) {
   if (!w.present()) fail("GPU backend: weight '{}' has no data", w.name);
+  const uint64_t fp = fingerprint(w, logical_bytes(w));
   auto it = weights_.find(w.data);
-  if (it != weights_.end()) return it->second.ref;
+  if (it != weights_.end()) {
+    if (it->second.fingerprint == fp) return it->second.ref;
+    sync();  // kernels in flight may still read the old copy
+    (void)gpuFree(it->second.data);
+    if (it->second.scale) (void)gpuFree(it->second.scale);
+    weights_.erase(it);
+  }
   OwnedWeight o;
+  o.fingerprint = fp;
   WeightRef& r = o.ref;
   r.format = wformat(w);
   r.rows = w.shape.empty() ? 1 : (w.shape.size() == 1 ? w.shape[0] : w.rows());

@@ -6,23 +6,39 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__HIPCC__)
+#include <hip/hip_runtime.h>  // __host__/__device__ and the device builtins (hipcc adds only a wrapper)
+#endif
+
 #if defined(__CUDACC__) || defined(__HIPCC__)
-#define PLUMB_HD __host__ __device__ __forceinline__
+#define PLUMB_HD __host__ __device__ inline __attribute__((always_inline))  // __forceinline__ needs the runtime header first
 #else
 #define PLUMB_HD inline
 #endif
 
 namespace plumb::gpu {
 
+// __builtin_memcpy, not std::memcpy: the latter is a host-only function for hipcc's device pass.
 PLUMB_HD uint32_t f32_bits(float x) {
   uint32_t u;
-  std::memcpy(&u, &x, 4);
+  __builtin_memcpy(&u, &x, 4);
   return u;
 }
 PLUMB_HD float bits_f32(uint32_t u) {
   float x;
-  std::memcpy(&x, &u, 4);
+  __builtin_memcpy(&x, &u, 4);
   return x;
+}
+// Unaligned-safe loads of stored values (weights, scales) by byte address.
+PLUMB_HD float load_f32(const uint8_t* p) {
+  float v;
+  __builtin_memcpy(&v, p, 4);
+  return v;
+}
+PLUMB_HD uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  __builtin_memcpy(&v, p, 2);
+  return v;
 }
 
 PLUMB_HD float bf16_to_f32(uint16_t b) { return bits_f32(static_cast<uint32_t>(b) << 16); }
@@ -38,7 +54,7 @@ PLUMB_HD float round_bf16(float x) {
 PLUMB_HD float e4m3_to_f32(uint8_t b) {
   const uint32_t sign = static_cast<uint32_t>(b & 0x80u) << 24;
   const uint32_t e = (b >> 3) & 0xFu, m = b & 0x7u;
-  if (e == 0xFu && m == 0x7u) return bits_f32(sign | 0x7FC00000u);
+  if (e == 0xFu && m == 0x7u) return bits_f32(0x7FC00000u);  // both NaN codes: +qNaN, as codecs.h
   if (e == 0) return bits_f32(sign | f32_bits(static_cast<float>(m) * 0.001953125f));  // m * 2^-9
   return bits_f32(sign | ((e + 120u) << 23) | (m << 20));
 }
@@ -114,5 +130,14 @@ PLUMB_HD float fp8_roundtrip(float x, float s) { return e4m3_to_f32(f32_to_e4m3(
 constexpr float kFp4Max = 6.f;
 PLUMB_HD float fp4_min_amax() { return 6.f * bits_f32(0x00800000u); }
 PLUMB_HD float fp4_roundtrip(float x, float s) { return e2m1_to_f32(f32_to_e2m1(clampf(x / s, -kFp4Max, kFp4Max))) * s; }
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+// exp and log1p of f32 through double, rounded once to f32: the correctly rounded result except
+// in rare double-rounding cases, as glibc's expf / log1pf (which the CPU reference calls) give in
+// practice. The f32 device functions are off by up to 2 ulp, and a last-bit difference in a
+// softmax weight can flip a bf16 rounding that the `faithful` profile then carries on.
+__device__ __forceinline__ float exp_cr(float x) { return static_cast<float>(exp(static_cast<double>(x))); }
+__device__ __forceinline__ float log1p_cr(float x) { return static_cast<float>(log1p(static_cast<double>(x))); }
+#endif
 
 }  // namespace plumb::gpu

@@ -22,11 +22,7 @@ struct WeightRef {
 PLUMB_HD float weight_scale(const WeightRef& w, int64_t r, int64_t c) {
   if (w.format == WFormat::FP8) {
     const int64_t i = (r >> 7) * w.scale_cols + (c >> 7);
-    if (w.scale_f32) {
-      float s;
-      std::memcpy(&s, w.scale + 4 * i, 4);
-      return s;
-    }
+    if (w.scale_f32) return load_f32(w.scale + 4 * i);
     return ue8m0_to_f32(w.scale[i]);
   }
   return ue8m0_to_f32(w.scale[r * w.scale_cols + (c >> 5)]);  // FP4
@@ -36,16 +32,8 @@ PLUMB_HD float weight_scale(const WeightRef& w, int64_t r, int64_t c) {
 PLUMB_HD float weight_at(const WeightRef& w, int64_t r, int64_t c) {
   const int64_t i = r * w.cols + c;
   switch (w.format) {
-    case WFormat::F32: {
-      float v;
-      std::memcpy(&v, w.data + 4 * i, 4);
-      return v;
-    }
-    case WFormat::BF16: {
-      uint16_t v;
-      std::memcpy(&v, w.data + 2 * i, 2);
-      return bf16_to_f32(v);
-    }
+    case WFormat::F32: return load_f32(w.data + 4 * i);
+    case WFormat::BF16: return bf16_to_f32(load_u16(w.data + 2 * i));
     case WFormat::FP8: return e4m3_to_f32(w.data[i]) * weight_scale(w, r, c);
     case WFormat::FP4: {
       const uint8_t byte = w.data[i >> 1];  // element 2j in the low nibble, 2j+1 in the high one

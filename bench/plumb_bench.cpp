@@ -1,0 +1,228 @@
+// plumb_bench: first performance facts of a backend on a (synthetic) DeepSeek-V4 checkpoint.
+// Decode time per layer at several batch sizes and prefill throughput, each set beside its floor:
+// the bytes a decode step must read (weights it touches, once) over the device's own copy
+// bandwidth measured in the same run. Writes a JSON record and prints a Markdown table.
+//
+// Timing: per-layer times come from marks at the layer boundaries (Taps::marks), where the bench
+// waits for the device; that adds one synchronization per layer (~10-20 us), so the per-layer
+// sum is a little above the plain step time, which is measured separately without marks.
+// Each number is the median of --steps repetitions after a warm-up.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "plumb/backend/backend.h"
+#include "plumb/format/safetensors.h"
+#include "plumb/model/runner_v4.h"
+#include "plumb/util/error.h"
+#include "bench_probe.h"
+
+using namespace plumb;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> out;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const std::size_t j = s.find(',', i);
+    out.push_back(std::stoll(s.substr(i, j == std::string::npos ? std::string::npos : j - i)));
+    if (j == std::string::npos) break;
+    i = j + 1;
+  }
+  return out;
+}
+
+// Bytes one decode step of layer l must read at batch B: every weight of the layer once, except
+// the routed experts, of which only the distinct ones the batch selects are read. With top-k of
+// E experts and routing close to uniform, B tokens touch E * (1 - (1 - k/E)^B) experts on average.
+struct LayerBytes {
+  double fixed = 0, per_expert = 0;
+};
+
+std::vector<LayerBytes> layer_bytes(const Checkpoint& ck, int64_t layers) {
+  std::vector<LayerBytes> out(static_cast<std::size_t>(layers));
+  for (const TensorInfo* t : ck.tensors()) {
+    int64_t l = -1;
+    if (std::sscanf(t->name.c_str(), "layers.%ld.", &l) != 1 || l < 0 || l >= layers) continue;
+    if (t->name.find(".ffn.experts.") != std::string::npos) {
+      if (t->name.find(".ffn.experts.0.") != std::string::npos) out[l].per_expert += static_cast<double>(t->nbytes);
+    } else {
+      out[l].fixed += static_cast<double>(t->nbytes);
+    }
+  }
+  return out;
+}
+
+double head_bytes(const Checkpoint& ck) {
+  double b = 0;
+  for (const char* n : {"head.weight", "norm.weight"})
+    if (const TensorInfo* t = ck.find(n)) b += static_cast<double>(t->nbytes);
+  return b;
+}
+
+struct Marks {
+  backend::Backend* be = nullptr;
+  std::vector<std::pair<std::string, Clock::time_point>> at;
+  Taps taps() {
+    return Taps::marks([this](const std::string& name) {
+      if (name == "embed" || name == "logits" || (name.rfind("layer.", 0) == 0 && name.ends_with(".hc"))) {
+        be->synchronize();
+        at.emplace_back(name, Clock::now());
+      }
+    });
+  }
+  // Seconds between consecutive marks: [embed..layer.0.hc] = layer 0 (with the embedding), ...
+  std::vector<double> spans() const {
+    std::vector<double> s;
+    for (std::size_t i = 1; i < at.size(); ++i) s.push_back(std::chrono::duration<double>(at[i].second - at[i - 1].second).count());
+    return s;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"plumb_bench: decode per layer and prefill throughput against the bandwidth floor"};
+  std::string model, backend_name = "cuda", numerics = "faithful", batches = "1,8,32", json_out;
+  int64_t context = 512, steps = 10, prefill = 4096;
+  app.add_option("--model", model, "DeepSeek-V4 checkpoint directory")->required();
+  app.add_option("--backend", backend_name, "backend")->capture_default_str();
+  app.add_option("--numerics", numerics, "faithful or reference")->capture_default_str();
+  app.add_option("--batch", batches, "decode batch sizes, comma separated")->capture_default_str();
+  app.add_option("--context", context, "tokens already in each sequence before decoding")->capture_default_str();
+  app.add_option("--steps", steps, "timed repetitions (median reported)")->capture_default_str();
+  app.add_option("--prefill", prefill, "prefill length (0: skip)")->capture_default_str();
+  app.add_option("--json", json_out, "write the results here");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    v4::RunOptions opt;
+    opt.backend = backend_name;
+    opt.numerics = parse_numerics(numerics);
+    std::fprintf(stderr, "loading %s ...\n", model.c_str());
+    auto m = v4::ModelV4::load(model, opt);
+    const ModelConfig& cfg = m->config();
+    backend::Backend& be = m->backend();
+    const Checkpoint ck = Checkpoint::open(model);
+    const auto lb = layer_bytes(ck, cfg.num_hidden_layers);
+    const double copy_gbs = bench::copy_bandwidth_gbs(be);  // read + write bytes per second / 1e9
+    nlohmann::json rec;
+    rec["model"] = model;
+    rec["numerics"] = numerics;
+    rec["context"] = context;
+    rec["steps"] = steps;
+    for (auto& [k, v] : be.facts()) rec["facts"][k] = v;
+    rec["copy_gbs"] = copy_gbs;
+    std::printf("device copy bandwidth (read+write): %.0f GB/s\n", copy_gbs);
+
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(cfg.vocab_size - 1));
+    auto random_ids = [&](int64_t n) {
+      std::vector<int32_t> v(static_cast<std::size_t>(n));
+      for (auto& x : v) x = tok(rng);
+      return v;
+    };
+    auto& fwd = m->forward();
+    {  // warm-up: uploads every weight, loads kernels
+      v4::SequenceState s = fwd.new_sequence();
+      const auto ids = random_ids(16);
+      v4::SequenceInput in{&s, ids};
+      fwd.forward(std::span(&in, 1));
+      be.synchronize();
+    }
+    std::printf("\n| batch | layer | kind | ms/step | floor ms | floor/measured |\n|---|---|---|---|---|---|\n");
+    for (int64_t B : parse_list(batches)) {
+      std::fprintf(stderr, "batch %ld: prefill %ld x %ld tokens ...\n", B, B, context);
+      std::vector<v4::SequenceState> seqs;
+      for (int64_t b = 0; b < B; ++b) seqs.push_back(fwd.new_sequence());
+      for (int64_t b = 0; b < B; ++b) {
+        const auto ids = random_ids(context);
+        v4::SequenceInput in{&seqs[b], ids};
+        fwd.forward(std::span(&in, 1));
+      }
+      std::vector<std::vector<double>> per_layer(static_cast<std::size_t>(cfg.num_hidden_layers + 1));
+      std::vector<double> plain;
+      for (int64_t s = 0; s < steps + 2; ++s) {
+        const auto ids = random_ids(B);
+        std::vector<v4::SequenceInput> in;
+        for (int64_t b = 0; b < B; ++b) in.push_back({&seqs[b], std::span(ids).subspan(b, 1)});
+        Marks mk{&be, {}};
+        const bool marked = s % 2 == 0;
+        const auto t0 = Clock::now();
+        fwd.forward(in, marked ? mk.taps() : Taps());
+        be.synchronize();
+        const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (s < 2) continue;  // warm-up
+        if (!marked) {
+          plain.push_back(dt);
+          continue;
+        }
+        const auto sp = mk.spans();
+        for (std::size_t i = 0; i < sp.size() && i < per_layer.size(); ++i) per_layer[i].push_back(sp[i]);
+      }
+      const double E = static_cast<double>(cfg.n_routed_experts), k = static_cast<double>(cfg.num_experts_per_tok);
+      const double touched = E * (1.0 - std::pow(1.0 - k / E, static_cast<double>(B)));
+      nlohmann::json jb;
+      jb["batch"] = B;
+      jb["step_ms"] = median(plain) * 1e3;
+      double floor_total = 0;
+      for (int64_t l = 0; l <= cfg.num_hidden_layers; ++l) {
+        const bool head = l == cfg.num_hidden_layers;
+        const double bytes = head ? head_bytes(ck) : lb[l].fixed + touched * lb[l].per_expert;
+        const double floor_ms = bytes / (copy_gbs * 1e9) * 1e3;
+        floor_total += floor_ms;
+        const double ms = median(per_layer[l]) * 1e3;
+        const int64_t r = head ? -1 : cfg.compress_ratio(l);
+        const std::string kind = head ? "head" : (r == 0 ? "SWA" : (r == 4 ? "CSA" : fmt::format("HCA/{}", r)));
+        std::printf("| %ld | %s | %s | %.3f | %.3f | %.2f |\n", B, head ? "head" : std::to_string(l).c_str(), kind.c_str(),
+                    ms, floor_ms, ms > 0 ? floor_ms / ms : 0.0);
+        jb["layers"].push_back({{"layer", head ? "head" : std::to_string(l)}, {"kind", kind}, {"ms", ms},
+                                {"floor_ms", floor_ms}, {"bytes", bytes}});
+      }
+      jb["floor_ms"] = floor_total;
+      std::printf("| %ld | step (no marks) | | %.3f | %.3f | %.2f |\n", B, median(plain) * 1e3, floor_total,
+                  floor_total / (median(plain) * 1e3));
+      rec["decode"].push_back(jb);
+    }
+    if (prefill > 0) {
+      std::fprintf(stderr, "prefill %ld tokens ...\n", prefill);
+      std::vector<double> t;
+      for (int rep = 0; rep < 3; ++rep) {
+        v4::SequenceState s = fwd.new_sequence();
+        const auto ids = random_ids(prefill);
+        v4::SequenceInput in{&s, ids};
+        be.synchronize();
+        const auto t0 = Clock::now();
+        fwd.forward(std::span(&in, 1));
+        be.synchronize();
+        t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      const double sec = median(t);
+      std::printf("\nprefill %ld tokens: %.1f ms, %.0f tokens/s\n", prefill, sec * 1e3, static_cast<double>(prefill) / sec);
+      rec["prefill"] = {{"tokens", prefill}, {"ms", sec * 1e3}, {"tokens_per_s", static_cast<double>(prefill) / sec}};
+    }
+    if (!json_out.empty()) std::ofstream(json_out) << rec.dump(1) << "\n";
+    return 0;
+  } catch (const plumb::Error& e) {
+    std::fprintf(stderr, "plumb_bench: error: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine (device tool), from the repository root, with .device/bundle.tar.xz
+# carried (made by scripts/device/bundle.sh). One call: unpack, GPU op harness, plumb verify on
+# every committed fixture (reports under $OUT/verify-*), end-to-end greedy agreement, and
+# optionally the benchmark. Prints a short summary last.
+#   STEPS="ops verify bench" (default "ops verify"); GTEST_FILTER overrides the op filter.
+set -uo pipefail
+# The device tool returns at most 8 files from $OUT: everything goes to a work folder, which is
+# packed into $OUT/results.tar.gz at the end (plus summary.txt).
+FINAL=${OUT:-/tmp/plumb-final}
+OUT=/tmp/plumb-results
+rm -rf "$OUT" && mkdir -p "$OUT" "$FINAL"
+root=$(pwd)
+dev=/tmp/plumb-device
+rm -rf "$dev" && mkdir -p "$dev" && tar -C "$dev" -xJf .device/bundle.tar.xz || { echo "no bundle"; exit 1; }
+cat "$dev/BUILD"
+# The test binary has the build machine's source path compiled in (fixtures): make it resolve.
+src=$(strings "$dev/bin/plumb_tests" | grep -m1 -oE '^/[^ ]*/tests/data$' | sed 's#/tests/data$##')
+if [ -n "$src" ] && [ "$src" != "$root" ]; then mkdir -p "$(dirname "$src")"; ln -sfn "$root" "$src"; fi
+# ... and the plumb binary it runs (PLUMB_BINARY, a build-tree path) be the bundle's.
+bin=$(strings "$dev/bin/plumb_tests" | grep -m1 -oE '^/[^ ]*/plumb$')
+if [ -n "$bin" ] && [ ! -e "$bin" ]; then mkdir -p "$(dirname "$bin")"; ln -sfn "$dev/bin/plumb" "$bin"; fi
+export LD_LIBRARY_PATH="$dev/lib:${LD_LIBRARY_PATH:-}"
+export PATH="$dev/bin:$PATH"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+STEPS=${STEPS:-ops verify}
+summary=()
+if [[ " $STEPS " == *" ops "* ]]; then
+  PLUMB_GPU_SYNC=${PLUMB_GPU_SYNC:-1} timeout 300 plumb_tests --gtest_filter="${GTEST_FILTER:-GpuOps*:*Gpu*}" \
+    --gtest_output=json:"$OUT/gpu_ops.json" > "$OUT/gpu_ops.log" 2>&1
+  rc=$?
+  grep -E '^\[  (FAILED|  OK|SKIPPED) ' "$OUT/gpu_ops.log" | grep -v '  OK ' | head -40
+  summary+=("ops rc=$rc $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+' "$OUT/gpu_ops.log" | tr '\n' ' ')")
+fi
+if [[ " $STEPS " == *" verify "* ]]; then
+  # every committed model fixture, with a prompt long enough to reach the compressed layers
+  g=tests/data/golden
+  fixtures=("tiny-v4 models/tiny-v4 $g/v4/tiny-a/prompt_259.ids.npy"
+            "tiny-a $g/v4/tiny-a $g/v4/tiny-a/prompt_259.ids.npy"
+            "tiny-b $g/v4/tiny-b $g/v4/tiny-b/prompt_259.ids.npy"
+            "tiny-kjv models/tiny-kjv $g/v4/tiny-kjv/prompt_150.ids.npy"
+            "v3-tiny-a $g/v3/tiny-a $g/v3/tiny-a/prompt_211.ids.npy"
+            "v3-tiny-b $g/v3/tiny-b $g/v3/tiny-b/prompt_211.ids.npy")
+  for f in "${fixtures[@]}"; do
+    read -r name model ids <<< "$f"
+    # reference and faithful free-running; faithful also layer-isolated (V3: reference only, its
+    # runner has no faithful profile and no taps yet)
+    modes="reference faithful faithful-isolated"
+    [[ $name == v3-* ]] && modes="reference"
+    for mode in ${MODES:-$modes}; do
+      num=${mode%-isolated}; extra=""; [[ $mode == *-isolated ]] && extra="--isolate-layers"
+      timeout 120 plumb verify --model "$model" --backend cuda --against cpu --numerics "$num" $extra --ids "$ids" \
+        --report "$OUT/verify-$name-$mode" > "$OUT/verify-$name-$mode.log" 2>&1
+      summary+=("verify $name $mode rc=$? $(grep -m1 -iE 'first failing|verdict|pass' "$OUT/verify-$name-$mode.log")")
+    done
+  done
+fi
+if [[ " $STEPS " == *" bench "* ]]; then
+  timeout "${BENCH_TIMEOUT:-540}" scripts/device/bench.sh > "$OUT/bench.log" 2>&1
+  summary+=("bench rc=$? (see bench.log)")
+  tail -30 "$OUT/bench.log"
+fi
+printf '%s\n' "${summary[@]}" | tee "$FINAL/summary.txt"
+tar -C "$OUT" -czf "$FINAL/results.tar.gz" .

@@ -1,0 +1,220 @@
+#include "plumb/verify/run.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "plumb/format/config.h"
+#include "plumb/format/npy.h"
+#include "plumb/model/numerics.h"
+#include "plumb/model/runner_v3.h"
+#include "plumb/model/runner_v4.h"
+#include "plumb/util/error.h"
+
+namespace plumb::verify {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Tap {
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+// One side's results. Taps are kept in the order the forward emitted them (first emission; a
+// repeated name keeps its last values, as a dump directory would).
+struct Side {
+  std::vector<std::string> order;
+  std::map<std::string, Tap> taps;
+  std::vector<float> logits;
+  std::vector<int32_t> greedy;
+  Facts facts;
+};
+
+void progress(const VerifyOptions& o, const std::string& msg) {
+  if (o.progress) std::fprintf(stderr, "verify: %s\n", msg.c_str());
+}
+
+int64_t numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Loads the model on `backend`, runs the prompt (collecting taps when the runner has them),
+// then greedy decoding of `steps` tokens; the model is freed before returning so the two sides
+// never hold their weights (or device memory) at the same time.
+Side run_side(const VerifyOptions& o, const ModelConfig& cfg, const std::string& backend, const char* role,
+               const Side* inputs = nullptr) {
+  Side s;
+  const v4::RunOptions ro{backend, o.threads, parse_numerics(o.numerics)};
+  const v4::ModelV4::GenerateOptions g{o.steps, true, 1.0, 0, false};  // no EOS stop: equal lengths
+  Taps taps([&s](const std::string& name, const float* data, const std::vector<int64_t>& shape) {
+    auto [it, fresh] = s.taps.try_emplace(name);
+    if (fresh) s.order.push_back(name);
+    it->second.shape = shape;
+    it->second.values.assign(data, data + numel(shape));
+  });
+  if (inputs)
+    taps.with_replacement([inputs](const std::string& name) -> const std::vector<float>* {
+      const auto it = inputs->taps.find(name);
+      return it == inputs->taps.end() ? nullptr : &it->second.values;
+    });
+  const auto t0 = std::chrono::steady_clock::now();
+  progress(o, fmt::format("{}: loading {} on {}", role, o.model, backend));
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  if (cfg.arch == Arch::DeepseekV3) {
+    auto m = v3::ModelV3::load(o.model, ro);
+    progress(o, fmt::format("{}: prefill of {} tokens ({:.1f} s)", role, o.ids.size(), elapsed()));
+    s.logits = m->prompt_logits(o.ids);
+    if (o.steps > 0) progress(o, fmt::format("{}: {} greedy tokens ({:.1f} s)", role, o.steps, elapsed()));
+    if (o.steps > 0) s.greedy = m->generate(o.ids, g);
+  } else {
+    auto m = v4::ModelV4::load(o.model, ro);
+    s.facts = m->backend().facts();
+    progress(o, fmt::format("{}: prefill of {} tokens with taps ({:.1f} s)", role, o.ids.size(), elapsed()));
+    s.logits = m->prompt_logits(o.ids, taps);
+    if (o.steps > 0) progress(o, fmt::format("{}: {} greedy tokens ({:.1f} s)", role, o.steps, elapsed()));
+    if (o.steps > 0) s.greedy = m->generate(o.ids, g);
+  }
+  if (s.facts.empty()) s.facts = backend::make_backend(backend, 1)->facts();  // V3: the runner hides its backend
+  progress(o, fmt::format("{}: done ({:.1f} s)", role, elapsed()));
+  return s;
+}
+
+bool is_selection(const std::string& name) {
+  return name.ends_with(".index_topk") || name.ends_with(".ffn.experts");
+}
+
+Tap read_dump(const fs::path& p) {
+  const NpyArray a = read_npy(p.string());
+  if (a.dtype != DType::F32) fail("{}: a tap dump must be float32, got {}", p.string(), dtype_name(a.dtype));
+  Tap t{a.shape, std::vector<float>(static_cast<std::size_t>(a.numel()))};
+  std::memcpy(t.values.data(), a.data.data(), t.values.size() * sizeof(float));
+  return t;
+}
+
+}  // namespace
+
+VerifyReport run_verify(const VerifyOptions& o) {
+  if (!fs::is_directory(o.model)) fail("{}: the model directory does not exist", o.model);
+  if (o.ids.empty()) fail("verify: the prompt has no token ids");
+  if (!(o.threshold > 0 && o.threshold <= 1)) fail("verify: --threshold must be in (0, 1], got {}", o.threshold);
+  if (o.steps < 0) fail("verify: --steps must be >= 0, got {}", o.steps);
+  parse_numerics(o.numerics);  // bad names fail before any loading
+  const ModelConfig cfg = load_model_config(o.model);
+  for (std::size_t i = 0; i < o.ids.size(); ++i)
+    if (o.ids[i] < 0 || o.ids[i] >= cfg.vocab_size)
+      fail("verify: token id {} at position {} is outside the vocabulary of {} ids", o.ids[i], i, cfg.vocab_size);
+  const bool dumps = !o.against_dumps.empty();
+  if (dumps && !fs::exists(fs::path(o.against_dumps) / "logits.npy"))
+    fail("{}: no logits.npy here; write the dumps with `plumb logits --dump-taps DIR`", o.against_dumps);
+  if (dumps && cfg.arch == Arch::DeepseekV3)
+    fail("verify: --against-dumps needs taps, which the deepseek_v3 runner has not");
+
+  // A GPU that cannot start is found before the (possibly long) reference run, not after it.
+  for (const std::string& name : {o.backend, dumps ? std::string("cpu") : o.against})
+    if (name != "cpu") backend::make_backend(name, 1);
+
+  VerifyReport r;
+  r.model = o.model;
+  r.model_type = cfg.model_type;
+  r.backend = o.backend;
+  r.against = dumps ? "dumps:" + o.against_dumps : o.against;
+  r.numerics = o.numerics;
+  r.threshold = o.threshold;
+  r.ids = o.ids;
+  r.steps = o.steps;
+  r.audit = build_facts();
+  r.audit.push_back({"command_line", o.command_line});
+
+  // The reference runs first so a failing device run still leaves a complete reference behind.
+  Side ref;
+  if (dumps) {
+    ref.facts = {{"source", "dump directory " + o.against_dumps}};
+    ref.logits = read_dump(fs::path(o.against_dumps) / "logits.npy").values;
+  } else {
+    ref = run_side(o, cfg, o.against, "reference");
+  }
+  if (o.isolate_layers && cfg.arch == Arch::DeepseekV3)
+    fail("verify: --isolate-layers needs taps, which the deepseek_v3 runner has not");
+  if (o.isolate_layers && dumps)  // the residual taps come from the dump directory
+    for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+      const std::string name = fmt::format("layer.{}.hc", l);
+      const fs::path p = fs::path(o.against_dumps) / (name + ".npy");
+      if (!fs::exists(p)) fail("verify: --isolate-layers needs {} in the dumps", p.string());
+      ref.taps[name] = read_dump(p);
+    }
+  const Side got = run_side(o, cfg, o.backend, "tested", o.isolate_layers ? &ref : nullptr);
+  if (o.isolate_layers)
+    r.notes.push_back(
+        "layers isolated: every layer of the tested backend started from the reference's residual stream (its "
+        "layer.L.hc taps), so each layer is compared on equal inputs; greedy decoding still runs free");
+  r.facts_got = got.facts;
+  r.facts_ref = ref.facts;
+
+  if (cfg.arch == Arch::DeepseekV3)
+    r.notes.push_back(
+        "the deepseek_v3 runner has no taps yet: only the logits (as one tap) and greedy tokens are compared");
+  // V3 has no taps: its logits stand in as the one tap so the pass/fail rule stays the same.
+  const std::vector<std::string> order = got.order.empty() ? std::vector<std::string>{"logits"} : got.order;
+  for (const std::string& name : order) {
+    TapResult t;
+    t.name = name;
+    const auto gi = got.taps.find(name);
+    const Tap g =
+        gi != got.taps.end() ? gi->second : Tap{{static_cast<int64_t>(o.ids.size()), cfg.vocab_size}, got.logits};
+    t.shape = g.shape;
+    Tap rf;
+    if (dumps) {
+      const fs::path p = fs::path(o.against_dumps) / (name + ".npy");
+      if (!fs::exists(p)) {
+        t.compared = false;
+        t.note = "no " + p.filename().string() + " in the dumps";
+        r.taps.push_back(t);
+        continue;
+      }
+      rf = read_dump(p);
+    } else if (const auto ri = ref.taps.find(name); ri != ref.taps.end()) {
+      rf = ri->second;
+    } else if (name == "logits") {
+      rf = Tap{g.shape, ref.logits};
+    } else {
+      t.compared = false;
+      t.note = "the reference emitted no such tap";
+      r.taps.push_back(t);
+      continue;
+    }
+    // A shape mismatch means the two runs did not compute the same thing (another prompt, another
+    // model): that is bad input, not a numerical failure.
+    if (rf.shape != g.shape && numel(rf.shape) != numel(g.shape))
+      fail("verify: tap {} has shape [{}] here but [{}] in the reference (another prompt or model?)", name,
+           fmt::join(g.shape, ", "), fmt::join(rf.shape, ", "));
+    t.m = compare(g.values, rf.values);
+    t.pass = t.m.nan == 0 && t.m.cosine >= o.threshold;
+    if (is_selection(name)) {
+      // Integer choices (top-k block ids, routed experts): a cosine of ids means nothing, and a
+      // near-tied score may legitimately pick another entry. Reported as the share of ids that
+      // agree; the float taps downstream (attention output, ffn output) carry the verdict.
+      t.informational = true;
+      t.pass = true;
+      t.note = fmt::format("selection: {:.2f}% of ids agree; judged through the taps downstream",
+                           t.m.n ? 100.0 * static_cast<double>(t.m.n - t.m.differing) / static_cast<double>(t.m.n) : 100.0);
+    }
+    r.taps.push_back(t);
+  }
+  if (got.logits.size() != ref.logits.size())
+    fail("verify: the reference holds {} logits, this run {} (another prompt or model?)", ref.logits.size(),
+         got.logits.size());
+  r.logits = compare_logits(got.logits, ref.logits, cfg.vocab_size);
+  r.greedy_compared = !dumps && o.steps > 0;
+  r.greedy_got = got.greedy;
+  r.greedy_ref = ref.greedy;
+  if (dumps) r.notes.push_back("the reference is a tap dump: greedy tokens are not compared");
+  return r;
+}
+
+}  // namespace plumb::verify

@@ -1,0 +1,293 @@
+// GPU backend against the CPU reference for the attention path: the compressor state machine
+// over several decode steps of a ragged batch, the Lightning indexer's top-k (ties included),
+// sparse attention (window / selected / all compressed, sinks, bf16 probabilities, rings),
+// window_update and absorbed MLA attention. Harness: gpu_test_util.h.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "gpu_test_util.h"
+
+namespace plumb::test {
+namespace {
+
+using backend::Batch;
+using backend::ElemType;
+
+Batch make_batch(const std::vector<int64_t>& starts, const std::vector<int64_t>& lens) {
+  Batch b;
+  for (std::size_t s = 0; s < starts.size(); ++s) {
+    b.seqs.push_back({b.rows, lens[s], starts[s]});
+    b.rows += lens[s];
+  }
+  return b;
+}
+
+// Fresh compressor scores are -inf: map them to a finite sentinel on both sides so the
+// comparison still fails on NaN (poison) but not on an untouched slot.
+std::vector<float> finite_inf(std::vector<float> v) {
+  for (float& x : v)
+    if (std::isinf(x) && x < 0) x = -1e30f;
+  return v;
+}
+
+TEST_F(GpuOps, CompressMultiStepRaggedDecode) {
+  struct Case {
+    int64_t ratio, d;
+  };
+  // V4-Flash: main KV ratio 4 (overlap) and 128 at head_dim 512, indexer keys ratio 4 at 128;
+  // ratio 16 as in the tiny models; d = 6 as an odd edge.
+  for (const Case& c : {Case{4, 512}, Case{128, 512}, Case{4, 128}, Case{16, 64}, Case{4, 6}}) {
+    const int64_t cm = c.ratio == 4 ? 2 : 1, C = cm * c.d;
+    const OwnedWeight ape = f32_weight({c.ratio, C}, rnd(c.ratio * C, 0.5f));
+    const WeightView apev = ape.view();
+    const backend::CompressorParams p{c.ratio, c.d, &apev};
+    std::vector<backend::CompressorState> sg, sc;
+    for (int s = 0; s < 3; ++s) {
+      sg.push_back(
+          {gpu->full(ElemType::F32, {cm * c.ratio, C}, 0.f), gpu->full(ElemType::F32, {cm * c.ratio, C}, -INFINITY)});
+      sc.push_back(
+          {cpu->full(ElemType::F32, {cm * c.ratio, C}, 0.f), cpu->full(ElemType::F32, {cm * c.ratio, C}, -INFINITY)});
+    }
+    // Three sequences: a prefill of different lengths, then decode steps, then a chunk; each
+    // step closes some windows and leaves others open.
+    const std::vector<std::vector<int64_t>> steps = {
+        {2 * c.ratio + 3, 5, c.ratio - 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {c.ratio, 1, 7}, {1, 2 * c.ratio + 1, 1}};
+    int64_t pos[3] = {0, 0, 0};
+    for (std::size_t st = 0; st < steps.size(); ++st) {
+      const Batch b = make_batch({pos[0], pos[1], pos[2]}, steps[st]);
+      const std::vector<float> kv = rnd(b.rows * C), score = rnd(b.rows * C, 2.f);
+      for (Round r : {Round::None}) {
+        const Tensor g = gpu->compress(up(*gpu, kv, {b.rows, C}), up(*gpu, score, {b.rows, C}), b, sg, p, r);
+        const Tensor ref = cpu->compress(up(*cpu, kv, {b.rows, C}), up(*cpu, score, {b.rows, C}), b, sc, p, r);
+        const std::string what =
+            "compress ratio " + std::to_string(c.ratio) + " d " + std::to_string(c.d) + " step " + std::to_string(st);
+        ASSERT_EQ(g.shape(), ref.shape()) << ctx(what);
+        expect_close(what + " entries", host(*gpu, g), host(*cpu, ref), ref.shape(), kF32);
+        for (int s = 0; s < 3; ++s) {
+          expect_close(what + " state kv seq " + std::to_string(s), host(*gpu, sg[s].kv), host(*cpu, sc[s].kv),
+                       sc[s].kv.shape(), kF32);
+          expect_close(what + " state score seq " + std::to_string(s), finite_inf(host(*gpu, sg[s].score)),
+                       finite_inf(host(*cpu, sc[s].score)), sc[s].score.shape(), kF32);
+        }
+      }
+      for (int s = 0; s < 3; ++s) pos[s] += steps[st][s];
+    }
+    // Round::BF16 on fresh states (one prefill).
+    std::vector<backend::CompressorState> fg, fc;
+    fg.push_back(
+        {gpu->full(ElemType::F32, {cm * c.ratio, C}, 0.f), gpu->full(ElemType::F32, {cm * c.ratio, C}, -INFINITY)});
+    fc.push_back(
+        {cpu->full(ElemType::F32, {cm * c.ratio, C}, 0.f), cpu->full(ElemType::F32, {cm * c.ratio, C}, -INFINITY)});
+    const Batch b = make_batch({0}, {3 * c.ratio});
+    const std::vector<float> kv = rnd(b.rows * C), score = rnd(b.rows * C);
+    const Tensor g = gpu->compress(up(*gpu, kv, {b.rows, C}), up(*gpu, score, {b.rows, C}), b, fg, p, Round::BF16);
+    const Tensor ref = cpu->compress(up(*cpu, kv, {b.rows, C}), up(*cpu, score, {b.rows, C}), b, fc, p, Round::BF16);
+    expect_close("compress bf16 ratio " + std::to_string(c.ratio), host(*gpu, g), host(*cpu, ref), ref.shape(),
+                 with_round(kF32, Round::BF16));
+  }
+}
+
+// Indexer scores on the host (double), to tell a genuine near-tie from a wrong selection.
+std::vector<double> host_scores(const std::vector<float>& q, const std::vector<float>& w,
+                                const std::vector<float>& keys, int64_t row, int64_t H, int64_t di, int64_t n,
+                                float relu_scale) {
+  std::vector<double> s(static_cast<std::size_t>(n));
+  for (int64_t e = 0; e < n; ++e)
+    for (int64_t h = 0; h < H; ++h) {
+      double dot = 0;
+      for (int64_t k = 0; k < di; ++k) dot += double(q[(row * H + h) * di + k]) * keys[e * di + k];
+      s[e] += w[row * H + h] * std::max(dot, 0.0) * relu_scale;
+    }
+  return s;
+}
+
+TEST_F(GpuOps, IndexerTopKWithTies) {
+  struct Case {
+    int64_t H, di, top_k, ratio;
+    std::vector<int64_t> starts, lens;
+    bool integer;
+    Round round;
+    const char* what;
+  };
+  const Case cases[] = {
+      // V4-Flash: 64 heads x 128, top 512; queries with fewer and with more than 512 entries.
+      {64,
+       128,
+       512,
+       4,
+       {0, 1500, 2600},
+       {7, 1, 4},
+       true,
+       Round::None,
+       "real dims, integer-valued (exact scores, many ties)"},
+      {64, 128, 512, 4, {2040, 3}, {3, 2}, true, Round::BF16, "real dims, bf16 scores"},
+      {64, 128, 512, 4, {700, 2900}, {2, 3}, false, Round::None, "real dims, random f32"},
+      {3, 8, 3, 4, {2}, {12}, true, Round::None, "small"},
+      {4, 32, 4, 4, {0, 9, 30}, {5, 1, 3}, true, Round::BF16, "tiny-model dims, ragged, bf16"},
+      {4, 32, 4, 4, {0, 9, 30}, {5, 1, 3}, false, Round::None, "tiny-model dims, ragged, random f32"},
+  };
+  for (const Case& c : cases) {
+    const Batch b = make_batch(c.starts, c.lens);
+    const int64_t N = b.rows;
+    auto values = [&](int64_t n, float sd) {
+      std::vector<float> v = rnd(n, sd);
+      if (c.integer)  // small integers times 1/4: every dot product and sum is exact in f32
+        for (float& x : v) x = std::round(std::clamp(x * 2.f, -3.f, 3.f)) * 0.25f;
+      return v;
+    };
+    const std::vector<float> q = values(N * c.H * c.di, 1.f), w = values(N * c.H, 1.f);
+    std::vector<std::vector<float>> keys;
+    for (std::size_t s = 0; s < c.starts.size(); ++s) {
+      const int64_t n = (c.starts[s] + c.lens[s]) / c.ratio + 2;  // caches may hold more rows
+      keys.push_back(values(n * c.di, 1.f));
+      for (int64_t e = 1; e < n; e += 5)  // exact duplicates: ties that must go to the lower index
+        std::copy(keys.back().begin(), keys.back().begin() + c.di, keys.back().begin() + e * c.di);
+    }
+    backend::IndexerParams p;
+    p.ratio = c.ratio;
+    p.top_k = c.top_k;
+    p.relu_scale = 0.5f;
+    p.round = c.round;
+    auto run = [&](Backend& be) {
+      std::vector<Tensor> kt;
+      for (const auto& k : keys) kt.push_back(up(be, k, {static_cast<int64_t>(k.size()) / c.di, c.di}));
+      return be.indexer_topk(up(be, q, {N, c.H, c.di}), up(be, w, {N, c.H}), b, kt, p);
+    };
+    const Tensor g = run(*gpu), r = run(*cpu);
+    const std::string what = std::string("indexer_topk ") + c.what;
+    if (c.integer || c.round == Round::BF16) {  // scores are exact (or rounded from exact values)
+      expect_equal_i32(what, g, r);
+      continue;
+    }
+    // Random f32 scores: the summation order may flip two scores within f32 rounding; any other
+    // difference is a failure.
+    ASSERT_EQ(g.shape(), r.shape()) << ctx(what);
+    const std::vector<int32_t> gi = host_i32(*gpu, g), ri = host_i32(*cpu, r);
+    for (std::size_t s = 0; s < c.starts.size(); ++s)
+      for (int64_t i = 0; i < c.lens[s]; ++i) {
+        const int64_t row = b.seqs[s].row + i, n = static_cast<int64_t>(keys[s].size()) / c.di;
+        std::vector<double> sc;
+        for (int64_t k = 0; k < c.top_k; ++k) {
+          const int32_t a = gi[row * c.top_k + k], e = ri[row * c.top_k + k];
+          if (a == e) continue;
+          if (sc.empty()) sc = host_scores(q, w, keys[s], row, c.H, c.di, n, 0.5f);
+          const bool near_tie = a >= 0 && e >= 0 && a < n && std::fabs(sc[a] - sc[e]) <= 1e-5 * (1 + std::fabs(sc[e]));
+          EXPECT_TRUE(near_tie) << ctx(what) << ": row " << row << " slot " << k << " got " << a << " want " << e;
+        }
+      }
+  }
+}
+
+TEST_F(GpuOps, SparseAttention) {
+  struct Case {
+    int64_t H, Dh, W, ratio;
+    std::vector<int64_t> starts, lens;
+    int sel_k;
+    bool sink, bf16p;
+    Round out;
+    const char* what;
+  };
+  const Case cases[] = {
+      {64, 512, 128, 0, {0, 300, 1000}, {3, 1, 5}, 0, true, false, Round::None, "window only, ragged with rings"},
+      {64, 512, 128, 4, {0, 300, 2100}, {3, 1, 4}, 512, true, false, Round::None, "compressed, top-512 selected"},
+      {64, 512, 128, 128, {0, 300, 2100}, {3, 1, 4}, 0, true, false, Round::None, "compressed all, ratio 128"},
+      {64, 512, 128, 4, {5, 700}, {2, 3}, 512, true, true, Round::BF16, "bf16 probs, bf16 out"},
+      {64, 512, 128, 4, {130}, {1}, 0, false, false, Round::None, "negligible sink, one row, all compressed"},
+      {2, 6, 8, 4, {0, 20, 3}, {5, 3, 1}, 3, true, false, Round::None, "small, selected"},
+      {2, 6, 8, 0, {0, 9}, {9, 1}, 0, true, true, Round::None, "small, window over len > W"},
+  };
+  for (const Case& c : cases) {
+    const Batch b = make_batch(c.starts, c.lens);
+    const int64_t N = b.rows;
+    const std::vector<float> q = rnd(N * c.H * c.Dh), kv = rnd(N * c.Dh);
+    // The sink is required by the op; "no sink" is a sink logit far below every score.
+    std::vector<float> sinks = rnd(c.H);
+    if (!c.sink) std::fill(sinks.begin(), sinks.end(), -60.f);
+    const OwnedWeight sink = f32_weight({c.H}, sinks);
+    const WeightView sv = sink.view();
+    std::vector<std::vector<float>> rings, comp;
+    std::vector<int32_t> sel;
+    for (std::size_t s = 0; s < c.starts.size(); ++s) {
+      rings.push_back(rnd(c.W * c.Dh));
+      const int64_t nc = c.ratio ? (c.starts[s] + c.lens[s]) / c.ratio + 1 : 0;
+      comp.push_back(rnd(std::max<int64_t>(nc, 1) * c.Dh));
+    }
+    if (c.sel_k > 0)
+      for (std::size_t s = 0; s < c.starts.size(); ++s)
+        for (int64_t i = 0; i < c.lens[s]; ++i) {
+          const int64_t valid = (c.starts[s] + i + 1) / c.ratio;
+          std::vector<int32_t> all(static_cast<std::size_t>(valid));
+          std::iota(all.begin(), all.end(), 0);
+          std::shuffle(all.begin(), all.end(), rng);
+          for (int k = 0; k < c.sel_k; ++k) sel.push_back(k < valid && k % 7 != 3 ? all[k] : -1);  // gaps too
+        }
+    backend::AttentionParams p;
+    p.window = c.W;
+    p.ratio = c.ratio;
+    p.sink = &sv;
+    p.scale = 1.f / std::sqrt(static_cast<float>(c.Dh));
+    p.bf16_probs = c.bf16p;
+    p.out = c.out;
+    const double tol = with_round(c.bf16p ? kBf16Ulp : f32_tol(c.Dh * 4), c.out);
+    check(std::string("sparse_attention ") + c.what, tol, [&](Backend& be) {
+      std::vector<Tensor> rt, ct;
+      for (const auto& r : rings) rt.push_back(up(be, r, {c.W, c.Dh}));
+      for (const auto& x : comp) ct.push_back(up(be, x, {static_cast<int64_t>(x.size()) / c.Dh, c.Dh}));
+      const Tensor st = c.sel_k > 0 ? up(be, sel, {N, c.sel_k}) : Tensor();
+      return be.sparse_attention(up(be, q, {N, c.H, c.Dh}), up(be, kv, {N, c.Dh}), b, rt,
+                                 c.ratio ? std::span<const Tensor>(ct) : std::span<const Tensor>(),
+                                 c.sel_k > 0 ? &st : nullptr, p);
+    });
+  }
+}
+
+TEST_F(GpuOps, WindowUpdate) {
+  for (const auto& [W, Dh] : std::vector<std::pair<int64_t, int64_t>>{{128, 512}, {8, 6}}) {
+    const Batch b = make_batch({0, 300, 5, 17}, {3, 1, W + 2, W});
+    const std::vector<float> kv = rnd(b.rows * Dh);
+    std::vector<std::vector<float>> init;
+    for (int s = 0; s < 4; ++s) init.push_back(rnd(W * Dh));
+    std::vector<Tensor> rg, rc;
+    for (int s = 0; s < 4; ++s) rg.push_back(up(*gpu, init[s], {W, Dh})), rc.push_back(up(*cpu, init[s], {W, Dh}));
+    gpu->window_update(rg, up(*gpu, kv, {b.rows, Dh}), b);
+    cpu->window_update(rc, up(*cpu, kv, {b.rows, Dh}), b);
+    for (int s = 0; s < 4; ++s)
+      expect_close("window_update W " + std::to_string(W) + " seq " + std::to_string(s), host(*gpu, rg[s]),
+                   host(*cpu, rc[s]), rc[s].shape(), 0);
+  }
+}
+
+TEST_F(GpuOps, MlaAttention) {
+  struct Case {
+    int64_t H, R, P;
+    std::vector<int64_t> starts, lens;
+  };
+  // V3: 128 heads, latent 512, rope 64; ragged with a decode row and a prefill from 0.
+  for (const Case& c :
+       {Case{128, 512, 64, {0, 17, 200}, {5, 1, 3}}, Case{16, 512, 64, {0}, {40}}, Case{3, 10, 4, {5, 0}, {3, 6}}}) {
+    const Batch b = make_batch(c.starts, c.lens);
+    const int64_t N = b.rows;
+    const std::vector<float> ql = rnd(N * c.H * c.R, 0.1f), qp = rnd(N * c.H * c.P, 0.1f);
+    std::vector<std::vector<float>> lat, kpe;
+    for (std::size_t s = 0; s < c.starts.size(); ++s) {
+      const int64_t T = c.starts[s] + c.lens[s] + 2;  // caches may be larger than needed
+      lat.push_back(rnd(T * c.R));
+      kpe.push_back(rnd(T * c.P));
+    }
+    check("mla_attention H " + std::to_string(c.H) + " R " + std::to_string(c.R), f32_tol(c.R * 8), [&](Backend& be) {
+      std::vector<Tensor> lt, kt;
+      for (std::size_t s = 0; s < lat.size(); ++s) {
+        lt.push_back(up(be, lat[s], {static_cast<int64_t>(lat[s].size()) / c.R, c.R}));
+        kt.push_back(up(be, kpe[s], {static_cast<int64_t>(kpe[s].size()) / c.P, c.P}));
+      }
+      return be.mla_attention(up(be, ql, {N, c.H, c.R}), up(be, qp, {N, c.H, c.P}), b, lt, kt, 0.0722f);
+    });
+  }
+}
+
+}  // namespace
+}  // namespace plumb::test

@@ -1,0 +1,212 @@
+#pragma once
+// The GPU op harness (in the spirit of llama.cpp's test-backend-ops): every op runs on the same
+// random inputs through a fresh CPU backend (the reference) and a fresh GPU backend with
+// poisoning on (every new device tensor starts as NaN / INT32_MIN, so an element an op never
+// writes shows up), and the results are compared by precision class.
+//
+// Each fixture draws a fresh seed per test (printed in every failure; PLUMB_TEST_SEED=<n>
+// replays it). Without a GPU backend in the build, or without a usable device, every GpuOps test
+// skips with the reason. PLUMB_GPU_OPS_ON_CPU=1 runs the harness with a second CPU backend as
+// the device under test (a self-check of the harness on machines without a GPU: everything must
+// then agree exactly).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "op_test_util.h"
+#include "plumb/backend/backend.h"
+#include "plumb/format/codecs.h"
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+#include "plumb/backend/cuda/gpu_backend.h"
+#endif
+
+namespace plumb::test {
+
+using backend::Backend;
+using backend::Round;
+using backend::Shape;
+using backend::Tensor;
+
+// Tolerances on max|got - ref| / max|ref| (see GpuOps::expect_close).
+inline constexpr double kF32 = 1e-5;      // f32 op, short reductions (<= ~1k terms)
+inline constexpr double kF32Long = 1e-4;  // f32, long reductions (K = 4096+, attention over
+                                          // hundreds of keys): summation order differs between a
+                                          // sequential CPU loop and a tree / warp reduction, and
+                                          // f32 rounding error grows ~ sqrt(K) * 2^-24 * |terms|
+inline constexpr double kBf16Ulp = 4e-3;  // Round::BF16 outputs: a last-bit difference before
+                                          // rounding can flip one bf16 ulp (2^-8 relative)
+inline constexpr double kBf16Mma = 1e-2;  // bf16 tensor-core path fed arbitrary f32 activations
+
+inline double f32_tol(int64_t reduction) { return reduction > 1024 ? kF32Long : kF32; }
+inline double with_round(double tol, Round r) { return r == Round::BF16 ? tol + kBf16Ulp : tol; }
+
+// The GPU backend's linear path, set through GpuBackend::set_linear_path when that exists in
+// this build (it is detected, so the tests compile before and after it lands); false otherwise.
+enum class TestLinearPath { Auto, Gemv, Simt, Mma, Fp8 };
+inline const char* path_name(TestLinearPath p) {
+  static const char* n[] = {"auto", "gemv", "simt", "mma", "fp8"};
+  return n[static_cast<int>(p)];
+}
+template <class G>
+bool set_linear_path_if_available(G* g, TestLinearPath p) {
+  // ---- set_linear_path: written against the planned GpuBackend::LinearPath API
+  if constexpr (requires { typename G::LinearPath; }) {
+    if (!g) return false;
+    using P = typename G::LinearPath;
+    const P map[] = {P::Auto, P::Gemv, P::Simt, P::Mma, P::Fp8};
+    g->set_linear_path(map[static_cast<int>(p)]);
+    return true;
+  } else {
+    return p == TestLinearPath::Auto;
+  }
+}
+
+// Members are public so helpers shared by several tests can be free functions taking the fixture.
+class GpuOps : public ::testing::Test {
+ public:
+  void SetUp() override {
+    const char* seed_env = std::getenv("PLUMB_TEST_SEED");
+    seed = seed_env ? std::strtoull(seed_env, nullptr, 10)
+                    : std::random_device{}() * 0x100000001ull + std::random_device{}();
+    rng.seed(seed);
+    cpu = backend::make_cpu_backend();
+    const char* self = std::getenv("PLUMB_GPU_OPS_ON_CPU");
+    if (self && std::string(self) == "1") {
+      gpu = backend::make_cpu_backend();
+      return;
+    }
+    if (backend::gpu_backend_name().empty()) GTEST_SKIP() << "plumb was built without a GPU backend";
+    if (const std::string why = backend::gpu_unavailable_reason(); !why.empty())
+      GTEST_SKIP() << "no usable GPU: " << why;
+    gpu = backend::make_gpu_backend();
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    dev = dynamic_cast<plumb::gpu::GpuBackend*>(gpu.get());
+    if (dev) dev->set_poison(true);
+#endif
+  }
+
+  // The device backend's linear path; false when this build cannot select it (the test then
+  // says so and covers the automatic choice only).
+  bool set_path(TestLinearPath p) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (dev) return set_linear_path_if_available(dev, p);
+#endif
+    return p == TestLinearPath::Auto;
+  }
+
+  std::string ctx(const std::string& what) const {
+    std::ostringstream s;
+    s << what << " [seed " << seed << ", replay with PLUMB_TEST_SEED=" << seed << "]";
+    return s.str();
+  }
+
+  // Random values never zero: normal(0, stddev) with |v| >= stddev/64 (so a missing write of a
+  // zero can not hide, and relative metrics stay meaningful).
+  std::vector<float> rnd(int64_t n, float stddev = 1.f) {
+    std::vector<float> v = randn(rng, n, stddev);
+    for (float& x : v)
+      if (std::fabs(x) < stddev / 64) x = std::copysign(stddev / 64, x == 0 ? 1.f : x);
+    return v;
+  }
+  std::vector<float> rnd_bf16(int64_t n, float stddev = 1.f) {
+    std::vector<float> v = rnd(n, stddev);
+    for (float& x : v) x = bf16(x);
+    return v;
+  }
+  int64_t uniform(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); }
+
+  // One op on both backends: `op(backend, inputs uploaded to it)`.
+  template <class F>
+  std::pair<std::vector<float>, std::vector<float>> run_f32(F&& op) {
+    Tensor g = op(*gpu), r = op(*cpu);
+    if (g.shape() != r.shape())
+      ADD_FAILURE() << ctx("shape " + g.shape_str() + " on the GPU, " + r.shape_str() + " on the CPU");
+    return {host(*gpu, g), host(*cpu, r)};
+  }
+
+  // max|got - ref| / max|ref| <= tol, no NaN anywhere (a NaN on the device side is an element
+  // the op did not write, or a computed NaN the CPU does not produce).
+  void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref,
+                    const Shape& shape, double tol) {
+    ASSERT_EQ(got.size(), ref.size()) << ctx(what);
+    int64_t nan = 0, first_nan = -1, worst = 0;
+    double max_abs = 0, max_ref = 0, max_rel = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (!std::isfinite(got[i]) || !std::isfinite(ref[i])) {
+        if (nan++ == 0) first_nan = static_cast<int64_t>(i);
+        continue;
+      }
+      const double d = std::fabs(double(got[i]) - ref[i]);
+      if (d > max_abs) max_abs = d, worst = static_cast<int64_t>(i);
+      max_ref = std::max(max_ref, std::fabs(double(ref[i])));
+      if (std::fabs(ref[i]) > 1e-6) max_rel = std::max(max_rel, d / std::fabs(ref[i]));
+    }
+    std::ostringstream s;
+    s << what << ": shape " << Tensor(nullptr, backend::ElemType::F32, shape).shape_str() << " max abs " << max_abs
+      << " max |ref| " << max_ref << " max rel " << max_rel << " worst at " << worst;
+    EXPECT_EQ(nan, 0) << ctx(s.str()) << ": " << nan << " NaN/inf (first at flat index " << first_nan << ": got "
+                      << (first_nan >= 0 ? got[first_nan] : 0) << ", ref " << (first_nan >= 0 ? ref[first_nan] : 0)
+                      << ") - unwritten elements or computed NaN";
+    const double score = max_ref > 0 ? max_abs / max_ref : max_abs;
+    EXPECT_LE(score, tol) << ctx(s.str()) << " (max abs / max |ref| = " << score << " > " << tol << ")";
+  }
+
+  template <class F>
+  void check(const std::string& what, double tol, F&& op) {
+    Tensor g = op(*gpu), r = op(*cpu);
+    ASSERT_EQ(g.shape(), r.shape()) << ctx(what);
+    expect_close(what, host(*gpu, g), host(*cpu, r), r.shape(), tol);
+  }
+  // Integer results (top-k ids, routed experts) must agree exactly; INT32_MIN is poison.
+  void expect_equal_i32(const std::string& what, const Tensor& g, const Tensor& r) {
+    ASSERT_EQ(g.shape(), r.shape()) << ctx(what);
+    const std::vector<int32_t> a = host_i32(*gpu, g), b = host_i32(*cpu, r);
+    int64_t bad = 0, first = -1;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (a[i] != b[i] && bad++ == 0) first = static_cast<int64_t>(i);
+    EXPECT_EQ(bad, 0) << ctx(what + " shape " + r.shape_str()) << ": " << bad << " of " << a.size()
+                      << " differ, first at flat index " << first << " (got " << (first >= 0 ? a[first] : 0) << ", ref "
+                      << (first >= 0 ? b[first] : 0) << (first >= 0 && a[first] == INT32_MIN ? ", unwritten" : "")
+                      << ")";
+  }
+
+  Tensor up(Backend& be, const std::vector<float>& v, Shape s) { return be.from_host(v.data(), std::move(s)); }
+  Tensor up(Backend& be, const std::vector<int32_t>& v, Shape s) { return be.from_host(v.data(), std::move(s)); }
+
+  uint64_t seed = 0;
+  std::mt19937_64 rng;
+  std::unique_ptr<Backend> cpu, gpu;
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+  plumb::gpu::GpuBackend* dev = nullptr;
+#endif
+};
+
+// FP8 block-128 weight with F32 scales (V3 checkpoints): the e4m3 data of fp8_weight with each
+// ue8m0 scale turned into an f32 scale times a non-power-of-two factor.
+inline OwnedWeight fp8_weight_f32_scales(int64_t rows, int64_t cols, const std::vector<float>& v,
+                                         std::mt19937_64& rng) {
+  OwnedWeight w = fp8_weight(rows, cols, v);
+  std::uniform_real_distribution<float> f(0.6f, 1.4f);
+  std::vector<uint8_t> sc(w.scale.size() * 4);
+  for (std::size_t i = 0; i < w.scale.size(); ++i) {
+    const float s = ue8m0_to_f32(w.scale[i]) * f(rng);
+    std::memcpy(sc.data() + 4 * i, &s, 4);
+  }
+  w.scale = std::move(sc);
+  return w;
+}
+inline WeightView f32_scaled_view(const OwnedWeight& w) {
+  WeightView v = w.view();
+  v.scale_dtype = DType::F32;
+  return v;
+}
+
+}  // namespace plumb::test
