@@ -3,7 +3,8 @@
 # carried (made by scripts/device/bundle.sh). One call: unpack, GPU op harness, plumb verify on
 # every committed fixture (reports under $OUT/verify-*), end-to-end greedy agreement, and
 # optionally the benchmark. Prints a short summary last.
-#   STEPS="ops verify bench" (default "ops verify"); GTEST_FILTER overrides the op filter.
+#   STEPS="ops verify hf bench" (default "ops verify"); GTEST_FILTER overrides the op filter;
+#   MODES overrides the verify modes (reference faithful faithful-isolated).
 set -uo pipefail
 # The device tool returns at most 8 files from $OUT: everything goes to a work folder, which is
 # packed into $OUT/results.tar.gz at the end (plus summary.txt).
@@ -54,6 +55,13 @@ if [[ " $STEPS " == *" verify "* ]]; then
       summary+=("verify $name $mode rc=$? $(grep -m1 -iE 'first failing|verdict|pass' "$OUT/verify-$name-$mode.log")")
     done
   done
+fi
+if [[ " $STEPS " == *" hf "* ]]; then
+  # the GPU backend against the HF transformers goldens (reference numerics)
+  timeout 300 python3 scripts/device/hf_check.py > "$OUT/hf_check.log" 2>&1
+  rc=$?
+  grep FAIL "$OUT/hf_check.log" | head -20
+  summary+=("hf rc=$rc $(tail -1 "$OUT/hf_check.log")")
 fi
 if [[ " $STEPS " == *" bench "* ]]; then
   timeout "${BENCH_TIMEOUT:-540}" scripts/device/bench.sh > "$OUT/bench.log" 2>&1
