@@ -35,12 +35,11 @@ Runner register_logits(CLI::App& app) {
     const std::vector<int32_t> ids = read_token_ids(a->ids);
     const v4::RunOptions opt{a->backend, a->threads, parse_numerics(a->numerics)};
     const bool v3 = load_model_config(a->model).arch == Arch::DeepseekV3;  // dispatch on model_type
-    if (v3 && !a->taps.empty()) fail("--dump-taps is not implemented for deepseek_v3 yet");
     auto model4 = v3 ? nullptr : v4::ModelV4::load(a->model, opt);
     auto model3 = v3 ? v3::ModelV3::load(a->model, opt) : nullptr;
     const Taps taps = a->taps.empty() ? Taps() : npy_tap_writer(a->taps);
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<float> logits = v3 ? model3->prompt_logits(ids) : model4->prompt_logits(ids, taps);
+    const std::vector<float> logits = v3 ? model3->prompt_logits(ids, taps) : model4->prompt_logits(ids, taps);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t T = static_cast<int64_t>(ids.size());
     write_f32_npy(a->out, {T, (v3 ? model3->config() : model4->config()).vocab_size}, logits.data());

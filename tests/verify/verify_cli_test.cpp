@@ -16,6 +16,7 @@
 
 #include "../format/safetensors_corpus.h"
 #include "plumb/backend/backend.h"
+#include "plumb/format/config.h"
 #include "plumb/format/npy.h"
 #include "plumb/verify/compare.h"
 
@@ -116,7 +117,7 @@ TEST_F(VerifyCli, CpuAgainstCpuPassesOnTinyKjvFaithfulWithInlineIds) {
   EXPECT_EQ(j["logits"]["positions"], 6);
 }
 
-TEST_F(VerifyCli, DeepseekV3ComparesLogitsAndGreedyTokensOnly) {
+TEST_F(VerifyCli, DeepseekV3ComparesTapsLogitsAndGreedyTokens) {
   const fs::path fixture = fs::path(PLUMB_TEST_DATA) / "golden" / "v3" / "tiny-a", out = tmp.path() / "report";
   const CliResult r = plumb("verify --model " + fixture.string() + " --backend cpu --against cpu --ids " +
                                 (fixture / "prompt_7.ids.npy").string() + " --report " + out.string() + " --steps 3",
@@ -125,9 +126,13 @@ TEST_F(VerifyCli, DeepseekV3ComparesLogitsAndGreedyTokensOnly) {
   const nlohmann::json j = report(out);
   expect_complete_report(j, out);
   EXPECT_EQ(j["model_type"], "deepseek_v3");
-  ASSERT_EQ(j["taps"].size(), 1u);  // no taps in the V3 runner yet: the logits stand in
-  EXPECT_EQ(j["taps"][0]["name"], "logits");
-  EXPECT_NE(j["notes"].dump().find("no taps"), std::string::npos) << j["notes"].dump();
+  // embed, 5 per layer, final_norm, logits
+  const int64_t layers = load_model_config(fixture.string()).num_hidden_layers;
+  ASSERT_EQ(static_cast<int64_t>(j["taps"].size()), 3 + 5 * layers);
+  EXPECT_EQ(j["taps"][0]["name"], "embed");
+  EXPECT_EQ(j["taps"][2]["name"], "layer.0.attn.out");
+  EXPECT_EQ(j["taps"].back()["name"], "logits");
+  for (const auto& t : j["taps"]) EXPECT_TRUE(t["pass"].get<bool>()) << t.dump();
   EXPECT_TRUE(j["greedy"]["agree"].get<bool>());
 }
 

@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "plumb/model/rope_v4.h"
+#include "plumb/model/tap_emit.h"
 #include "plumb/model/state_v4.h"
 #include "plumb/util/error.h"
 
@@ -153,7 +156,7 @@ Tensor ForwardV3::ffn(int64_t l, const Tensor& x) {
   return be_.moe(x, r, experts, swiglu(L.moe.shared), {});
 }
 
-Tensor ForwardV3::forward(std::span<const SequenceInput> batch) {
+Tensor ForwardV3::forward(std::span<const SequenceInput> batch, const Taps& taps) {
   if (batch.empty()) fail("forward: empty batch");
   backend::Batch b;
   std::vector<SequenceState*> states;
@@ -180,13 +183,28 @@ Tensor ForwardV3::forward(std::span<const SequenceInput> batch) {
   const auto F32 = backend::NormMath::F32;
   const auto none = backend::Round::None;
 
+  const Taps* tp = taps.enabled() || taps.marking() ? &taps : nullptr;
   Tensor h = be_.embed(w_.embed, tok);
+  emit_tap(be_, tp, "embed", h);
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     const LayerWeights& L = w_.layers[l];
-    h = be_.add(h, attention(l, be_.rms_norm(h, &L.input_layernorm, eps, F32, none), b, positions, states), none);
-    h = be_.add(h, ffn(l, be_.rms_norm(h, &L.post_attention_layernorm, eps, F32, none)), none);
+    const std::string prefix = fmt::format("layer.{}.", l);
+    Tensor x = be_.rms_norm(h, &L.input_layernorm, eps, F32, none);
+    emit_tap(be_, tp, prefix + "attn_in", x);
+    Tensor a = attention(l, x, b, positions, states);
+    emit_tap(be_, tp, prefix + "attn.out", a);
+    h = be_.add(h, a, none);
+    x = be_.rms_norm(h, &L.post_attention_layernorm, eps, F32, none);
+    emit_tap(be_, tp, prefix + "ffn_in", x);
+    Tensor f = ffn(l, x);
+    emit_tap(be_, tp, prefix + "ffn.out", f);
+    h = be_.add(h, f, none);
+    emit_tap(be_, tp, prefix + "residual", h);
   }
-  const Tensor logits = be_.linear(be_.rms_norm(h, &w_.norm, eps, F32, none), w_.lm_head, {});
+  const Tensor y = be_.rms_norm(h, &w_.norm, eps, F32, none);
+  emit_tap(be_, tp, "final_norm", y);
+  const Tensor logits = be_.linear(y, w_.lm_head, {});
+  emit_tap(be_, tp, "logits", logits);
   for (std::size_t i = 0; i < states.size(); ++i) states[i]->pos += b.seqs[i].len;
   return logits;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plumb/backend/backend.h"
+#include "plumb/verify/taps.h"
 #include "plumb/format/config.h"
 #include "plumb/model/weights_v3.h"
 
@@ -40,7 +41,9 @@ class ForwardV3 {
   SequenceState new_sequence() const;
 
   // Logits [sum of new tokens, vocab] (f32), sequences stacked in input order.
-  backend::Tensor forward(std::span<const SequenceInput> batch);
+  // Taps, when enabled, receive embed, layer.L.{attn_in, attn.out, ffn_in, ffn.out, residual},
+  // final_norm and logits (rows in batch order).
+  backend::Tensor forward(std::span<const SequenceInput> batch, const Taps& taps = {});
 
  private:
   struct Absorbed {  // kv_b split per head, decoded to f32 (grouped linears, groups = heads)

@@ -9,6 +9,7 @@
 
 #include "plumb/model/forward_step_v4.h"
 #include "plumb/model/rope_v4.h"
+#include "plumb/model/tap_emit.h"
 #include "plumb/util/error.h"
 
 namespace plumb::v4 {
@@ -53,20 +54,7 @@ SequenceState ForwardV4::new_sequence() const {
   return s;
 }
 
-void ForwardV4::tap(const Step& st, const std::string& name, const Tensor& t) const {
-  if (!st.taps) return;
-  st.taps->mark(name);
-  if (!st.taps->enabled()) return;
-  std::vector<float> host(static_cast<std::size_t>(t.numel()));
-  if (t.type() == backend::ElemType::F32) {
-    be_.to_host(t, host.data());
-  } else {
-    std::vector<int32_t> ints(host.size());
-    be_.to_host(t, ints.data());
-    for (std::size_t i = 0; i < ints.size(); ++i) host[i] = static_cast<float>(ints[i]);
-  }
-  st.taps->emit(name, host.data(), t.shape());
-}
+void ForwardV4::tap(const Step& st, const std::string& name, const Tensor& t) const { emit_tap(be_, st.taps, name, t); }
 
 Tensor ForwardV4::ffn(int64_t layer, const Tensor& x, Step& st) {
   const MoeWeights& m = w_.layers[layer].ffn;

@@ -16,18 +16,18 @@ std::unique_ptr<ModelV3> ModelV3::load(const std::string& dir, const v4::RunOpti
   return m;
 }
 
-std::vector<float> ModelV3::run(SequenceState& s, std::span<const int32_t> ids) {
+std::vector<float> ModelV3::run(SequenceState& s, std::span<const int32_t> ids, const Taps& taps) {
   const SequenceInput in{&s, ids};
-  const backend::Tensor logits = fwd_->forward({&in, 1});
+  const backend::Tensor logits = fwd_->forward({&in, 1}, taps);
   std::vector<float> out(static_cast<std::size_t>(logits.numel()));
   be_->to_host(logits, out.data());
   return out;
 }
 
-std::vector<float> ModelV3::prompt_logits(std::span<const int32_t> ids) {
+std::vector<float> ModelV3::prompt_logits(std::span<const int32_t> ids, const Taps& taps) {
   if (ids.empty()) fail("the prompt is empty");
   SequenceState s = fwd_->new_sequence();
-  return run(s, ids);
+  return run(s, ids, taps);
 }
 
 std::vector<int32_t> ModelV3::generate(std::span<const int32_t> prompt, const v4::ModelV4::GenerateOptions& g) {

@@ -1,7 +1,7 @@
 #pragma once
 // A loaded DeepSeek-V3 model ready to run (checkpoint, config, bound weights, a backend and the
 // forward), for `plumb logits` / `plumb generate` and the tests. V3 runs the reference numerics
-// (f32, what HF computes); it has no faithful profile and no taps yet.
+// (f32, what HF computes); it has no faithful profile yet.
 #include <memory>
 #include <span>
 #include <string>
@@ -19,13 +19,13 @@ class ModelV3 {
   const ModelConfig& config() const { return cfg_; }
 
   // Logits [T, vocab] for every position of one prompt (one prefill).
-  std::vector<float> prompt_logits(std::span<const int32_t> ids);
+  std::vector<float> prompt_logits(std::span<const int32_t> ids, const Taps& taps = {});
   // Prefill then 1-token decode steps on the latent cache; returns the new ids.
   std::vector<int32_t> generate(std::span<const int32_t> prompt, const v4::ModelV4::GenerateOptions& g);
 
  private:
   ModelV3() = default;
-  std::vector<float> run(SequenceState& s, std::span<const int32_t> ids);
+  std::vector<float> run(SequenceState& s, std::span<const int32_t> ids, const Taps& taps = {});
   Checkpoint ckpt_;
   ModelConfig cfg_;
   ModelWeights weights_;

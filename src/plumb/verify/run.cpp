@@ -69,7 +69,7 @@ Side run_side(const VerifyOptions& o, const ModelConfig& cfg, const std::string&
   if (cfg.arch == Arch::DeepseekV3) {
     auto m = v3::ModelV3::load(o.model, ro);
     progress(o, fmt::format("{}: prefill of {} tokens ({:.1f} s)", role, o.ids.size(), elapsed()));
-    s.logits = m->prompt_logits(o.ids);
+    s.logits = m->prompt_logits(o.ids, taps);
     if (o.steps > 0) progress(o, fmt::format("{}: {} greedy tokens ({:.1f} s)", role, o.steps, elapsed()));
     if (o.steps > 0) s.greedy = m->generate(o.ids, g);
   } else {
@@ -112,8 +112,6 @@ VerifyReport run_verify(const VerifyOptions& o) {
   const bool dumps = !o.against_dumps.empty();
   if (dumps && !fs::exists(fs::path(o.against_dumps) / "logits.npy"))
     fail("{}: no logits.npy here; write the dumps with `plumb logits --dump-taps DIR`", o.against_dumps);
-  if (dumps && cfg.arch == Arch::DeepseekV3)
-    fail("verify: --against-dumps needs taps, which the deepseek_v3 runner has not");
 
   // A GPU that cannot start is found before the (possibly long) reference run, not after it.
   for (const std::string& name : {o.backend, dumps ? std::string("cpu") : o.against})
@@ -140,7 +138,8 @@ VerifyReport run_verify(const VerifyOptions& o) {
     ref = run_side(o, cfg, o.against, "reference");
   }
   if (o.isolate_layers && cfg.arch == Arch::DeepseekV3)
-    fail("verify: --isolate-layers needs taps, which the deepseek_v3 runner has not");
+    fail("verify: --isolate-layers is for deepseek_v4 (its residual taps layer.L.hc); deepseek_v3 runs the "
+         "reference numerics, where free-running layers already agree");
   if (o.isolate_layers && dumps)  // the residual taps come from the dump directory
     for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
       const std::string name = fmt::format("layer.{}.hc", l);
@@ -156,10 +155,6 @@ VerifyReport run_verify(const VerifyOptions& o) {
   r.facts_got = got.facts;
   r.facts_ref = ref.facts;
 
-  if (cfg.arch == Arch::DeepseekV3)
-    r.notes.push_back(
-        "the deepseek_v3 runner has no taps yet: only the logits (as one tap) and greedy tokens are compared");
-  // V3 has no taps: its logits stand in as the one tap so the pass/fail rule stays the same.
   const std::vector<std::string> order = got.order.empty() ? std::vector<std::string>{"logits"} : got.order;
   for (const std::string& name : order) {
     TapResult t;
