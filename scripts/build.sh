@@ -10,5 +10,8 @@ if ! command -v nvcc >/dev/null && [ -z "${CUDACXX:-}" ] && [ -x /usr/local/cuda
   export CUDACXX=/usr/local/cuda/bin/nvcc
 fi
 JOBS=${JOBS:-$(nproc)}
+# Let ccache share objects between build folders (CI builds CUDA into build/ and HIP into
+# build-hip/ from the same sources): with -g it would otherwise key on the working directory.
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
