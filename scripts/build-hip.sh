@@ -4,7 +4,7 @@
 # this proves the HIP build, it does not run it. BUILD_DIR defaults to build-hip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v hipcc >/dev/null || { echo "build-hip: hipcc not found (scripts/install-deps.sh installs it)"; exit 1; }
+command -v hipcc >/dev/null || { echo "build-hip: hipcc not found (scripts/install-deps.sh --hip installs it)"; exit 1; }
 BUILD_DIR=${BUILD_DIR:-build-hip} \
   CMAKE_ARGS="-DPLUMB_GPU=HIP -DPLUMB_BUILD_TESTS=OFF -DPLUMB_BUILD_BENCH=OFF ${CMAKE_ARGS:-}" scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build-hip}

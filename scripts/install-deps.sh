@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs plumb's build and test dependencies from Debian 12 (bookworm) apt. Idempotent: does
 # nothing when everything is already installed. Needs root or passwordless sudo.
+# --hip adds Debian's hipcc and HIP runtime (~1.7 GB) for the gfx90a compile that the test suite
+# (scripts/test.sh) runs; the quickstart does not need them.
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build ccache pkg-config
@@ -9,9 +11,9 @@ PKGS=(
   libpcre2-dev libopenblas-dev
   libsimdjson-dev
   clang libclang-rt-14-dev python3-numpy
-  # HIP for the gfx90a (MI250) compile of the GPU backend (no AMD GPU needed to compile)
-  hipcc libamdhip64-dev rocm-device-libs
 )
+# HIP for the gfx90a (MI250) compile of the GPU backend (no AMD GPU needed to compile)
+if [ "${1:-}" = "--hip" ]; then PKGS+=(hipcc libamdhip64-dev rocm-device-libs); fi
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

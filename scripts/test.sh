@@ -2,7 +2,7 @@
 # README command (b): install dependencies, build, run the whole test suite, print the count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/install-deps.sh
+scripts/install-deps.sh --hip
 scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
 start=$(date +%s)
