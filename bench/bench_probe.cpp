@@ -12,14 +12,15 @@
 
 namespace plumb::bench {
 
-namespace {
-constexpr std::size_t kBytes = std::size_t{1} << 30;
-constexpr int kReps = 20;
-
 double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+
+namespace {
+constexpr std::size_t kBytes = std::size_t{1} << 30;
+constexpr int kReps = 20;
 
 double host_copy_gbs() {
   std::vector<char> a(kBytes / 4, 1), b(kBytes / 4);

@@ -30,14 +30,9 @@
 
 using namespace plumb;
 using Clock = std::chrono::steady_clock;
+using bench::median;
 
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 std::vector<int64_t> parse_list(const std::string& s) {
   std::vector<int64_t> out;

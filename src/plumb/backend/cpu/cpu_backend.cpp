@@ -51,11 +51,7 @@ void CpuBackend::to_host(const Tensor& t, int32_t* out) {
 }
 
 void CpuBackend::copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) {
-  if (dst.row_size() != src.row_size())
-    fail("copy_rows: row sizes differ ({} vs {})", dst.shape_str(), src.shape_str());
-  if (n < 0 || dst_row < 0 || src_row < 0 || dst_row + n > dst.rows() || src_row + n > src.rows())
-    fail("copy_rows: rows [{}, +{}) of {} into [{}, +{}) of {} out of range", src_row, n, src.shape_str(), dst_row, n,
-         dst.shape_str());
+  backend::check_copy_rows(dst, dst_row, src, src_row, n);
   const int64_t rs = dst.row_size();
   std::memmove(f32(dst) + dst_row * rs, f32(src) + src_row * rs, static_cast<std::size_t>(n * rs) * sizeof(float));
 }

@@ -7,15 +7,6 @@
 namespace plumb::cpu {
 
 namespace {
-int64_t count(const Shape& s) {
-  int64_t n = 1;
-  for (auto d : s) {
-    if (d < 0) fail("negative tensor dimension {}", d);
-    n *= d;
-  }
-  return n;
-}
-
 CpuStorage* storage_of(const Tensor& t, ElemType want, const char* what) {
   if (!t.defined()) fail("{} is undefined", what);
   auto* s = dynamic_cast<CpuStorage*>(t.storage());
@@ -27,13 +18,13 @@ CpuStorage* storage_of(const Tensor& t, ElemType want, const char* what) {
 
 Tensor new_f32(Shape shape, float fill) {
   auto s = std::make_shared<CpuStorage>();
-  s->f.assign(static_cast<std::size_t>(count(shape)), fill);
+  s->f.assign(static_cast<std::size_t>(backend::element_count(shape)), fill);
   return Tensor(std::move(s), ElemType::F32, std::move(shape));
 }
 
 Tensor new_i32(Shape shape, int32_t fill) {
   auto s = std::make_shared<CpuStorage>();
-  s->i.assign(static_cast<std::size_t>(count(shape)), fill);
+  s->i.assign(static_cast<std::size_t>(backend::element_count(shape)), fill);
   return Tensor(std::move(s), ElemType::I32, std::move(shape));
 }
 

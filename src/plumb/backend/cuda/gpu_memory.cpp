@@ -75,15 +75,6 @@ GpuStorage* storage_of(const Tensor& t, ElemType want, const char* what) {
   return s;
 }
 
-int64_t count(const Shape& s) {
-  int64_t n = 1;
-  for (auto d : s) {
-    if (d < 0) fail("negative tensor dimension {}", d);
-    n *= d;
-  }
-  return n;
-}
-
 std::string device_unavailable(int* count_out) {
   int n = 0;
   const gpuError_t e = gpuGetDeviceCount(&n);
@@ -178,7 +169,7 @@ void GpuBackend::check_launch(gpuError_t launched, const char* kernel) {
 void GpuBackend::sync() { check(gpuStreamSynchronize(stream_), "stream synchronize"); }
 
 Tensor GpuBackend::alloc(ElemType type, Shape shape) {
-  const int64_t n = count(shape);
+  const int64_t n = backend::element_count(shape);
   auto s = std::make_shared<GpuStorage>(alloc_, static_cast<std::size_t>(n) * 4);
   Tensor t(std::move(s), type, std::move(shape));
   if (poison_ && n > 0)
@@ -329,11 +320,7 @@ void GpuBackend::to_host(const Tensor& t, int32_t* out) {
 }
 
 void GpuBackend::copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) {
-  if (dst.row_size() != src.row_size())
-    fail("copy_rows: row sizes differ ({} vs {})", dst.shape_str(), src.shape_str());
-  if (n < 0 || dst_row < 0 || src_row < 0 || dst_row + n > dst.rows() || src_row + n > src.rows())
-    fail("copy_rows: rows [{}, +{}) of {} into [{}, +{}) of {} out of range", src_row, n, src.shape_str(), dst_row, n,
-         dst.shape_str());
+  backend::check_copy_rows(dst, dst_row, src, src_row, n);
   if (dst.type() != src.type()) fail("copy_rows: element types differ");
   const int64_t rs = dst.row_size();
   auto* d = static_cast<char*>(storage_of(dst, dst.type(), "copy_rows destination")->ptr);
