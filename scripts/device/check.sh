@@ -3,8 +3,11 @@
 # carried (made by scripts/device/bundle.sh). One call: unpack, GPU op harness, plumb verify on
 # every committed fixture (reports under $OUT/verify-*), end-to-end greedy agreement, and
 # optionally the benchmark. Prints a short summary last.
-#   STEPS="ops verify hf bench" (default "ops verify"); GTEST_FILTER overrides the op filter;
-#   MODES overrides the verify modes (reference faithful faithful-isolated).
+#   STEPS="ops verify hf golden-v3 bench" (default "ops verify"); GTEST_FILTER overrides the op
+#   filter; MODES overrides the verify modes (reference faithful faithful-isolated
+#   faithful-cpu-order: "-isolated" adds --isolate-layers, "-cpu-order" runs the GPU backend with
+#   PLUMB_GPU_ORDER=cpu). golden-v3 runs tools/golden/make_v3_faithful.py on DeepSeek-V3's
+#   released inference code, carried as .device/dsv3/inference (not part of the repository).
 set -uo pipefail
 # The device tool returns at most 8 files from $OUT: everything goes to a work folder, which is
 # packed into $OUT/results.tar.gz at the end (plus summary.txt).
@@ -44,14 +47,16 @@ if [[ " $STEPS " == *" verify "* ]]; then
             "v3-tiny-b $g/v3/tiny-b $g/v3/tiny-b/prompt_211.ids.npy")
   for f in "${fixtures[@]}"; do
     read -r name model ids <<< "$f"
-    # reference and faithful free-running; faithful also layer-isolated (V3: reference only, its
-    # runner has no faithful profile and no taps yet)
-    modes="reference faithful faithful-isolated"
-    [[ $name == v3-* ]] && modes="reference"
+    # reference and faithful free-running, faithful also layer-isolated and with the GPU summing
+    # in the CPU's order (bitwise); V3 has no faithful profile yet
+    modes="reference faithful faithful-isolated faithful-cpu-order"
+    [[ $name == v3-* ]] && modes="reference reference-cpu-order"
     for mode in ${MODES:-$modes}; do
-      num=${mode%-isolated}; extra=""; [[ $mode == *-isolated ]] && extra="--isolate-layers"
-      timeout 120 plumb verify --model "$model" --backend cuda --against cpu --numerics "$num" $extra --ids "$ids" \
-        --report "$OUT/verify-$name-$mode" > "$OUT/verify-$name-$mode.log" 2>&1
+      num=${mode%%-*}; extra=""; order=fast
+      [[ $mode == *-isolated ]] && extra="--isolate-layers"
+      [[ $mode == *-cpu-order ]] && order=cpu
+      PLUMB_GPU_ORDER=$order timeout 300 plumb verify --model "$model" --backend cuda --against cpu --numerics "$num" \
+        $extra --ids "$ids" --report "$OUT/verify-$name-$mode" > "$OUT/verify-$name-$mode.log" 2>&1
       summary+=("verify $name $mode rc=$? $(grep -m1 -iE 'first failing|verdict|pass' "$OUT/verify-$name-$mode.log")")
     done
   done
@@ -62,6 +67,22 @@ if [[ " $STEPS " == *" hf "* ]]; then
   rc=$?
   grep FAIL "$OUT/hf_check.log" | head -20
   summary+=("hf rc=$rc $(tail -1 "$OUT/hf_check.log")")
+fi
+if [[ " $STEPS " == *" golden-v3 "* ]]; then
+  # the V3 faithful golden from the release's own code (real triton kernels; the plain-torch
+  # stand-ins as well when those fail, into another folder)
+  rel=.device/dsv3/inference
+  timeout 300 python3 tools/golden/make_v3_faithful.py --release-dir "$rel" --fixtures tests/data/golden/v3 \
+    --out "$OUT/v3-faithful" > "$OUT/golden-v3.log" 2>&1
+  rc=$?
+  tail -15 "$OUT/golden-v3.log"
+  if [ $rc -ne 0 ]; then
+    timeout 300 python3 tools/golden/make_v3_faithful.py --release-dir "$rel" --fixtures tests/data/golden/v3 \
+      --standin-kernels --out "$OUT/v3-faithful-standin" > "$OUT/golden-v3-standin.log" 2>&1
+    summary+=("golden-v3 rc=$rc, stand-in kernels rc=$?")
+  else
+    summary+=("golden-v3 rc=0")
+  fi
 fi
 if [[ " $STEPS " == *" bench "* ]]; then
   timeout "${BENCH_TIMEOUT:-540}" scripts/device/bench.sh > "$OUT/bench.log" 2>&1

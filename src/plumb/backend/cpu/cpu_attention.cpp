@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "plumb/backend/cpu/cpu_backend.h"
+#include "plumb/backend/cr_math.h"
 #include "plumb/backend/cpu/cpu_tensor.h"
 #include "plumb/backend/cpu/simquant.h"
 #include "plumb/backend/cpu/weight_decode.h"
@@ -70,12 +71,12 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
           float sum = 0.f;
           std::fill(acc.begin(), acc.end(), 0.f);
           for (std::size_t j = 0; j < cand.size(); ++j) {
-            const float e = std::exp(sc[j] - mx);
+            const float e = exp_cr(sc[j] - mx);
             sum += e;
             const float pv = p.bf16_probs ? round_bf16(e) : e;  // the release multiplies V by bf16 P
             for (int64_t d = 0; d < Dh; ++d) acc[d] += pv * cand[j][d];
           }
-          sum += std::exp(sink[h] - mx);  // the sink: an extra logit with a zero value vector
+          sum += exp_cr(sink[h] - mx);  // the sink: an extra logit with a zero value vector
           float* o = op + (row * H + h) * Dh;
           for (int64_t d = 0; d < Dh; ++d) o[d] = acc[d] / sum;
           apply_round(o, Dh, p.out);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "plumb/backend/cpu/cpu_backend.h"
+#include "plumb/backend/cr_math.h"
 #include "plumb/backend/cpu/cpu_tensor.h"
 #include "plumb/backend/cpu/simquant.h"
 #include "plumb/backend/cpu/weight_decode.h"
@@ -65,7 +66,7 @@ Tensor CpuBackend::compress(const Tensor& kv, const Tensor& score, const Batch& 
         float mx = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < n; ++j) mx = std::max(mx, z[j]);
         float sum = 0.f;
-        for (int64_t j = 0; j < n; ++j) sum += (z[j] = std::exp(z[j] - mx));
+        for (int64_t j = 0; j < n; ++j) sum += (z[j] = exp_cr(z[j] - mx));
         float acc = 0.f;
         for (int64_t j = 0; j < n; ++j) acc += a[j] * (z[j] / sum);
         dst[ch] = acc;

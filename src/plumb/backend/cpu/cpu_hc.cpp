@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "plumb/backend/cpu/cpu_backend.h"
+#include "plumb/backend/cr_math.h"
 #include "plumb/backend/cpu/cpu_tensor.h"
 #include "plumb/backend/cpu/weight_decode.h"
 #include "plumb/util/error.h"
@@ -10,7 +11,7 @@
 namespace plumb::cpu {
 namespace {
 
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float sigmoid(float x) { return 1.0f / (1.0f + exp_cr(-x)); }
 
 struct HcSite {
   std::vector<float> fn, base, scale;
@@ -59,7 +60,7 @@ void sinkhorn(float* C, int64_t hc, int64_t iters, float eps) {
     float mx = row[0];
     for (int64_t j = 1; j < hc; ++j) mx = std::max(mx, row[j]);
     float s = 0.f;
-    for (int64_t j = 0; j < hc; ++j) s += (row[j] = std::exp(row[j] - mx));
+    for (int64_t j = 0; j < hc; ++j) s += (row[j] = exp_cr(row[j] - mx));
     for (int64_t j = 0; j < hc; ++j) row[j] = row[j] / s + eps;
   }
   normalize_cols();

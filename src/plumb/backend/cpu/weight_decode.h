@@ -11,7 +11,8 @@ namespace plumb::cpu {
 // Same values as plumb::decode_rows.
 void decode_weight_rows(const WeightView& w, int64_t r0, int64_t r1, float* out);
 
-// Deterministic f32 dot product (fixed summation order, independent of call site).
+// Deterministic f32 dot product (fixed summation order, independent of call site). The order is
+// a contract: the GPU backend reproduces it (kernels/cpu_order.h) when asked for bitwise results.
 float dot(const float* a, const float* b, int64_t n);
 
 }  // namespace plumb::cpu

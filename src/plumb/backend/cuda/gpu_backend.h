@@ -86,8 +86,15 @@ class GpuBackend final : public Backend {
   void sync();
   // linear()'s kernel: Auto picks GEMV for few rows, else the SIMT f32 GEMM (reference profile)
   // or the bf16 tensor-core GEMM (faithful profile); tests and benchmarks can force one.
-  enum class LinearPath { Auto, Gemv, Simt, Mma, Fp8 };
+  enum class LinearPath { Auto, Gemv, Simt, Mma, Fp8, CpuOrder };
   void set_linear_path(LinearPath p) { linear_path_ = p; }
+  // Reduction order. "fast" (default): each kernel sums in the order that suits it, so results
+  // differ from the CPU backend's by f32 rounding (a few ulps per op). "cpu": linear, rms_norm,
+  // the mHC mixes and the router gate sum in the CPU backend's order (kernels/cpu_order.h), which
+  // makes every op's result bitwise the CPU's, and so whole forwards in any numerics profile
+  // (plumb verify); much slower. The environment sets it at start: PLUMB_GPU_ORDER=cpu|fast.
+  void set_cpu_order(bool on) { cpu_order_ = on; }
+  bool cpu_order() const { return cpu_order_; }
   void synchronize() override { sync(); }
 
   Tensor full(ElemType type, Shape shape, float value) override;
@@ -140,6 +147,7 @@ class GpuBackend final : public Backend {
   bool sync_each_op_ = false;
   bool poison_ = false;
   LinearPath linear_path_ = LinearPath::Auto;
+  bool cpu_order_ = false;
   std::shared_ptr<DeviceAllocator> alloc_;
   std::unordered_map<const std::byte*, OwnedWeight> weights_;
 };

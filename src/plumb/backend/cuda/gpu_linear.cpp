@@ -7,6 +7,7 @@
 //   faithful (act_fp8 or bf16)   bf16 tensor-core GEMM, when bf16 holds the weight exactly
 //                                (BF16, FP8 with ue8m0 scales, FP4); else the SIMT GEMM
 // set_linear_path() forces one (the bf16 GEMM then rounds F32 / f32-scaled weights to bf16).
+// With the reduction order "cpu" (gpu_backend.h) Auto always takes the CPU-order kernel.
 #include "plumb/backend/cuda/gpu_backend.h"
 #include "plumb/backend/cuda/kernels/elementwise.h"
 #include "plumb/backend/cuda/kernels/linear.h"
@@ -64,6 +65,7 @@ Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts
 
   LinearPath path = linear_path_;
   const bool fp8_ok = fp8_eligible(info_, wr, o.act_fp8, K, R);
+  if (path == LinearPath::Auto && cpu_order_) path = LinearPath::CpuOrder;
   if (path == LinearPath::Auto) {
     const bool faithful = o.act_fp8 || o.out == Round::BF16;
     if (N <= kGemvMaxRows)
@@ -100,6 +102,7 @@ Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts
       check_launch(k::linear_gemv(a, wr, 2 * static_cast<int64_t>(info_.multiprocessors), stream_), "linear (gemv)");
       break;
     case LinearPath::Mma: check_launch(k::linear_mma(a, wr, stream_), "linear (bf16 mma)"); break;
+    case LinearPath::CpuOrder: check_launch(k::linear_cpu_order(a, wr, stream_), "linear (cpu order)"); break;
     case LinearPath::Auto:
     case LinearPath::Fp8:  // handled above
     case LinearPath::Simt: check_launch(k::linear_simt(a, wr, stream_), "linear (simt)"); break;

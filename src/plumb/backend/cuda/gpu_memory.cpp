@@ -129,6 +129,12 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
   check(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking), "creating a stream");
   const char* s = std::getenv("PLUMB_GPU_SYNC");
   sync_each_op_ = s && std::strcmp(s, "0") != 0;
+  if (const char* order = std::getenv("PLUMB_GPU_ORDER"); order && *order) {
+    if (std::strcmp(order, "cpu") != 0 && std::strcmp(order, "fast") != 0)
+      fail("PLUMB_GPU_ORDER is '{}': expected 'cpu' (sums in the CPU backend's order, bitwise results) or 'fast'",
+           order);
+    cpu_order_ = std::strcmp(order, "cpu") == 0;
+  }
 }
 
 GpuBackend::~GpuBackend() {
@@ -158,7 +164,8 @@ std::vector<std::pair<std::string, std::string>> GpuBackend::facts() const {
           {"memory_gib", fmt::format("{:.1f}", static_cast<double>(info_.memory_bytes) / (1ull << 30))},
           {"driver_version", version(info_.driver_version)},
           {"runtime_version", version(info_.runtime_version)},
-          {"build", info_.build}};
+          {"build", info_.build},
+          {"reduction_order", cpu_order_ ? "cpu (bitwise the CPU backend)" : "fast"}};
 }
 
 void GpuBackend::check_launch(gpuError_t launched, const char* kernel) {

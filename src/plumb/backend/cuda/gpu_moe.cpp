@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "plumb/backend/cuda/gpu_backend.h"
+#include "plumb/backend/cuda/kernels/linear.h"
 #include "plumb/backend/cuda/kernels/memory.h"
 #include "plumb/backend/cuda/kernels/moe.h"
 #include "plumb/util/error.h"
@@ -73,7 +74,19 @@ Routing GpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
     }
   }
   Tensor logits = alloc(ElemType::F32, {N, E});
-  check_launch(k::route_gate(xp, N, D, gate, E, dev_f32(logits), stream()), "route gate");
+  if (cpu_order()) {  // the gate product as linear()'s CPU-order kernel computes it (f32 out)
+    k::LinearArgs a;
+    a.y = dev_f32(logits);
+    a.ldy = E;
+    a.x = xp;
+    a.ldx = D;
+    a.nrows = N;
+    a.R = E;
+    a.K = D;
+    check_launch(k::linear_cpu_order(a, gate, stream()), "route gate (cpu order)");
+  } else {
+    check_launch(k::route_gate(xp, N, D, gate, E, dev_f32(logits), stream()), "route gate");
+  }
   check_launch(k::route_select(dev_f32(logits), N, E, bias, p.bias != nullptr, p.scoring == Scoring::Sigmoid, G, TG, K,
                                p.route_scale, p.tid2eid != nullptr, dev_i32(r.experts), dev_f32(r.weights), stream()),
                "route select");

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "plumb/backend/cr_math.h"
+
 #if defined(__HIPCC__)
 #include <hip/hip_runtime.h>  // __host__/__device__ and the device builtins (hipcc adds only a wrapper)
 #endif
@@ -131,13 +133,8 @@ constexpr float kFp4Max = 6.f;
 PLUMB_HD float fp4_min_amax() { return 6.f * bits_f32(0x00800000u); }
 PLUMB_HD float fp4_roundtrip(float x, float s) { return e2m1_to_f32(f32_to_e2m1(clampf(x / s, -kFp4Max, kFp4Max))) * s; }
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
-// exp and log1p of f32 through double, rounded once to f32: the correctly rounded result except
-// in rare double-rounding cases, as glibc's expf / log1pf (which the CPU reference calls) give in
-// practice. The f32 device functions are off by up to 2 ulp, and a last-bit difference in a
-// softmax weight can flip a bf16 rounding that the `faithful` profile then carries on.
-__device__ __forceinline__ float exp_cr(float x) { return static_cast<float>(exp(static_cast<double>(x))); }
-__device__ __forceinline__ float log1p_cr(float x) { return static_cast<float>(log1p(static_cast<double>(x))); }
-#endif
+// exp_cr / log1p_cr: the CPU backend's exact exponential and log (backend/cr_math.h).
+using backend::exp_cr;
+using backend::log1p_cr;
 
 }  // namespace plumb::gpu

@@ -4,10 +4,11 @@
 // candidates than fit). Two passes, not an online softmax, because bf16_probs rounds
 // exp_cr(s - M) with the final max M, exactly as the CPU reference does.
 //
-// Rounding: P.V products and sums use __fmul_rn/__fadd_rn (no FMA contraction) and the softmax
-// denominator is summed sequentially in candidate order, as on the CPU; only the q.k dot products
-// are summed in another order (lanes of a warp), so results match the CPU to a few ulps.
+// Rounding: P.V products and sums use __fmul_rn/__fadd_rn (no FMA contraction), the softmax
+// denominator is summed sequentially in candidate order and the sparse attention's q.k dot
+// products in cpu::dot's order (cpu_order.h), as on the CPU.
 #include "plumb/backend/cuda/kernels/attention.h"
+#include "plumb/backend/cuda/kernels/cpu_order.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -83,23 +84,16 @@ __global__ void __launch_bounds__(kThreads) sparse_attention_kernel(SparseAttnAr
   __syncthreads();
 
   // Pass 1: scores. Each group of 8 lanes scores one candidate in exactly the CPU's order
-  // (cpu::dot: lane l sums elements l, l+8, ... with separate multiplies and adds; then
-  // (p0+p4, p1+p5, p2+p6, p3+p7) are added pairwise and the tail sequentially), so the scores,
-  // and the `faithful` bf16 probabilities after them, are bitwise the CPU's.
+  // (kernels/cpu_order.h), so the scores, and the `faithful` bf16 probabilities after them, are
+  // bitwise the CPU's.
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, nwarps = blockDim.x / kWarp;
   constexpr int kGroups = kWarp / 8;
   const int grp = lane / 8, sub = lane % 8;
-  const int64_t body = Dh / 8 * 8;
   for (int64_t j0 = static_cast<int64_t>(warp) * kGroups; j0 < c.nc; j0 += static_cast<int64_t>(nwarps) * kGroups) {
     const int64_t j = j0 + grp;
     int64_t bad = -1;
     const float* kj = j < c.nc ? candidate(a, c, j, &bad) : nullptr;
-    float p = 0.f;
-    if (kj)
-      for (int64_t d = sub; d < body; d += 8) p = __fadd_rn(p, __fmul_rn(qs[d], kj[d]));
-    p = __fadd_rn(p, shfl_xor(p, 4));  // sub l < 4: p_l + p_(l+4)
-    p = __fadd_rn(p, shfl_xor(p, 1));  // sub 0: (acc0 + acc1), sub 2: (acc2 + acc3)
-    p = __fadd_rn(p, shfl_xor(p, 2));  // sub 0: (acc0 + acc1) + (acc2 + acc3)
+    const float p = cpu_order_sum8([&](int64_t d) { return kj ? __fmul_rn(qs[d], kj[d]) : 0.f; }, Dh, sub);
     if (sub != 0 || j >= c.nc) continue;
     if (!kj) {
       sc[j] = -INFINITY;
@@ -110,7 +104,6 @@ __global__ void __launch_bounds__(kThreads) sparse_attention_kernel(SparseAttnAr
       }
       continue;
     }
-    for (int64_t d = body; d < Dh; ++d) p = __fadd_rn(p, __fmul_rn(qs[d], kj[d]));
     sc[j] = __fmul_rn(p, a.scale);
   }
   __syncthreads();

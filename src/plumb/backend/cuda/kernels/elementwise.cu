@@ -56,20 +56,36 @@ __global__ void repeat_kernel(float* y, const float* x, int64_t n, int64_t copie
   }
 }
 
+// The sum of squares of one row, the same value in every thread: in the CPU's order (one thread,
+// in index order, like cpu_backend.cpp's loop) or in parallel (a block sum).
+__device__ float row_sum_squares(const float* v, int64_t d, bool bf16_steps, bool cpu_order, float* scratch) {
+  auto sq = [&](int64_t i) {
+    const float p = mul_rn(v[i], v[i]);
+    return bf16_steps ? round_bf16(p) : p;
+  };
+  if (!cpu_order) {
+    float ss = 0.f;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss = add_rn(ss, sq(i));
+    return block_sum(ss, scratch);
+  }
+  __syncthreads();  // scratch may still be read by a previous call
+  if (threadIdx.x == 0) {
+    float ss = 0.f;
+    for (int64_t i = 0; i < d; ++i) ss = add_rn(ss, sq(i));
+    scratch[0] = ss;
+  }
+  __syncthreads();
+  return scratch[0];
+}
+
 __global__ void rms_norm_kernel(float* y, const float* x, int64_t rows, int64_t d, WeightRef w, bool has_weight,
-                                float eps, bool bf16_steps, bool round_out) {
+                                float eps, bool bf16_steps, bool round_out, bool cpu_order) {
   __shared__ float scratch[1024 / 32];
   const float inv_d = 1.0f / static_cast<float>(d);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* v = x + r * d;
     float* o = y + r * d;
-    float ss = 0.f;
-    if (bf16_steps) {
-      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss = add_rn(ss, round_bf16(mul_rn(v[i], v[i])));
-    } else {
-      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss = add_rn(ss, mul_rn(v[i], v[i]));
-    }
-    ss = block_sum(ss, scratch);  // same value in every thread (the CPU sums in order: not bit-equal)
+    const float ss = row_sum_squares(v, d, bf16_steps, cpu_order, scratch);
     if (bf16_steps) {
       const float var = round_bf16(add_rn(round_bf16(mul_rn(ss, inv_d)), eps));
       const float inv = round_bf16(1.0f / sqrtf(var));
@@ -204,11 +220,11 @@ gpuError_t repeat_rows(float* y, const float* x, int64_t n, int64_t copies, int6
 }
 
 gpuError_t rms_norm(float* y, const float* x, int64_t rows, int64_t d, const WeightRef* weight, float eps,
-                    bool bf16_steps, bool round_bf16, gpuStream_t s) {
+                    bool bf16_steps, bool round_bf16, bool cpu_order, gpuStream_t s) {
   if (rows > 0 && d > 0) {
     const unsigned grid = static_cast<unsigned>(rows > kMaxBlocks ? kMaxBlocks : rows);
     rms_norm_kernel<<<grid, kThreads, 0, s>>>(y, x, rows, d, weight ? *weight : WeightRef{}, weight != nullptr, eps,
-                                              bf16_steps, round_bf16);
+                                              bf16_steps, round_bf16, cpu_order);
   }
   return gpuGetLastError();
 }

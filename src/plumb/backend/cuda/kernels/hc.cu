@@ -1,10 +1,12 @@
 // mHC kernels (MODEL-SPEC 3.2): the same function as cpu/cpu_hc.cpp. The per-token scalar tail
 // (sigmoids, Sinkhorn) runs serially in one thread in the CPU's order, and every product/sum whose
 // rounding the CPU fixes uses the _rn intrinsics so nvcc/hipcc cannot contract it into an FMA (the
-// CPU build does not). Only the long reductions (fn . x, sum x^2) use a parallel order.
+// CPU build does not). The long reductions (fn . x, sum x^2) use a parallel order unless the
+// caller asks for the CPU's (cpu_order.h).
 #include "plumb/backend/cuda/kernels/hc.h"
 
 #include "plumb/backend/cuda/gpu_numerics.h"
+#include "plumb/backend/cuda/kernels/cpu_order.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -50,47 +52,66 @@ __device__ void sinkhorn(float* C, int hc, int64_t iters, float eps) {
   }
 }
 
-// One block per token. Pass 1: each thread reads its stream elements once and accumulates
-// sum x^2 and all n_out dot products in registers; warp sums, then warp partials are added in
-// warp order by one thread (deterministic for a given launch shape).
+// One block per token. Pass 1, the n_out dot products fn . x and sum x^2: in the CPU's order
+// (group k of 8 lanes computes dot k as cpu::dot does, cpu_order.h; thread 0 first sums the
+// squares in index order, as cpu_hc.cpp's loop), or fast: each
+// thread reads its stream elements once and accumulates all sums in registers, warp sums, then
+// the warp partials are added in warp order by one thread (deterministic for a launch shape).
 __global__ void __launch_bounds__(kThreads)
     hc_mix_kernel(const float* X, int hc, int64_t D, WeightRef fn, WeightRef base, WeightRef scale, int n_out,
-                  int64_t iters, float hc_eps, float norm_eps, bool bf16_out, float* y, float* post, float* comb) {
-  __shared__ float red[kWarps][kMaxOut + 1];
+                  int64_t iters, float hc_eps, float norm_eps, bool bf16_out, bool cpu_order, float* y, float* post,
+                  float* comb) {
+  __shared__ float red[kWarps][kMaxOut + 1];  // fast: per warp; cpu order: row 0 holds the sums
   __shared__ float pre[kMaxOut], C[kMaxOut];
   const int64_t n = blockIdx.x, W = hc * D;
   const float* x = X + n * W;
   const float* f = fn.format == WFormat::F32 ? reinterpret_cast<const float*>(fn.data) : nullptr;
-  float acc[kMaxOut];
+  auto fn_at = [&](int k, int64_t i) { return f ? f[k * W + i] : weight_at(fn, k, i); };
+  if (cpu_order) {
+    if (threadIdx.x == 0) {
+      float ss = 0.f;
+      for (int64_t i = 0; i < W; ++i) ss = __fadd_rn(ss, __fmul_rn(x[i], x[i]));
+      red[0][kMaxOut] = ss;
+    }
+    const int grp = threadIdx.x / 8, sub = threadIdx.x % 8;
+    for (int k0 = 0; k0 < n_out; k0 += kThreads / 8) {  // the same trip count in every lane
+      const int k = k0 + grp;
+      const float v = cpu_order_sum8([&](int64_t i) { return k < n_out ? __fmul_rn(fn_at(k, i), x[i]) : 0.f; }, W, sub);
+      if (sub == 0 && k < n_out) red[0][k] = v;
+    }
+  } else {
+    float acc[kMaxOut];
 #pragma unroll
-  for (int k = 0; k < kMaxOut; ++k) acc[k] = 0.f;
-  float ss = 0.f;
-  for (int64_t i = threadIdx.x; i < W; i += kThreads) {
-    const float v = x[i];
-    ss += v * v;
+    for (int k = 0; k < kMaxOut; ++k) acc[k] = 0.f;
+    float ss = 0.f;
+    for (int64_t i = threadIdx.x; i < W; i += kThreads) {
+      const float v = x[i];
+      ss += v * v;
+#pragma unroll
+      for (int k = 0; k < kMaxOut; ++k)
+        if (k < n_out) acc[k] += fn_at(k, i) * v;
+    }
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+    ss = warp_sum(ss);
+    if (lane == 0) red[warp][kMaxOut] = ss;
 #pragma unroll
     for (int k = 0; k < kMaxOut; ++k)
-      if (k < n_out) acc[k] += (f ? f[k * W + i] : weight_at(fn, k, i)) * v;
+      if (k < n_out) {  // uniform over the block: the shuffles see every lane
+        const float t = warp_sum(acc[k]);
+        if (lane == 0) red[warp][k] = t;
+      }
   }
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  ss = warp_sum(ss);
-  if (lane == 0) red[warp][kMaxOut] = ss;
-#pragma unroll
-  for (int k = 0; k < kMaxOut; ++k)
-    if (k < n_out) {  // uniform over the block: the shuffles see every lane
-      const float t = warp_sum(acc[k]);
-      if (lane == 0) red[warp][k] = t;
-    }
   __syncthreads();
   if (threadIdx.x == 0) {
+    const int warps = cpu_order ? 1 : kWarps;
     float tss = 0.f;
-    for (int w = 0; w < kWarps; ++w) tss = __fadd_rn(tss, red[w][kMaxOut]);
+    for (int w = 0; w < warps; ++w) tss = __fadd_rn(tss, red[w][kMaxOut]);
     const float ms = __fadd_rn(__fmul_rn(tss, 1.0f / static_cast<float>(W)), norm_eps);
     const float r = __fdiv_rn(1.0f, __fsqrt_rn(ms));
     float m[kMaxOut];
     for (int k = 0; k < n_out; ++k) {
       float t = 0.f;
-      for (int w = 0; w < kWarps; ++w) t = __fadd_rn(t, red[w][k]);
+      for (int w = 0; w < warps; ++w) t = __fadd_rn(t, red[w][k]);
       m[k] = __fmul_rn(t, r);
     }
     const float s0 = weight_at(scale, 0, 0);
@@ -134,13 +155,13 @@ __global__ void hc_post_kernel(const float* out, const float* X, const float* po
 }  // namespace
 
 gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn, WeightRef base, WeightRef scale,
-                  int64_t sinkhorn_iters, float hc_eps, float norm_eps, bool bf16_out, float* y, float* post,
-                  float* comb, gpuStream_t s) {
+                  int64_t sinkhorn_iters, float hc_eps, float norm_eps, bool bf16_out, bool cpu_order, float* y,
+                  float* post, float* comb, gpuStream_t s) {
   const int64_t n_out = post ? hc * (2 + hc) : hc;
   if (N > 0 && n_out <= kHcMaxOut)
     hc_mix_kernel<<<static_cast<unsigned>(N), kThreads, 0, s>>>(X, static_cast<int>(hc), D, fn, base, scale,
                                                               static_cast<int>(n_out), sinkhorn_iters, hc_eps, norm_eps,
-                                                              bf16_out, y, post, comb);
+                                                              bf16_out, cpu_order, y, post, comb);
   return gpuGetLastError();
 }
 

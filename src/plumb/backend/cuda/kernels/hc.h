@@ -14,10 +14,11 @@ constexpr int64_t kHcMaxOut = 35;
 // hc_pre (post, comb non-null) or hc_head (post = comb = nullptr, n_out = hc) for N tokens of
 // X [N, hc, D]: m = (fn . x) / sqrt(mean(x^2) + norm_eps); pre = sigmoid(m*scale0 + base) + hc_eps;
 // with post/comb also post = 2 sigmoid(...) and comb = Sinkhorn(...); y = sum_i pre_i X[i].
-// scale and base are device weights ([3] or [1], [n_out]).
+// scale and base are device weights ([3] or [1], [n_out]). cpu_order: the long sums in the CPU
+// backend's order (bitwise its result).
 gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn, WeightRef base, WeightRef scale,
-                  int64_t sinkhorn_iters, float hc_eps, float norm_eps, bool bf16_out, float* y, float* post,
-                  float* comb, gpuStream_t s);
+                  int64_t sinkhorn_iters, float hc_eps, float norm_eps, bool bf16_out, bool cpu_order, float* y,
+                  float* post, float* comb, gpuStream_t s);
 
 // y[n, j, d] = post[n, j] * out[n, d] + sum_i comb[n, i, j] * X[n, i, d], then the rounding.
 gpuError_t hc_post(const float* out, const float* X, const float* post, const float* comb, int64_t N, int64_t hc,

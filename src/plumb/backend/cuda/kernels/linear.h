@@ -28,5 +28,7 @@ gpuError_t linear_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 // (c) bf16 operands (x rounded to nearest even, w decoded to bf16), f32 accumulation: mma.sync
 // on CUDA sm_80+, the same numerics by SIMT elsewhere.
 gpuError_t linear_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
+// (e) every output summed in the CPU backend's order (cpu_order.h): bitwise the CPU's; slow.
+gpuError_t linear_cpu_order(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 
 }  // namespace plumb::gpu::k

@@ -1,0 +1,32 @@
+#pragma once
+// The CPU backend's summation order for dot products (cpu::dot, backend/cpu/weight_decode.cpp),
+// done by a group of 8 consecutive lanes: lane `sub` accumulates terms sub, sub + 8, ... of the
+// whole blocks of 8 (as the CPU's eight vector lanes do, separate multiply and add, no FMA), then
+// the lane sums are combined as (l0+l4 + l1+l5) + (l2+l6 + l3+l7) and the tail is added in order.
+// A result computed this way is bitwise the CPU's: the GPU backend uses it wherever results must
+// match the CPU exactly (attention scores always; linear, the mHC mixes and the router gate when
+// the reduction order is "cpu", gpu_backend.h). The CPU's plain sequential sums (sums of squares
+// in rms_norm and the mHC mixes) are reproduced by one thread looping in order.
+#include <cstdint>
+
+#include "plumb/backend/cuda/gpu_compat.h"
+
+namespace plumb::gpu::k {
+
+// Sum of term(i) for i < n. Every lane of the warp must call it (the shuffles are warp-wide),
+// with sub = lane % 8 and the same n within a group; the result is valid in lane sub == 0.
+// term(i) must give exactly the CPU's term (e.g. __fmul_rn(a[i], b[i])) and have no side effects.
+template <class Term>
+__device__ __forceinline__ float cpu_order_sum8(const Term& term, int64_t n, int sub) {
+  const int64_t body = n / 8 * 8;
+  float p = 0.f;
+  for (int64_t i = sub; i < body; i += 8) p = __fadd_rn(p, term(i));
+  p = __fadd_rn(p, shfl_xor(p, 4));  // sub l < 4: l_l + l_(l+4)
+  p = __fadd_rn(p, shfl_xor(p, 1));  // sub 0: (v0 + v1), sub 2: (v2 + v3)
+  p = __fadd_rn(p, shfl_xor(p, 2));  // sub 0: (v0 + v1) + (v2 + v3)
+  if (sub == 0)
+    for (int64_t i = body; i < n; ++i) p = __fadd_rn(p, term(i));
+  return p;
+}
+
+}  // namespace plumb::gpu::k

@@ -1,0 +1,148 @@
+// With the reduction order "cpu" (GpuBackend::set_cpu_order, PLUMB_GPU_ORDER=cpu) the GPU ops
+// whose long sums otherwise run in a parallel order (linear in every format and option, rms_norm,
+// the mHC mixes, the router gate) must give results bitwise equal to the CPU backend's, on random
+// inputs of real and odd sizes. That is what lets `plumb verify` demand identical whole forwards.
+// Harness: gpu_test_util.h (fresh seed, poisoned outputs, skips without a GPU).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "gpu_test_util.h"
+
+namespace plumb::test {
+namespace {
+
+using backend::ElemType;
+using backend::LinearOpts;
+using backend::NormMath;
+
+class GpuCpuOrder : public GpuOps {
+ public:
+  void SetUp() override {
+    GpuOps::SetUp();
+    if (IsSkipped()) return;
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (dev) dev->set_cpu_order(true);
+#endif
+  }
+
+  // Every element's bits equal (so NaN poison, -0 vs +0 and one-ulp differences all fail).
+  void expect_bitwise(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref) {
+    ASSERT_EQ(got.size(), ref.size()) << ctx(what);
+    int64_t bad = 0, first = -1;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (std::memcmp(&got[i], &ref[i], 4) != 0 && bad++ == 0) first = static_cast<int64_t>(i);
+    EXPECT_EQ(bad, 0) << ctx(what) << ": " << bad << " of " << got.size() << " elements differ, first at flat index "
+                      << first << " (got " << (first >= 0 ? got[first] : 0.f) << ", ref "
+                      << (first >= 0 ? ref[first] : 0.f) << ")";
+  }
+  template <class F>
+  void check_bitwise(const std::string& what, F&& op) {
+    Tensor g = op(*gpu), r = op(*cpu);
+    ASSERT_EQ(g.shape(), r.shape()) << ctx(what);
+    expect_bitwise(what, host(*gpu, g), host(*cpu, r));
+  }
+};
+
+TEST_F(GpuCpuOrder, LinearEveryFormatAndOption) {
+  struct Case {
+    int64_t N, R, K, G;
+    const char* what;
+  };
+  const Case cases[] = {
+      {1, 1024, 4096, 1, "decode row"},
+      {9, 512, 4096, 1, "prefill rows (GEMM sizes)"},
+      {3, 2 * 256, 1024, 2, "grouped"},
+      {5, 37, 202, 1, "K with a tail after the blocks of 8"},
+      {2, 3, 6, 1, "K below one block of 8"},
+  };
+  for (const Case& c : cases) {
+    const int64_t Kx = c.G * c.K;
+    const std::vector<float> wv = rnd(c.R * c.G * c.K, 0.05f), x = rnd(c.N * Kx);
+    std::vector<std::pair<std::string, OwnedWeight>> ws;
+    ws.push_back({"f32", f32_weight({c.G * c.R, c.K}, wv)});
+    ws.push_back({"bf16", bf16_weight({c.G * c.R, c.K}, wv)});
+    ws.push_back({"fp8 ue8m0", fp8_weight(c.G * c.R, c.K, wv)});
+    ws.push_back({"fp8 f32-scale", fp8_weight_f32_scales(c.G * c.R, c.K, wv, rng)});
+    if (c.K % 2 == 0) ws.push_back({"fp4", fp4_weight(c.G * c.R, c.K, wv)});
+    for (const auto& [fname, w] : ws) {
+      const WeightView view = fname == "fp8 f32-scale" ? f32_scaled_view(w) : w.view();
+      for (bool act : {false, true})
+        for (Round r : {Round::None, Round::BF16})
+          check_bitwise(std::string(c.what) + ": " + fname + (act ? " act_fp8" : "") + (r == Round::BF16 ? " bf16" : ""),
+                        [&](Backend& be) { return be.linear(up(be, x, {c.N, Kx}), view, LinearOpts{c.G, act, r}); });
+    }
+  }
+}
+
+TEST_F(GpuCpuOrder, RmsNorm) {
+  for (const Shape& s : {Shape{1, 4096}, Shape{6, 1024}, Shape{3, 8, 130}, Shape{4, 5}}) {
+    const int64_t D = s.back(), n = backend::element_count(s);
+    const std::vector<float> x = rnd(n, 2.f);
+    std::vector<float> wv = rnd(D, 0.1f), xb = x;
+    for (float& v : wv) v += 1.f;
+    for (float& v : xb) v = bf16(v);
+    const OwnedWeight w = bf16_weight({D}, wv);
+    const WeightView view = w.view();
+    const std::string shape = Tensor(nullptr, ElemType::F32, s).shape_str();
+    for (Round r : {Round::None, Round::BF16}) {
+      check_bitwise("rms_norm weighted " + shape, [&](Backend& be) {
+        return be.rms_norm(up(be, x, s), &view, 1e-6f, NormMath::F32, r);
+      });
+      check_bitwise("rms_norm plain " + shape,
+                    [&](Backend& be) { return be.rms_norm(up(be, x, s), nullptr, 1e-6f, NormMath::F32, r); });
+    }
+    check_bitwise("rms_norm bf16 steps " + shape, [&](Backend& be) {
+      return be.rms_norm(up(be, xb, s), nullptr, 1e-6f, NormMath::BF16Steps, Round::BF16);
+    });
+  }
+}
+
+TEST_F(GpuCpuOrder, HcPreAndHead) {
+  for (const auto& [N, D] : std::vector<std::pair<int64_t, int64_t>>{{1, 4096}, {4, 4096}, {3, 13}, {2, 200}}) {
+    const int64_t hc = 4, W = hc * D, n_out = (2 + hc) * hc;
+    const OwnedWeight fn = f32_weight({n_out, W}, rnd(n_out * W, 0.02f)), base = f32_weight({n_out}, rnd(n_out, 0.5f)),
+                      sc = f32_weight({3}, rnd(3, 0.2f)), hfn = f32_weight({hc, W}, rnd(hc * W, 0.02f)),
+                      hb = f32_weight({hc}, rnd(hc, 0.5f)), hs = f32_weight({1}, rnd(1, 0.3f));
+    const WeightView fv = fn.view(), bv = base.view(), sv = sc.view(), hfv = hfn.view(), hbv = hb.view(),
+                     hsv = hs.view();
+    const backend::HcParams site{&fv, &bv, &sv, 20, 1e-6f, 1e-6f}, head{&hfv, &hbv, &hsv, 0, 1e-6f, 1e-6f};
+    const std::vector<float> X = rnd(N * W);
+    const std::string sh = " N=" + std::to_string(N) + " D=" + std::to_string(D);
+    for (Round r : {Round::None, Round::BF16}) {
+      const backend::HcPreResult g = gpu->hc_pre(up(*gpu, X, {N, hc, D}), site, r),
+                                 c = cpu->hc_pre(up(*cpu, X, {N, hc, D}), site, r);
+      expect_bitwise("hc_pre y" + sh, host(*gpu, g.y), host(*cpu, c.y));
+      expect_bitwise("hc_pre post" + sh, host(*gpu, g.post), host(*cpu, c.post));
+      expect_bitwise("hc_pre comb" + sh, host(*gpu, g.comb), host(*cpu, c.comb));
+      check_bitwise("hc_head" + sh, [&](Backend& be) { return be.hc_head(up(be, X, {N, hc, D}), head, r); });
+    }
+  }
+}
+
+// Random f32 logits (no exact-value trick): with the gate summed in the CPU's order the selection
+// and the weights agree exactly even where logits nearly tie.
+TEST_F(GpuCpuOrder, RouteGate) {
+  for (const auto& [N, D, E] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{7, 4096, 256}, {5, 200, 16}}) {
+    const std::vector<float> x = rnd(N * D), gw = rnd(E * D, 0.3f), bias = rnd(E, 0.3f);
+    const OwnedWeight gate = bf16_weight({E, D}, gw), bw = f32_weight({E}, bias);
+    const WeightView gv = gate.view(), bv = bw.view();
+    backend::RouteParams p;
+    p.gate = &gv;
+    p.bias = &bv;
+    p.top_k = 6 < E ? 6 : E / 2;
+    p.route_scale = 1.5f;
+    p.scoring = backend::Scoring::SqrtSoftplus;
+    std::vector<int32_t> ids(static_cast<std::size_t>(N), 0);
+    const backend::Routing g = gpu->route(up(*gpu, x, {N, D}), up(*gpu, ids, {N}), p);
+    const backend::Routing r = cpu->route(up(*cpu, x, {N, D}), up(*cpu, ids, {N}), p);
+    const std::string what = "route N=" + std::to_string(N) + " D=" + std::to_string(D) + " E=" + std::to_string(E);
+    expect_equal_i32(what + " experts", g.experts, r.experts);
+    expect_bitwise(what + " weights", host(*gpu, g.weights), host(*cpu, r.weights));
+  }
+}
+
+}  // namespace
+}  // namespace plumb::test
