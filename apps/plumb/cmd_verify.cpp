@@ -86,8 +86,8 @@ Runner register_verify(CLI::App& app) {
   cmd->add_option("--threshold", a->opt.threshold, "a tap passes at cosine similarity >= this")->capture_default_str();
   cmd->add_option("--threads", a->opt.threads, "CPU threads (0: all)")->capture_default_str();
   cmd->add_flag("--isolate-layers", a->opt.isolate_layers,
-                "start every layer of the tested backend from the reference's residual stream (its layer.L.hc "
-                "taps), so each layer is judged on equal inputs");
+                "start every layer of the tested backend from the reference's residual stream (its layer.L.hc taps "
+                "on deepseek_v4, layer.L.residual on deepseek_v3), so each layer is judged on equal inputs");
   return [a]() {
     a->opt.ids = parse_ids(a->ids);
     a->opt.command_line = command_line(*a);

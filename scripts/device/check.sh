@@ -48,9 +48,9 @@ if [[ " $STEPS " == *" verify "* ]]; then
   for f in "${fixtures[@]}"; do
     read -r name model ids <<< "$f"
     # reference and faithful free-running, faithful also layer-isolated and with the GPU summing
-    # in the CPU's order (bitwise); V3 has no faithful profile yet
+    # in the CPU's order (bitwise); V3 also reference in the CPU's order (its MLA)
     modes="reference faithful faithful-isolated faithful-cpu-order"
-    [[ $name == v3-* ]] && modes="reference reference-cpu-order"
+    [[ $name == v3-* ]] && modes="$modes reference-cpu-order"
     for mode in ${MODES:-$modes}; do
       num=${mode%%-*}; extra=""; order=fast
       [[ $mode == *-isolated ]] && extra="--isolate-layers"

@@ -261,32 +261,51 @@ TEST_F(GpuOps, WindowUpdate) {
   }
 }
 
-TEST_F(GpuOps, MlaAttention) {
+// MLA cases: V3's 128 heads, latent 512, rope 64, ragged with a decode row and a prefill from 0,
+// and small odd ones. `compare(what, op)` judges one case (a tolerance or bitwise).
+template <class Compare>
+void mla_cases(GpuOps& t, Compare&& compare) {
   struct Case {
     int64_t H, R, P;
     std::vector<int64_t> starts, lens;
   };
-  // V3: 128 heads, latent 512, rope 64; ragged with a decode row and a prefill from 0.
   for (const Case& c :
        {Case{128, 512, 64, {0, 17, 200}, {5, 1, 3}}, Case{16, 512, 64, {0}, {40}}, Case{3, 10, 4, {5, 0}, {3, 6}}}) {
     const Batch b = make_batch(c.starts, c.lens);
     const int64_t N = b.rows;
-    const std::vector<float> ql = rnd(N * c.H * c.R, 0.1f), qp = rnd(N * c.H * c.P, 0.1f);
+    const std::vector<float> ql = t.rnd(N * c.H * c.R, 0.1f), qp = t.rnd(N * c.H * c.P, 0.1f);
     std::vector<std::vector<float>> lat, kpe;
     for (std::size_t s = 0; s < c.starts.size(); ++s) {
       const int64_t T = c.starts[s] + c.lens[s] + 2;  // caches may be larger than needed
-      lat.push_back(rnd(T * c.R));
-      kpe.push_back(rnd(T * c.P));
+      lat.push_back(t.rnd(T * c.R));
+      kpe.push_back(t.rnd(T * c.P));
     }
-    check("mla_attention H " + std::to_string(c.H) + " R " + std::to_string(c.R), f32_tol(c.R * 8), [&](Backend& be) {
-      std::vector<Tensor> lt, kt;
-      for (std::size_t s = 0; s < lat.size(); ++s) {
-        lt.push_back(up(be, lat[s], {static_cast<int64_t>(lat[s].size()) / c.R, c.R}));
-        kt.push_back(up(be, kpe[s], {static_cast<int64_t>(kpe[s].size()) / c.P, c.P}));
-      }
-      return be.mla_attention(up(be, ql, {N, c.H, c.R}), up(be, qp, {N, c.H, c.P}), b, lt, kt, 0.0722f);
-    });
+    for (Round r : {Round::None, Round::BF16}) {
+      const backend::MlaParams p{0.0722f, r};
+      const std::string what =
+          "mla_attention H " + std::to_string(c.H) + " R " + std::to_string(c.R) + (r == Round::BF16 ? " bf16" : "");
+      compare(what, c.R, r, [&](Backend& be) {
+        std::vector<Tensor> lt, kt;
+        for (std::size_t s = 0; s < lat.size(); ++s) {
+          lt.push_back(t.up(be, lat[s], {static_cast<int64_t>(lat[s].size()) / c.R, c.R}));
+          kt.push_back(t.up(be, kpe[s], {static_cast<int64_t>(kpe[s].size()) / c.P, c.P}));
+        }
+        return be.mla_attention(t.up(be, ql, {N, c.H, c.R}), t.up(be, qp, {N, c.H, c.P}), b, lt, kt, p);
+      });
+    }
   }
+}
+
+TEST_F(GpuOps, MlaAttention) {
+  // bf16 (the V3 release's einsums): a last-bit difference in a score sum can flip its bf16
+  // rounding, a 2^-8 change of one logit: a few bf16 ulps of the output.
+  mla_cases(*this, [&](const std::string& what, int64_t R, Round r, auto&& op) {
+    check(what, r == Round::BF16 ? 4 * kBf16Ulp : f32_tol(R * 8), op);
+  });
+}
+
+TEST_F(GpuCpuOrder, MlaAttention) {
+  mla_cases(*this, [&](const std::string& what, int64_t, Round, auto&& op) { check_bitwise(what, op); });
 }
 
 }  // namespace

@@ -18,34 +18,6 @@ using backend::ElemType;
 using backend::LinearOpts;
 using backend::NormMath;
 
-class GpuCpuOrder : public GpuOps {
- public:
-  void SetUp() override {
-    GpuOps::SetUp();
-    if (IsSkipped()) return;
-#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
-    if (dev) dev->set_cpu_order(true);
-#endif
-  }
-
-  // Every element's bits equal (so NaN poison, -0 vs +0 and one-ulp differences all fail).
-  void expect_bitwise(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref) {
-    ASSERT_EQ(got.size(), ref.size()) << ctx(what);
-    int64_t bad = 0, first = -1;
-    for (std::size_t i = 0; i < got.size(); ++i)
-      if (std::memcmp(&got[i], &ref[i], 4) != 0 && bad++ == 0) first = static_cast<int64_t>(i);
-    EXPECT_EQ(bad, 0) << ctx(what) << ": " << bad << " of " << got.size() << " elements differ, first at flat index "
-                      << first << " (got " << (first >= 0 ? got[first] : 0.f) << ", ref "
-                      << (first >= 0 ? ref[first] : 0.f) << ")";
-  }
-  template <class F>
-  void check_bitwise(const std::string& what, F&& op) {
-    Tensor g = op(*gpu), r = op(*cpu);
-    ASSERT_EQ(g.shape(), r.shape()) << ctx(what);
-    expect_bitwise(what, host(*gpu, g), host(*cpu, r));
-  }
-};
-
 TEST_F(GpuCpuOrder, LinearEveryFormatAndOption) {
   struct Case {
     int64_t N, R, K, G;
@@ -70,9 +42,14 @@ TEST_F(GpuCpuOrder, LinearEveryFormatAndOption) {
     for (const auto& [fname, w] : ws) {
       const WeightView view = fname == "fp8 f32-scale" ? f32_scaled_view(w) : w.view();
       for (bool act : {false, true})
-        for (Round r : {Round::None, Round::BF16})
-          check_bitwise(std::string(c.what) + ": " + fname + (act ? " act_fp8" : "") + (r == Round::BF16 ? " bf16" : ""),
-                        [&](Backend& be) { return be.linear(up(be, x, {c.N, Kx}), view, LinearOpts{c.G, act, r}); });
+        for (bool bw : {false, true})
+          for (Round r : {Round::None, Round::BF16}) {
+            LinearOpts o{c.G, act, r};
+            o.bf16_weight = bw;
+            check_bitwise(std::string(c.what) + ": " + fname + (act ? " act_fp8" : "") + (bw ? " bf16 weight" : "") +
+                              (r == Round::BF16 ? " bf16" : ""),
+                          [&](Backend& be) { return be.linear(up(be, x, {c.N, Kx}), view, o); });
+          }
     }
   }
 }
@@ -123,22 +100,33 @@ TEST_F(GpuCpuOrder, HcPreAndHead) {
 }
 
 // Random f32 logits (no exact-value trick): with the gate summed in the CPU's order the selection
-// and the weights agree exactly even where logits nearly tie.
+// and the weights agree exactly even where logits nearly tie. V4 (sqrt-softplus) and V3 (sigmoid,
+// groups, the release's bf16 gate).
 TEST_F(GpuCpuOrder, RouteGate) {
-  for (const auto& [N, D, E] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{7, 4096, 256}, {5, 200, 16}}) {
+  struct Case {
+    int64_t N, D, E, K, G, TG;
+    bool v3;
+  };
+  for (const Case& c : {Case{7, 4096, 256, 6, 1, 1, false}, Case{5, 200, 16, 4, 1, 1, false},
+                        Case{6, 4096, 256, 8, 8, 4, true}, Case{9, 144, 16, 4, 4, 2, true}}) {
+    const auto [N, D, E, K, G, TG, v3] = c;
     const std::vector<float> x = rnd(N * D), gw = rnd(E * D, 0.3f), bias = rnd(E, 0.3f);
     const OwnedWeight gate = bf16_weight({E, D}, gw), bw = f32_weight({E}, bias);
     const WeightView gv = gate.view(), bv = bw.view();
     backend::RouteParams p;
     p.gate = &gv;
     p.bias = &bv;
-    p.top_k = 6 < E ? 6 : E / 2;
-    p.route_scale = 1.5f;
-    p.scoring = backend::Scoring::SqrtSoftplus;
+    p.top_k = K;
+    p.route_scale = v3 ? 2.5f : 1.5f;
+    p.scoring = v3 ? backend::Scoring::Sigmoid : backend::Scoring::SqrtSoftplus;
+    p.n_group = G;
+    p.topk_group = TG;
+    p.round = v3 ? Round::BF16 : Round::None;
     std::vector<int32_t> ids(static_cast<std::size_t>(N), 0);
     const backend::Routing g = gpu->route(up(*gpu, x, {N, D}), up(*gpu, ids, {N}), p);
     const backend::Routing r = cpu->route(up(*cpu, x, {N, D}), up(*cpu, ids, {N}), p);
-    const std::string what = "route N=" + std::to_string(N) + " D=" + std::to_string(D) + " E=" + std::to_string(E);
+    const std::string what = std::string(v3 ? "V3 bf16 " : "") + "route N=" + std::to_string(N) +
+                             " D=" + std::to_string(D) + " E=" + std::to_string(E);
     expect_equal_i32(what + " experts", g.experts, r.experts);
     expect_bitwise(what + " weights", host(*gpu, g.weights), host(*cpu, r.weights));
   }

@@ -101,30 +101,67 @@ TEST_F(GpuOps, Route) {
 struct ExpertSet {  // one SwiGLU FFN's three weights in a checkpoint format
   OwnedWeight w1, w2, w3;
   WeightView v1, v2, v3;
+  bool f32_scales = false;
+  void make_views() {
+    v1 = f32_scales ? f32_scaled_view(w1) : w1.view();
+    v2 = f32_scales ? f32_scaled_view(w2) : w2.view();
+    v3 = f32_scales ? f32_scaled_view(w3) : w3.view();
+  }
 };
 
+// fmt: "fp4", "fp8" (ue8m0 scales, V4), "fp8f32" (f32 scales, V3) or "bf16".
 ExpertSet make_expert(const char* fmt, int64_t D, int64_t I, std::vector<float> a, std::vector<float> b,
-                      std::vector<float> c) {
+                      std::vector<float> c, std::mt19937_64& rng) {
   ExpertSet e;
   const std::string f = fmt;
   auto mk = [&](int64_t R, int64_t K, const std::vector<float>& v) {
-    return f == "fp4" ? fp4_weight(R, K, v) : f == "fp8" ? fp8_weight(R, K, v) : bf16_weight({R, K}, v);
+    return f == "fp4"      ? fp4_weight(R, K, v)
+           : f == "fp8"    ? fp8_weight(R, K, v)
+           : f == "fp8f32" ? fp8_weight_f32_scales(R, K, v, rng)
+                           : bf16_weight({R, K}, v);
   };
   e.w1 = mk(I, D, a), e.w2 = mk(D, I, b), e.w3 = mk(I, D, c);
-  e.v1 = e.w1.view(), e.v2 = e.w2.view(), e.v3 = e.w3.view();
+  e.f32_scales = f == "fp8f32";
+  e.make_views();
   return e;
 }
 
+std::string describe(const backend::MoeParams& p) {
+  std::string s = " act_fp8 " + std::to_string(p.act_fp8) + " limit " + std::to_string(p.swiglu_limit) +
+                  " clamp_shared " + std::to_string(p.clamp_shared) + (p.round == Round::BF16 ? " bf16" : "");
+  if (p.bf16_weight) s += " bf16_weight";
+  if (p.silu_out == Round::BF16) s += " silu_bf16";
+  if (p.weight_after) s += " weight_after";
+  if (p.accumulate == Round::BF16) s += " accumulate_bf16";
+  return s;
+}
+
+// The V3 release's bf16 experts (MoeParams' V3 fields), with and without the swiglu clamp.
+std::vector<backend::MoeParams> v3_params() {
+  std::vector<backend::MoeParams> v;
+  for (float limit : {0.f, 0.5f}) {
+    backend::MoeParams p{limit, true, false, Round::BF16};
+    p.bf16_weight = true;
+    p.silu_out = Round::BF16;
+    p.weight_after = true;
+    p.accumulate = Round::BF16;
+    v.push_back(p);
+  }
+  return v;
+}
+
+// compare(what, tolerance, op): GpuOps::check, or a bitwise check (GpuCpuOrder).
+template <class Compare>
 void run_moe_case(GpuOps& t, int64_t N, int64_t D, int64_t I, int64_t E, int64_t K, int64_t distinct, const char* fmt,
-                  const std::vector<backend::MoeParams>& params, const std::string& what) {
+                  const std::vector<backend::MoeParams>& params, const std::string& what, Compare&& compare) {
   // `distinct` weight sets shared round-robin by the E experts (the real 256 experts at full
   // size would need ~25 GB); the routing still names expert ids across the whole range.
   std::vector<ExpertSet> sets;
   sets.reserve(static_cast<std::size_t>(distinct + 1));
   for (int64_t s = 0; s <= distinct; ++s)
-    sets.push_back(
-        make_expert(s == distinct ? "fp8" : fmt, D, I, t.rnd(I * D, 0.05f), t.rnd(D * I, 0.05f), t.rnd(I * D, 0.05f)));
-  for (auto& s : sets) s.v1 = s.w1.view(), s.v2 = s.w2.view(), s.v3 = s.w3.view();
+    sets.push_back(make_expert(s == distinct && std::string(fmt) != "fp8f32" ? "fp8" : fmt, D, I, t.rnd(I * D, 0.05f),
+                               t.rnd(D * I, 0.05f), t.rnd(I * D, 0.05f), t.rng));
+  for (auto& s : sets) s.make_views();  // the views point into the moved-to vector elements
   std::vector<backend::SwiGluWeights> experts;
   for (int64_t e = 0; e < E; ++e) {
     const ExpertSet& s = sets[static_cast<std::size_t>(e % distinct)];
@@ -144,13 +181,13 @@ void run_moe_case(GpuOps& t, int64_t N, int64_t D, int64_t I, int64_t E, int64_t
   for (const backend::MoeParams& p : params) {
     // FP8-quantized activations are exact bf16 inputs: tight. Otherwise a GPU may feed its
     // tensor cores bf16 activations: the bf16 tolerance. Sums of 2048..4096 terms: kF32Long.
-    const double tol = with_round(p.act_fp8 ? f32_tol(std::max(D, I)) : kBf16Mma, p.round);
-    t.check(what + " act_fp8 " + std::to_string(p.act_fp8) + " limit " + std::to_string(p.swiglu_limit) +
-                " clamp_shared " + std::to_string(p.clamp_shared) + (p.round == Round::BF16 ? " bf16" : ""),
-            tol, [&](Backend& be) {
-              const backend::Routing r{t.up(be, ex, {N, K}), t.up(be, wt, {N, K})};
-              return be.moe(t.up(be, x, {N, D}), r, experts, shared, p);
-            });
+    // A bf16 accumulation over K experts can move each of its K roundings by an ulp.
+    double tol = with_round(p.act_fp8 ? f32_tol(std::max(D, I)) : kBf16Mma, p.round);
+    if (p.accumulate == Round::BF16) tol += static_cast<double>(K) * kBf16Ulp;
+    compare(what + describe(p), tol, [&](Backend& be) {
+      const backend::Routing r{t.up(be, ex, {N, K}), t.up(be, wt, {N, K})};
+      return be.moe(t.up(be, x, {N, D}), r, experts, shared, p);
+    });
   }
 }
 
@@ -164,18 +201,33 @@ std::vector<backend::MoeParams> all_params() {
 }
 
 TEST_F(GpuOps, MoeSmallEveryOption) {
-  run_moe_case(*this, 9, 200, 96, 8, 2, 8, "bf16", all_params(), "moe small bf16");
-  run_moe_case(*this, 5, 256, 64, 8, 3, 4, "fp4", all_params(), "moe small fp4");
-  run_moe_case(*this, 1, 192, 96, 8, 2, 2, "fp8", all_params(), "moe one row fp8");
+  auto check = [&](const std::string& what, double tol, auto&& op) { this->check(what, tol, op); };
+  run_moe_case(*this, 9, 200, 96, 8, 2, 8, "bf16", all_params(), "moe small bf16", check);
+  run_moe_case(*this, 5, 256, 64, 8, 3, 4, "fp4", all_params(), "moe small fp4", check);
+  run_moe_case(*this, 1, 192, 96, 8, 2, 2, "fp8", all_params(), "moe one row fp8", check);
+  run_moe_case(*this, 7, 144, 64, 16, 4, 5, "fp8f32", v3_params(), "moe V3 small fp8 f32-scale", check);
+}
+
+// With the CPU's reduction order the expert FFNs, the bf16 accumulation included, are bitwise.
+TEST_F(GpuCpuOrder, Moe) {
+  auto bitwise = [&](const std::string& what, double, auto&& op) { check_bitwise(what, op); };
+  std::vector<backend::MoeParams> params = all_params();
+  for (const auto& p : v3_params()) params.push_back(p);
+  run_moe_case(*this, 9, 200, 96, 8, 2, 8, "fp4", params, "moe small fp4", bitwise);
+  run_moe_case(*this, 7, 144, 64, 16, 4, 5, "fp8f32", params, "moe small fp8 f32-scale", bitwise);
+  run_moe_case(*this, 2, 4096, 2048, 256, 6, 2, "fp4", {params.front(), v3_params().front()}, "moe V4-Flash dims",
+               bitwise);
 }
 
 TEST_F(GpuOps, MoeRealDims) {
   // V4-Flash: hidden 4096, 256 experts of inter 2048 (FP4), top 6, FP8 shared expert.
   const std::vector<backend::MoeParams> p = {
       {10.f, true, true, Round::BF16}, {10.f, false, false, Round::None}, {0.f, true, true, Round::None}};
-  run_moe_case(*this, 3, 4096, 2048, 256, 6, 6, "fp4", p, "moe V4-Flash dims");
+  auto check = [&](const std::string& what, double tol, auto&& op) { this->check(what, tol, op); };
+  run_moe_case(*this, 3, 4096, 2048, 256, 6, 6, "fp4", p, "moe V4-Flash dims", check);
   run_moe_case(*this, 1, 4096, 2048, 256, 6, 3, "fp8", {{0.f, true, true, Round::BF16}},
-               "moe V4-Flash dims, one row, fp8");
+               "moe V4-Flash dims, one row, fp8", check);
+  run_moe_case(*this, 3, 7168, 2048, 256, 8, 3, "fp8f32", v3_params(), "moe V3 dims, fp8 f32-scale", check);
 }
 
 }  // namespace

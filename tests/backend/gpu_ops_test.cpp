@@ -177,6 +177,35 @@ TEST_F(GpuOps, LinearEveryFormatOptionAndPath) {
   }
 }
 
+// LinearOpts::bf16_weight (the V3 release's weight_dequant to bf16) on every path: the decoded
+// weight is rounded to bf16 on both sides, so with bf16-exact activations every product is exact
+// and only the summation order differs.
+TEST_F(GpuOps, LinearBf16WeightEveryPath) {
+  using Shape3 = std::tuple<int64_t, int64_t, int64_t>;
+  for (const auto& [N, R, K] : std::vector<Shape3>{{1, 512, 7168}, {3, 130, 200}, {70, 96, 416}}) {
+    const std::vector<float> wv = rnd(R * K, 0.05f), xb = rnd_bf16(N * K);
+    std::vector<std::pair<std::string, OwnedWeight>> ws;
+    ws.push_back({"f32", f32_weight({R, K}, wv)});
+    ws.push_back({"fp8 f32-scale", fp8_weight_f32_scales(R, K, wv, rng)});
+    ws.push_back({"fp8 ue8m0", fp8_weight(R, K, wv)});
+    for (const auto& [fname, w] : ws) {
+      const WeightView view = fname == "fp8 f32-scale" ? f32_scaled_view(w) : w.view();
+      for (TestLinearPath path :
+           {TestLinearPath::Auto, TestLinearPath::Gemv, TestLinearPath::Simt, TestLinearPath::Mma}) {
+        if (!set_path(path)) continue;
+        for (Round r : {Round::None, Round::BF16}) {
+          LinearOpts o{1, false, r};
+          o.bf16_weight = true;
+          check("bf16 weight " + fname + " N=" + std::to_string(N) + " K=" + std::to_string(K) + " path " +
+                    path_name(path) + (r == Round::BF16 ? " out bf16" : ""),
+                with_round(f32_tol(K), r), [&](Backend& be) { return be.linear(up(be, xb, {N, K}), view, o); });
+        }
+      }
+      set_path(TestLinearPath::Auto);
+    }
+  }
+}
+
 // Path (d): FP8 e4m3 tensor cores (sm_90) for FP8 weights under act_fp8. The products of e4m3
 // codes are exact and each 128-wide block's partial sum is scaled in f32, so the result is the
 // CPU's up to summation order.

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -188,6 +189,36 @@ class GpuOps : public ::testing::Test {
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
   plumb::gpu::GpuBackend* dev = nullptr;
 #endif
+};
+
+// The GPU backend with the reduction order "cpu" (GpuBackend::set_cpu_order): its results must
+// be bitwise the CPU backend's (tests/backend/gpu_cpu_order_test.cpp and the MLA case).
+class GpuCpuOrder : public GpuOps {
+ public:
+  void SetUp() override {
+    GpuOps::SetUp();
+    if (IsSkipped()) return;
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (dev) dev->set_cpu_order(true);
+#endif
+  }
+
+  // Every element's bits equal (so NaN poison, -0 vs +0 and one-ulp differences all fail).
+  void expect_bitwise(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref) {
+    ASSERT_EQ(got.size(), ref.size()) << ctx(what);
+    int64_t bad = 0, first = -1;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (std::memcmp(&got[i], &ref[i], 4) != 0 && bad++ == 0) first = static_cast<int64_t>(i);
+    EXPECT_EQ(bad, 0) << ctx(what) << ": " << bad << " of " << got.size() << " elements differ, first at flat index "
+                      << first << " (got " << (first >= 0 ? got[first] : 0.f) << ", ref "
+                      << (first >= 0 ? ref[first] : 0.f) << ")";
+  }
+  template <class F>
+  void check_bitwise(const std::string& what, F&& op) {
+    Tensor g = op(*gpu), r = op(*cpu);
+    ASSERT_EQ(g.shape(), r.shape()) << ctx(what);
+    expect_bitwise(what, host(*gpu, g), host(*cpu, r));
+  }
 };
 
 // FP8 block-128 weight with F32 scales (V3 checkpoints): the e4m3 data of fp8_weight with each

@@ -135,7 +135,7 @@ TEST(V3MlaNaive, AbsorbedOpEqualsNaiveAttention) {
     b.seqs.push_back({0, T, 0});
     b.rows = T;
     const Tensor o_pre = be.mla_attention(be.from_host(q_lat.data(), {T, H, R}), be.from_host(q_pe.data(), {T, H, dr}),
-                                          b, {&lat_t, 1}, {&kpe_t, 1}, scale);
+                                          b, {&lat_t, 1}, {&kpe_t, 1}, backend::MlaParams{scale});
     const double pre = rel_diff(value(m.host(o_pre), T), want);
     // Decode: query t alone, the caches holding exactly rows 0..t.
     std::vector<float> dec;
@@ -145,7 +145,8 @@ TEST(V3MlaNaive, AbsorbedOpEqualsNaiveAttention) {
       d.rows = 1;
       const Tensor lc = be.from_host(lat.data(), {t + 1, R}), kc = be.from_host(k_pe.data(), {t + 1, dr});
       const Tensor o = be.mla_attention(be.from_host(q_lat.data() + t * H * R, {1, H, R}),
-                                        be.from_host(q_pe.data() + t * H * dr, {1, H, dr}), d, {&lc, 1}, {&kc, 1}, scale);
+                                        be.from_host(q_pe.data() + t * H * dr, {1, H, dr}), d, {&lc, 1}, {&kc, 1},
+                                        backend::MlaParams{scale});
       const std::vector<float> ot = value(m.host(o), 1);
       dec.insert(dec.end(), ot.begin(), ot.end());
     }

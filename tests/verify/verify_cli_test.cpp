@@ -134,6 +134,17 @@ TEST_F(VerifyCli, DeepseekV3ComparesTapsLogitsAndGreedyTokens) {
   EXPECT_EQ(j["taps"].back()["name"], "logits");
   for (const auto& t : j["taps"]) EXPECT_TRUE(t["pass"].get<bool>()) << t.dump();
   EXPECT_TRUE(j["greedy"]["agree"].get<bool>());
+
+  // faithful numerics, layers isolated through V3's residual taps
+  const fs::path iso = tmp.path() / "isolated";
+  const CliResult f = plumb("verify --model " + fixture.string() + " --backend cpu --against cpu --numerics faithful " +
+                                "--isolate-layers --ids 5,9,17 --report " + iso.string() + " --steps 2",
+                            tmp.path());
+  ASSERT_EQ(f.status, 0) << f.err;
+  const nlohmann::json fj = report(iso);
+  EXPECT_EQ(fj["numerics"], "faithful");
+  ASSERT_EQ(fj["notes"].size(), 1u);
+  EXPECT_NE(fj["notes"][0].get<std::string>().find("layer.L.residual"), std::string::npos) << fj["notes"];
 }
 
 TEST_F(VerifyCli, ReferenceAgainstFaithfulDumpsFailsWithExit3) {

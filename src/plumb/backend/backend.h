@@ -44,6 +44,10 @@ struct LinearOpts {
                          // using input cols [gK, (g+1)K) and weight rows [gR, (g+1)R)
   bool act_fp8 = false;  // FP8 e4m3 1x128 ue8m0 round trip of x before the product (MODEL-SPEC 2.2)
   Round out = Round::None;
+  // Round every decoded weight value to bf16 before the product: the V3 release's gemm_impl
+  // "bf16" (inference/kernel.py weight_dequant: e4m3 value times its f32 block scale in f32,
+  // stored as bf16; then F.linear on bf16). A bf16 weight is unchanged.
+  bool bf16_weight = false;
 };
 
 enum class NormMath {
@@ -114,6 +118,11 @@ struct RouteParams {
   // topk_group best groups (ties to the lower group) compete for top_k. n_group <= 1: no groups.
   int64_t n_group = 1;
   int64_t topk_group = 1;
+  // BF16: the V3 release's Gate on bf16 activations (inference/model.py Gate.forward): the gate
+  // weight is used as bf16, the gate logits and the scores are rounded to bf16, selection runs on
+  // score + bias in f32, and weights = bf16(bf16(s / bf16(sum of the k scores)) * route_scale).
+  // None: f32 throughout (the formula above route()).
+  Round round = Round::None;
 };
 
 struct SwiGluWeights {
@@ -127,6 +136,24 @@ struct MoeParams {
   bool clamp_shared = true;   // apply swiglu_limit to the shared expert too
   bool act_fp8 = false;       // act-quant before w1/w3 and before w2
   Round round = Round::None;  // rounding of each GEMM output, of h before w2, and of the sum
+  // The V3 release's bf16 experts (inference/model.py Expert/MLP/MoE.forward) need three more:
+  bool bf16_weight = false;     // every expert weight rounded to bf16 before its GEMM (LinearOpts)
+  Round silu_out = Round::None;  // rounding of silu(w1 x) before the product with w3 x (F.silu on bf16)
+  bool weight_after = false;    // the routing weight scales the expert's output (after w2: expert(x)
+                                // * weight) instead of h before w2 (V4)
+  // BF16: the routed sum is a bf16 tensor: each weighted expert output is rounded, and the
+  // running sum (from zero, experts in id order) is rounded after every add
+  // (y = zeros_like(x); y[idx] += expert(x[idx]) * weights[idx, top, None]).
+  Round accumulate = Round::None;
+};
+
+struct MlaParams {
+  float scale = 1.f;
+  // BF16: the V3 release's absorbed MLA on bf16 tensors (inference/model.py MLA.forward,
+  // attn_impl "absorb"): s_j = bf16(bf16(bf16(q_lat . latent_j) + bf16(q_pe . k_pe_j)) * scale),
+  // softmax in f32 rounded to bf16 (p_j = bf16(e^{s_j-M} / sum)), o = bf16(sum_j p_j latent_j).
+  // None: f32 throughout.
+  Round round = Round::None;
 };
 
 class Backend {
@@ -214,10 +241,11 @@ class Backend {
   // nope query absorbed into the latent space, q_pe [N, H, P] the rotated rope query; latent[s]
   // [>= start+len, R] and k_pe[s] [>= start+len, P] are sequence s's caches, already holding this
   // batch's rows. A query at position t attends to positions 0..t:
-  //   s_j = scale * (q_lat_h . latent_j + q_pe_h . k_pe_j),  o_h = sum_j softmax(s)_j latent_j.
+  //   s_j = scale * (q_lat_h . latent_j + q_pe_h . k_pe_j),  o_h = sum_j softmax(s)_j latent_j
+  // (in f32, or with the V3 release's bf16 roundings: MlaParams).
   // Returns o [N, H, R] (f32); the caller applies each head's V projection.
   virtual Tensor mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, std::span<const Tensor> latent,
-                               std::span<const Tensor> k_pe, float scale) = 0;
+                               std::span<const Tensor> k_pe, const MlaParams& p) = 0;
 
   // ---- mixture of experts (MODEL-SPEC 3.8, 7): x [N, D], ids [N] (i32, hash routing)
   // scores = sqrt(softplus(gate . x)) or sigmoid(gate . x) in f32; experts = tid2eid[id] or top_k
@@ -225,7 +253,8 @@ class Backend {
   // scores[experts] / sum * route_scale.
   virtual Routing route(const Tensor& x, const Tensor& ids, const RouteParams& p) = 0;
   // y = sum_k w2_e(weight_k * silu(min(w1_e x, L)) * clamp(w3_e x, -L, L)) + shared(x), summed in
-  // f32 in expert-id order, then the shared expert.
+  // f32 in expert-id order, then the shared expert (MoeParams: where the weight applies, bf16
+  // rounding points and bf16 accumulation).
   virtual Tensor moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts,
                      const SwiGluWeights& shared, const MoeParams& p) = 0;
 };

@@ -1,4 +1,43 @@
 // DeepSeek-V3 forward: MLA in the absorbed form, dense / MoE SwiGLU FFNs, pre-norm residuals.
+//
+// The `faithful` profile reproduces DeepSeek-V3's released inference/model.py (deepseek-ai/
+// DeepSeek-V3 @ 9b4e978, with generate.py's torch.set_default_dtype(torch.bfloat16) and the
+// module defaults gemm_impl = "bf16", attn_impl = "absorb"). Its rounding points, by line of
+// model.py (kernel.py for weight_dequant):
+//   weights   every Linear with an FP8 weight: weight_dequant (kernel.py 83-86: e4m3 value x f32
+//             block scale in f32, stored as bf16), then F.linear on bf16 (model.py 155-157);
+//             bf16 Linears (head 769, gate 563) are used as bf16 -> LinearOpts::bf16_weight
+//   linear    F.linear(bf16, bf16): f32 accumulation, bf16 out -> LinearOpts::out BF16
+//   embed     F.embedding of the bf16 table (124): exact
+//   RMSNorm   F.rms_norm(x, (dim,), weight, eps) on bf16 x and bf16 weight (294): torch's fused
+//             kernel computes w * (x * rsqrt(mean(x^2) + eps)) in f32 and rounds once; eps is the
+//             class default 1e-6 for every norm (278; Block 717-718, MLA 428/431, Transformer 768)
+//             -> rms_norm(F32 math, Round BF16, eps 1e-6)
+//   rope      apply_rotary_emb (389-393): x.float() times the complex64 freqs_cis, .to(bf16); no
+//             cos/sin factor (precompute_freqs_cis 366-375) -> rope(Round BF16), rope_v3_release
+//   MLA       q = wq_b(q_norm(wq_a(x))) (464); wkv_a (468); kv_norm(kv) stored in the bf16
+//             kv_cache (484), k_pe in the bf16 pe_cache (485); q_nope absorbed by a bf16 einsum
+//             with the bf16 wkv_b (481-483); scores = (einsum + einsum) * softmax_scale, each of
+//             the three a bf16 tensor (486-487); softmax(dtype=float32).type_as(x) (490); the two
+//             value einsums in bf16 (494-495); wo (496) -> MlaParams::round BF16 and bf16 linears
+//   gate      linear(x, bf16 weight) -> bf16 logits; sigmoid on bf16 -> bf16 scores (576-580);
+//             scores + f32 bias -> f32 selection (583); group top-2 sum / top-k on f32 (584-593);
+//             weights gathered from the bf16 scores, /= bf16 sum, *= route_scale, each bf16
+//             (594-598) -> RouteParams::round BF16
+//   experts   w2(F.silu(w1(x)) * w3(x)) (532, 633): w1, w3, silu, the product and w2 each bf16
+//             -> MoeParams::round and silu_out BF16
+//   MoE       y = zeros_like(x) (bf16, 682); y[idx] += expert(x[idx]) * weights[idx, top, None]
+//             in expert-id order (684-689): product and running sum rounded to bf16; shared
+//             experts z (690); (y + z) bf16 (693) -> MoeParams::weight_after, accumulate BF16
+//   residual  x = x + attn(...), x = x + ffn(...) on bf16 (733-734) -> add(Round BF16)
+//   head      self.head is created with dtype=torch.get_default_dtype() = bf16 (769) and
+//             logits = self.head(h) (793) are a bf16 tensor (no .float()) -> bf16 logits
+// What the release does not define and plumb decides: logits for every position (the release
+// returns the last one, 792); one softmax scale mscale (rope_v3_release); a bias-less gate when
+// dim != 7168 (564) is not reproduced: plumb always applies the checkpoint's
+// e_score_correction_bias, as the release does for the real model. gemm_impl "fp8" (act_quant +
+// fp8_gemm, where V3.1's scale_fmt ue8m0 matters) is not the default and is not offered, so
+// scale_fmt has no effect here.
 #include "plumb/model/forward_v3.h"
 
 #include <algorithm>
@@ -58,11 +97,54 @@ RopeV3 rope_v3(const ModelConfig& c) {
   return r;
 }
 
-ForwardV3::ForwardV3(backend::Backend& be, const ModelConfig& cfg, const ModelWeights& weights)
-    : be_(be), cfg_(cfg), w_(weights), rope_(rope_v3(cfg)) {
+RopeV3 rope_v3_release(const ModelConfig& c) {
+  const int64_t dim = c.qk_rope_head_dim;
+  if (dim <= 0 || dim % 2 != 0) fail("qk_rope_head_dim must be positive and even, got {}", dim);
+  RopeV3 r;
+  r.inv_freq.resize(static_cast<std::size_t>(dim / 2));
+  for (int64_t i = 0; i < dim / 2; ++i)  // freqs = 1 / base^(arange(0, dim, 2) / dim) (366)
+    r.inv_freq[i] = static_cast<float>(1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / static_cast<double>(dim)));
+  double scale = 1.0 / std::sqrt(static_cast<double>(c.qk_nope_head_dim + c.qk_rope_head_dim));  // 434
+  if (c.rope_scaling && c.rope_scaling->original_max_position_embeddings > 0) {
+    const RopeScaling& y = *c.rope_scaling;
+    const v4::YarnRange yr = v4::yarn_range(dim, c.rope_theta, y.original_max_position_embeddings, y.beta_fast, y.beta_slow);
+    const float factor = static_cast<float>(y.factor);
+    for (int64_t i = 0; i < dim / 2; ++i) {  // smooth = 1 - ramp; freqs / factor * (1 - smooth) + freqs * smooth (369-370)
+      const float ramp = std::clamp(static_cast<float>((static_cast<double>(i) - yr.low) / (yr.high - yr.low)), 0.f, 1.f);
+      const float smooth = 1.f - ramp;
+      r.inv_freq[i] = r.inv_freq[i] / factor * (1.f - smooth) + r.inv_freq[i] * smooth;
+    }
+    const double m = 0.1 * y.mscale_all_dim * std::log(y.factor) + 1.0;  // 436-437
+    scale *= m * m;
+  }
+  r.softmax_scale = static_cast<float>(scale);
+  return r;
+}
+
+ForwardV3::ForwardV3(backend::Backend& be, const ModelConfig& cfg, const ModelWeights& weights, Numerics numerics)
+    : be_(be),
+      cfg_(cfg),
+      w_(weights),
+      faithful_(numerics == Numerics::Faithful),
+      R_(faithful_ ? backend::Round::BF16 : backend::Round::None),
+      rope_(faithful_ ? rope_v3_release(cfg) : rope_v3(cfg)) {
   if (cfg.arch != Arch::DeepseekV3) fail("the V3 forward needs a deepseek_v3 config, got {}", arch_name(cfg.arch));
   if (cfg.scoring_func != "sigmoid") fail("config: scoring_func '{}' is not supported (V3 uses sigmoid)", cfg.scoring_func);
   if (!cfg.norm_topk_prob) fail("config: norm_topk_prob false is not supported");
+  if (faithful_) {
+    // The release loads every non-Linear parameter into a bf16 tensor (embedding, norms); plumb's
+    // embed and rms_norm use the stored values, which equals that only for bf16 storage.
+    std::vector<const WeightView*> bf16_only = {&w_.embed, &w_.norm};
+    for (const LayerWeights& L : w_.layers)
+      for (const WeightView* v : {&L.input_layernorm, &L.post_attention_layernorm, &L.attn.q_a_layernorm,
+                                  &L.attn.kv_a_layernorm})
+        bf16_only.push_back(v);
+    for (const WeightView* v : bf16_only)
+      if (v->dtype != DType::BF16)
+        fail("faithful numerics: '{}' is stored as {}; the release keeps it in bf16 (store it as BF16, e.g. with "
+             "`plumb convert cast --to bf16`)",
+             v->name, dtype_name(v->dtype));
+  }
   inv_freq_ = be.from_host(rope_.inv_freq.data(), {static_cast<int64_t>(rope_.inv_freq.size())});
   // Absorption (MODEL-SPEC 7): score_h = q_nope_h . K_h c = (K_h^T q_nope_h) . c, and the
   // output V_h (sum_j p_j c_j); K_h and V_h are head h's rows of kv_b [H*(nope+v), R].
@@ -99,23 +181,27 @@ Tensor ForwardV3::attention(int64_t l, const Tensor& x, const backend::Batch& b,
   const Absorbed& ab = absorbed_[l];
   const int64_t N = x.rows(), H = cfg_.num_attention_heads, R = cfg_.kv_lora_rank;
   const int64_t dn = cfg_.qk_nope_head_dim, dr = cfg_.qk_rope_head_dim;
-  // HF builds q_a_layernorm and kv_a_layernorm with its class default eps, not rms_norm_eps.
+  // HF builds q_a_layernorm and kv_a_layernorm with its class default eps, not rms_norm_eps (the
+  // release uses its RMSNorm default 1e-6 too).
   const float eps = 1e-6f;
   const auto F32 = backend::NormMath::F32;
-  const auto none = backend::Round::None;
+  const auto R16 = R_;  // None (reference) or BF16 (faithful)
+  const backend::LinearOpts lin{.out = R16, .bf16_weight = faithful_};  // {} in reference
 
-  Tensor q = be_.linear(be_.rms_norm(be_.linear(x, a.q_a_proj, {}), &a.q_a_layernorm, eps, F32, none), a.q_b_proj, {});
+  Tensor q = be_.linear(be_.rms_norm(be_.linear(x, a.q_a_proj, lin), &a.q_a_layernorm, eps, F32, R16), a.q_b_proj, lin);
   q = q.reshaped({N * H, dn + dr});
-  // HF multiplies cos and sin by the YaRN attention factor, i.e. scales the rotated vectors.
+  // HF multiplies cos and sin by the YaRN attention factor, i.e. scales the rotated vectors (the
+  // release does not: rope_v3_release has rope_scale 1).
   auto rotate = [&](const Tensor& t) {
-    const Tensor r = be_.rope(t, positions, inv_freq_, false, none);
-    return rope_.rope_scale == 1.f ? r : be_.scale(r, rope_.rope_scale, none);
+    const Tensor r = be_.rope(t, positions, inv_freq_, false, R16);
+    return rope_.rope_scale == 1.f ? r : be_.scale(r, rope_.rope_scale, R16);
   };
   const Tensor q_pe = rotate(be_.columns(q, dn, dr).reshaped({N, H, dr}));
-  const Tensor q_lat = be_.linear(be_.columns(q, 0, dn).reshaped({N, H * dn}), ab.k_t_view, {.groups = H});
+  const Tensor q_lat = be_.linear(be_.columns(q, 0, dn).reshaped({N, H * dn}), ab.k_t_view,
+                                  {.groups = H, .out = R16, .bf16_weight = faithful_});
 
-  const Tensor kv = be_.linear(x, a.kv_a_proj_with_mqa, {});
-  const Tensor lat = be_.rms_norm(be_.columns(kv, 0, R), &a.kv_a_layernorm, eps, F32, none);
+  const Tensor kv = be_.linear(x, a.kv_a_proj_with_mqa, lin);
+  const Tensor lat = be_.rms_norm(be_.columns(kv, 0, R), &a.kv_a_layernorm, eps, F32, R16);
   const Tensor k_pe = rotate(be_.columns(kv, R, dr));
   std::vector<Tensor> lat_c, kpe_c;
   for (std::size_t i = 0; i < b.seqs.size(); ++i) {
@@ -128,18 +214,27 @@ Tensor ForwardV3::attention(int64_t l, const Tensor& x, const backend::Batch& b,
     lat_c.push_back(st.latent[l]);
     kpe_c.push_back(st.k_pe[l]);
   }
-  const Tensor o_lat = be_.mla_attention(q_lat.reshaped({N, H, R}), q_pe, b, lat_c, kpe_c, rope_.softmax_scale);
-  const Tensor o = be_.linear(o_lat.reshaped({N, H * R}), ab.v_view, {.groups = H});
-  return be_.linear(o, a.o_proj, {});
+  const Tensor o_lat =
+      be_.mla_attention(q_lat.reshaped({N, H, R}), q_pe, b, lat_c, kpe_c, backend::MlaParams{rope_.softmax_scale, R16});
+  const Tensor o = be_.linear(o_lat.reshaped({N, H * R}), ab.v_view, {.groups = H, .out = R16, .bf16_weight = faithful_});
+  return be_.linear(o, a.o_proj, lin);
 }
 
 Tensor ForwardV3::ffn(int64_t l, const Tensor& x) {
   const LayerWeights& L = w_.layers[l];
   auto swiglu = [](const MlpWeights& m) { return backend::SwiGluWeights{&m.gate_proj, &m.down_proj, &m.up_proj}; };
+  backend::MoeParams mp;  // {} in reference
+  if (faithful_) {        // the release's bf16 Expert / MLP / MoE (see the list at the top)
+    mp.round = backend::Round::BF16;
+    mp.bf16_weight = true;
+    mp.silu_out = backend::Round::BF16;
+    mp.weight_after = true;
+    mp.accumulate = backend::Round::BF16;
+  }
   if (L.dense) {  // a dense layer is the moe op with no routed experts and the MLP as "shared"
     const backend::Routing none{be_.full(backend::ElemType::I32, {x.rows(), 0}, 0.f),
                                 be_.full(backend::ElemType::F32, {x.rows(), 0}, 0.f)};
-    return be_.moe(x, none, {}, swiglu(L.mlp), {});
+    return be_.moe(x, none, {}, swiglu(L.mlp), mp);
   }
   backend::RouteParams rp;
   rp.gate = &L.moe.gate;
@@ -149,11 +244,12 @@ Tensor ForwardV3::ffn(int64_t l, const Tensor& x) {
   rp.scoring = backend::Scoring::Sigmoid;
   rp.n_group = cfg_.n_group;
   rp.topk_group = cfg_.topk_group;
+  rp.round = R_;
   const Tensor no_ids;  // hash routing is V4-only
   const backend::Routing r = be_.route(x, no_ids, rp);
   std::vector<backend::SwiGluWeights> experts;
   for (const MlpWeights& e : L.moe.experts) experts.push_back(swiglu(e));
-  return be_.moe(x, r, experts, swiglu(L.moe.shared), {});
+  return be_.moe(x, r, experts, swiglu(L.moe.shared), mp);
 }
 
 Tensor ForwardV3::forward(std::span<const SequenceInput> batch, const Taps& taps) {
@@ -179,31 +275,34 @@ Tensor ForwardV3::forward(std::span<const SequenceInput> batch, const Taps& taps
   }
   const Tensor tok = be_.from_host(ids.data(), {b.rows});
   const Tensor positions = be_.from_host(pos.data(), {b.rows});
-  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  // The release's RMSNorm ignores the config's rms_norm_eps: every norm has the default 1e-6.
+  const float eps = faithful_ ? 1e-6f : static_cast<float>(cfg_.rms_norm_eps);
   const auto F32 = backend::NormMath::F32;
-  const auto none = backend::Round::None;
+  const auto R16 = R_;
 
-  const Taps* tp = taps.enabled() || taps.marking() ? &taps : nullptr;
+  const Taps* tp = taps.any() ? &taps : nullptr;
   Tensor h = be_.embed(w_.embed, tok);
   emit_tap(be_, tp, "embed", h);
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     const LayerWeights& L = w_.layers[l];
     const std::string prefix = fmt::format("layer.{}.", l);
-    Tensor x = be_.rms_norm(h, &L.input_layernorm, eps, F32, none);
+    Tensor x = be_.rms_norm(h, &L.input_layernorm, eps, F32, R16);
     emit_tap(be_, tp, prefix + "attn_in", x);
     Tensor a = attention(l, x, b, positions, states);
     emit_tap(be_, tp, prefix + "attn.out", a);
-    h = be_.add(h, a, none);
-    x = be_.rms_norm(h, &L.post_attention_layernorm, eps, F32, none);
+    h = be_.add(h, a, R16);
+    x = be_.rms_norm(h, &L.post_attention_layernorm, eps, F32, R16);
     emit_tap(be_, tp, prefix + "ffn_in", x);
     Tensor f = ffn(l, x);
     emit_tap(be_, tp, prefix + "ffn.out", f);
-    h = be_.add(h, f, none);
+    h = be_.add(h, f, R16);
     emit_tap(be_, tp, prefix + "residual", h);
+    h = replaced_by_tap(be_, tp, prefix + "residual", std::move(h));
   }
-  const Tensor y = be_.rms_norm(h, &w_.norm, eps, F32, none);
+  const Tensor y = be_.rms_norm(h, &w_.norm, eps, F32, R16);
   emit_tap(be_, tp, "final_norm", y);
-  const Tensor logits = be_.linear(y, w_.lm_head, {});
+  // faithful: the release's head is a bf16 Linear and its logits a bf16 tensor.
+  const Tensor logits = be_.linear(y, w_.lm_head, {.out = R16, .bf16_weight = faithful_});
   emit_tap(be_, tp, "logits", logits);
   for (std::size_t i = 0; i < states.size(); ++i) states[i]->pos += b.seqs[i].len;
   return logits;

@@ -133,11 +133,7 @@ Tensor ForwardV4::forward(std::span<const SequenceInput> batch, const Taps& taps
     tap(st, st.prefix + "ffn.out", f);
     X = be_.hc_post(f, X, h.post, h.comb, st.R);
     tap(st, st.prefix + "hc", X);
-    if (const std::vector<float>* r = st.taps ? st.taps->replacement(st.prefix + "hc") : nullptr) {
-      if (static_cast<int64_t>(r->size()) != X.numel())
-        fail("forward: replacement for {} has {} values, expected {}", st.prefix + "hc", r->size(), X.numel());
-      X = be_.from_host(r->data(), X.shape());
-    }
+    X = replaced_by_tap(be_, st.taps, st.prefix + "hc", std::move(X));
   }
   const backend::HcParams head_site{&w_.hc_head.fn, &w_.hc_head.base, &w_.hc_head.scale, 0,
                                     static_cast<float>(cfg_.hc_eps), eps};

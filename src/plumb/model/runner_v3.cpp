@@ -5,14 +5,13 @@
 namespace plumb::v3 {
 
 std::unique_ptr<ModelV3> ModelV3::load(const std::string& dir, const v4::RunOptions& opt) {
-  if (opt.numerics != Numerics::Reference) fail("deepseek_v3 runs the reference numerics only");
   std::unique_ptr<ModelV3> m(new ModelV3());
   m->cfg_ = load_model_config(dir);
   if (m->cfg_.arch != Arch::DeepseekV3) fail("{}: ModelV3 runs deepseek_v3 checkpoints (got {})", dir, m->cfg_.model_type);
   m->ckpt_ = Checkpoint::open(dir);
   m->weights_ = bind_weights(m->ckpt_, m->cfg_);
   m->be_ = backend::make_backend(opt.backend, opt.threads);
-  m->fwd_ = std::make_unique<ForwardV3>(*m->be_, m->cfg_, m->weights_);
+  m->fwd_ = std::make_unique<ForwardV3>(*m->be_, m->cfg_, m->weights_, opt.numerics);
   return m;
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // A loaded DeepSeek-V3 model ready to run (checkpoint, config, bound weights, a backend and the
-// forward), for `plumb logits` / `plumb generate` and the tests. V3 runs the reference numerics
-// (f32, what HF computes); it has no faithful profile yet.
+// forward), for `plumb logits` / `plumb generate` / `plumb verify` and the tests, in the
+// reference numerics (f32, what HF computes) or the faithful ones (the release's bf16
+// inference/model.py; CPU backend only for now).
 #include <memory>
 #include <span>
 #include <string>

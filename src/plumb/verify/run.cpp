@@ -137,12 +137,11 @@ VerifyReport run_verify(const VerifyOptions& o) {
   } else {
     ref = run_side(o, cfg, o.against, "reference");
   }
-  if (o.isolate_layers && cfg.arch == Arch::DeepseekV3)
-    fail("verify: --isolate-layers is for deepseek_v4 (its residual taps layer.L.hc); deepseek_v3 runs the "
-         "reference numerics, where free-running layers already agree");
+  // The residual stream after each layer: V4's mHC streams, V3's residual.
+  const char* residual = cfg.arch == Arch::DeepseekV3 ? "residual" : "hc";
   if (o.isolate_layers && dumps)  // the residual taps come from the dump directory
     for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
-      const std::string name = fmt::format("layer.{}.hc", l);
+      const std::string name = fmt::format("layer.{}.{}", l, residual);
       const fs::path p = fs::path(o.against_dumps) / (name + ".npy");
       if (!fs::exists(p)) fail("verify: --isolate-layers needs {} in the dumps", p.string());
       ref.taps[name] = read_dump(p);
@@ -150,8 +149,10 @@ VerifyReport run_verify(const VerifyOptions& o) {
   const Side got = run_side(o, cfg, o.backend, "tested", o.isolate_layers ? &ref : nullptr);
   if (o.isolate_layers)
     r.notes.push_back(
-        "layers isolated: every layer of the tested backend started from the reference's residual stream (its "
-        "layer.L.hc taps), so each layer is compared on equal inputs; greedy decoding still runs free");
+        fmt::format("layers isolated: every layer of the tested backend started from the reference's residual "
+                    "stream (its layer.L.{} taps), so each layer is compared on equal inputs; greedy decoding still "
+                    "runs free",
+                    residual));
   r.facts_got = got.facts;
   r.facts_ref = ref.facts;
 

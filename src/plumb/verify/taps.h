@@ -35,6 +35,8 @@ class Taps {
   }
   bool enabled() const { return static_cast<bool>(fn_); }  // wants the data
   bool marking() const { return static_cast<bool>(mark_); }
+  bool replacing() const { return static_cast<bool>(replace_); }
+  bool any() const { return enabled() || marking() || replacing(); }
   void emit(const std::string& name, const float* data, const std::vector<int64_t>& shape) const {
     if (fn_) fn_(name, data, shape);
   }

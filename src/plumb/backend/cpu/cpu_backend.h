@@ -48,7 +48,7 @@ class CpuBackend final : public Backend {
                           const AttentionParams& p) override;
   void window_update(std::span<Tensor> rings, const Tensor& kv, const Batch& b) override;
   Tensor mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, std::span<const Tensor> latent,
-                       std::span<const Tensor> k_pe, float scale) override;
+                       std::span<const Tensor> k_pe, const MlaParams& p) override;
 
   Routing route(const Tensor& x, const Tensor& ids, const RouteParams& p) override;
   Tensor moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts, const SwiGluWeights& shared,

@@ -1,17 +1,22 @@
 // Multi-head latent attention in the absorbed form (MODEL-SPEC 7): every head attends over the
-// sequence's cached latents and shared rope keys; V is applied by the caller.
+// sequence's cached latents and shared rope keys; V is applied by the caller. MlaParams::round
+// BF16 reproduces the V3 release's bf16 einsums (each product rounded to bf16, softmax in f32).
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "plumb/backend/cpu/cpu_backend.h"
+#include "plumb/backend/cr_math.h"
 #include "plumb/backend/cpu/cpu_tensor.h"
+#include "plumb/backend/cpu/simquant.h"
 #include "plumb/util/error.h"
 
 namespace plumb::cpu {
 
 Tensor CpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b,
-                                 std::span<const Tensor> latent, std::span<const Tensor> k_pe, float scale) {
+                                 std::span<const Tensor> latent, std::span<const Tensor> k_pe, const MlaParams& p) {
+  const float scale = p.scale;
+  const bool bf16 = p.round == Round::BF16;
   expect_rank(q_lat, 3, "mla_attention", "q_lat");
   expect_rank(q_pe, 3, "mla_attention", "q_pe");
   const int64_t N = q_lat.dim(0), H = q_lat.dim(1), R = q_lat.dim(2), P = q_pe.dim(2);
@@ -38,20 +43,28 @@ Tensor CpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
         const float* qph = qp + (row * H + h) * P;
         float mx = -INFINITY;
         for (int64_t j = 0; j <= t; ++j) {
-          float dot = 0.f;
-          for (int64_t r = 0; r < R; ++r) dot += qlh[r] * c[j * R + r];
-          for (int64_t r = 0; r < P; ++r) dot += qph[r] * kp[j * P + r];
-          sc[j] = dot * scale;
+          if (bf16) {  // two bf16 einsums, their bf16 sum, then the bf16 product with the scale
+            float dl = 0.f, dp = 0.f;
+            for (int64_t r = 0; r < R; ++r) dl += qlh[r] * c[j * R + r];
+            for (int64_t r = 0; r < P; ++r) dp += qph[r] * kp[j * P + r];
+            sc[j] = round_bf16(round_bf16(round_bf16(dl) + round_bf16(dp)) * scale);
+          } else {
+            float dot = 0.f;
+            for (int64_t r = 0; r < R; ++r) dot += qlh[r] * c[j * R + r];
+            for (int64_t r = 0; r < P; ++r) dot += qph[r] * kp[j * P + r];
+            sc[j] = dot * scale;
+          }
           mx = std::max(mx, sc[j]);
         }
         float sum = 0.f;
-        for (int64_t j = 0; j <= t; ++j) sum += sc[j] = std::exp(sc[j] - mx);
+        for (int64_t j = 0; j <= t; ++j) sum += sc[j] = exp_cr(sc[j] - mx);
         float* o = op + (row * H + h) * R;
         std::fill(o, o + R, 0.f);
         for (int64_t j = 0; j <= t; ++j) {
-          const float pj = sc[j] / sum;
+          const float pj = bf16 ? round_bf16(sc[j] / sum) : sc[j] / sum;  // softmax(f32).type_as(x)
           for (int64_t r = 0; r < R; ++r) o[r] += pj * c[j * R + r];
         }
+        if (bf16) round_bf16(o, R);
       }
     });
   }

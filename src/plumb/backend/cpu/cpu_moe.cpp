@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "plumb/backend/cpu/cpu_backend.h"
+#include "plumb/backend/cr_math.h"
 #include "plumb/backend/cpu/cpu_tensor.h"
 #include "plumb/backend/cpu/gemm.h"
 #include "plumb/backend/cpu/simquant.h"
@@ -15,7 +16,7 @@
 namespace plumb::cpu {
 namespace {
 
-float softplus(float x) { return x > 20.f ? x : std::log1p(std::exp(x)); }  // torch's threshold 20
+float softplus(float x) { return x > 20.f ? x : log1p_cr(exp_cr(x)); }  // torch's threshold 20
 
 int64_t hash_expert(const WeightView& t, int64_t id, int64_t k) {
   const int64_t idx = id * t.cols() + k;
@@ -40,8 +41,10 @@ Routing CpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
     fail("route: {} experts in {} groups keeping {} cannot give top-{}", E, G, TG, K);
   std::vector<float> bias;
   if (p.bias) bias = decode_all(*p.bias);
+  const bool bf16 = p.round == Round::BF16;
   std::vector<float> logits(static_cast<std::size_t>(N * E));
-  gemm_wt(pool(), f32(x), N, D, *p.gate, 0, E, logits.data(), E);  // f32 gate
+  gemm_wt(pool(), f32(x), N, D, *p.gate, 0, E, logits.data(), E, bf16);  // f32 gate, or bf16 weight
+  if (bf16) round_bf16(logits.data(), N * E);                            // and bf16 logits (V3 release)
   Routing r{new_i32({N, K}), new_f32({N, K})};
   const int32_t* id = p.tid2eid ? i32(ids, "token ids") : nullptr;
   std::vector<float> score(static_cast<std::size_t>(E)), sel(static_cast<std::size_t>(E));
@@ -51,7 +54,8 @@ Routing CpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t e = 0; e < E; ++e) {
       const float l = logits[n * E + e];
-      score[e] = p.scoring == Scoring::Sigmoid ? 1.f / (1.f + std::exp(-l)) : std::sqrt(softplus(l));
+      score[e] = p.scoring == Scoring::Sigmoid ? 1.f / (1.f + exp_cr(-l)) : std::sqrt(softplus(l));
+      if (bf16) score[e] = round_bf16(score[e]);  // sigmoid of a bf16 tensor; + the f32 bias promotes to f32
       sel[e] = bias.empty() ? score[e] : score[e] + bias[e];  // the bias picks, it never weighs
     }
     if (G > 1) {  // drop all but the topk_group best groups (score: sum of the group's best two)
@@ -84,36 +88,49 @@ Routing CpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
     float sum = 0.f;
     for (int64_t k = 0; k < K; ++k) sum += score[ex[k]];
     float* w = f32(r.weights) + n * K;
-    for (int64_t k = 0; k < K; ++k) w[k] = score[ex[k]] / sum * p.route_scale;
+    if (bf16) {  // weights /= weights.sum(); weights *= route_scale, each on a bf16 tensor
+      sum = round_bf16(sum);
+      for (int64_t k = 0; k < K; ++k) w[k] = round_bf16(round_bf16(score[ex[k]] / sum) * p.route_scale);
+    } else {
+      for (int64_t k = 0; k < K; ++k) w[k] = score[ex[k]] / sum * p.route_scale;
+    }
   }
   return r;
 }
 
 namespace {
 
-// One SwiGLU expert on M gathered rows: out = w2(bf16?(weight * silu(min(g, L)) * clamp(u, -L, L))).
+// One SwiGLU expert on M gathered rows: out = w2(bf16?(weight * silu(min(g, L)) * clamp(u, -L, L))),
+// with the routing weight (row_weight, or null) applied here only when !p.weight_after.
 void swiglu(ThreadPool& pool, const SwiGluWeights& w, const float* x, int64_t M, int64_t D, const float* row_weight,
-            float limit, bool act_fp8, Round round, float* out) {
+            float limit, const MoeParams& p, float* out) {
   const int64_t I = w.w1->rows();
+  const Round round = p.round;
   std::vector<float> xin(x, x + M * D), g(static_cast<std::size_t>(M * I)), u(g.size());
-  if (act_fp8) act_quant_fp8_rows(xin.data(), M, D);
-  gemm_wt(pool, xin.data(), M, D, *w.w1, 0, I, g.data(), I);
-  gemm_wt(pool, xin.data(), M, D, *w.w3, 0, I, u.data(), I);
+  if (p.act_fp8) act_quant_fp8_rows(xin.data(), M, D);
+  gemm_wt(pool, xin.data(), M, D, *w.w1, 0, I, g.data(), I, p.bf16_weight);
+  gemm_wt(pool, xin.data(), M, D, *w.w3, 0, I, u.data(), I, p.bf16_weight);
   apply_round(g.data(), M * I, round);
   apply_round(u.data(), M * I, round);
+  const bool silu_bf16 = p.silu_out == Round::BF16;
   for (int64_t i = 0; i < M * I; ++i) {
     float gi = g[i], ui = u[i];
     if (limit > 0.f) {
       gi = std::min(gi, limit);
       ui = std::clamp(ui, -limit, limit);
     }
-    float h = gi / (1.0f + std::exp(-gi)) * ui;
-    if (row_weight) h = row_weight[i / I] * h;  // routing weight before w2 (and its act-quant)
+    float h;
+    if (silu_bf16) {
+      h = round_bf16(gi / (1.0f + exp_cr(-gi))) * ui;  // F.silu(bf16) * bf16: two roundings
+    } else {
+      h = gi / (1.0f + exp_cr(-gi)) * ui;
+    }
+    if (row_weight && !p.weight_after) h = row_weight[i / I] * h;  // routing weight before w2 (and its act-quant)
     g[i] = h;
   }
   apply_round(g.data(), M * I, round);
-  if (act_fp8) act_quant_fp8_rows(g.data(), M, I);
-  gemm_wt(pool, g.data(), M, I, *w.w2, 0, D, out, D);
+  if (p.act_fp8) act_quant_fp8_rows(g.data(), M, I);
+  gemm_wt(pool, g.data(), M, I, *w.w2, 0, D, out, D, p.bf16_weight);
   apply_round(out, M * D, round);
 }
 
@@ -138,12 +155,25 @@ Tensor CpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGlu
     xs.resize(static_cast<std::size_t>(M * D));
     ys.resize(xs.size());
     for (int64_t i = 0; i < M; ++i) std::memcpy(&xs[i * D], xp + rows[i] * D, static_cast<std::size_t>(D) * sizeof(float));
-    swiglu(pool(), experts[e], xs.data(), M, D, ws.data(), p.swiglu_limit, p.act_fp8, p.round, ys.data());
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t d = 0; d < D; ++d) acc[rows[i] * D + d] += ys[i * D + d];
+    swiglu(pool(), experts[e], xs.data(), M, D, ws.data(), p.swiglu_limit, p, ys.data());
+    if (p.weight_after || p.accumulate == Round::BF16) {
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t d = 0; d < D; ++d) {
+          float term = p.weight_after ? ys[i * D + d] * ws[i] : ys[i * D + d];
+          float& a = acc[rows[i] * D + d];
+          if (p.accumulate == Round::BF16) {
+            a = round_bf16(a + round_bf16(term));  // y[idx] += expert(x[idx]) * weight, y in bf16
+          } else {
+            a += term;
+          }
+        }
+    } else {
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t d = 0; d < D; ++d) acc[rows[i] * D + d] += ys[i * D + d];
+    }
   }
   ys.resize(static_cast<std::size_t>(N * D));
-  swiglu(pool(), shared, xp, N, D, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p.act_fp8, p.round, ys.data());
+  swiglu(pool(), shared, xp, N, D, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p, ys.data());
   Tensor y = new_f32({N, D});
   float* yp = f32(y);
   for (int64_t i = 0; i < N * D; ++i) yp[i] = acc[i] + ys[i];

@@ -10,9 +10,9 @@
 namespace plumb::cpu {
 
 // For n in [0, N), r in [0, nrows): y[n*ldy + r] = dot(x + n*ldx, row row0 + r of w) over
-// K = w.cols() values.
+// K = w.cols() values; bf16_weight rounds each decoded weight value to bf16 first.
 void gemm_wt(ThreadPool& pool, const float* x, int64_t N, int64_t ldx, const WeightView& w, int64_t row0,
-             int64_t nrows, float* y, int64_t ldy);
+             int64_t nrows, float* y, int64_t ldy, bool bf16_weight = false);
 
 // FP8 e4m3 1x128 activation quantization round trip of each of N rows of K values, blocks
 // starting at column 0 of the row (MODEL-SPEC 2.2).

@@ -170,7 +170,7 @@ void GpuBackend::window_update(std::span<Tensor> rings, const Tensor& kv, const 
 }
 
 Tensor GpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b,
-                                 std::span<const Tensor> latent, std::span<const Tensor> k_pe, float scale) {
+                                 std::span<const Tensor> latent, std::span<const Tensor> k_pe, const MlaParams& p) {
   expect_rank(q_lat, 3, "mla_attention", "q_lat");
   expect_rank(q_pe, 3, "mla_attention", "q_pe");
   const int64_t N = q_lat.dim(0), H = q_lat.dim(1), R = q_lat.dim(2), P = q_pe.dim(2);
@@ -212,7 +212,9 @@ Tensor GpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
   a.R = R;
   a.P = P;
   a.max_cand = max_cand;
-  a.scale = scale;
+  a.scale = p.scale;
+  a.bf16 = p.round == Round::BF16;
+  a.cpu_order = cpu_order();
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     a.row0 = r0;
     a.rows = std::min(chunk, N - r0);

@@ -4,8 +4,9 @@
 //   reference (no act_fp8, f32)  SIMT f32 GEMM: exact f32 products like the CPU
 //   faithful, act_fp8, FP8 weight FP8 tensor-core GEMM on sm_90 (Hopper), kernels/linear_fp8.h,
 //                                when K % 128 == 0 and R % 64 == 0
-//   faithful (act_fp8 or bf16)   bf16 tensor-core GEMM, when bf16 holds the weight exactly
-//                                (BF16, FP8 with ue8m0 scales, FP4); else the SIMT GEMM
+//   faithful (act_fp8 or bf16)   bf16 matrix-core GEMM, when bf16 holds the weight exactly
+//                                (BF16, FP8 with ue8m0 scales, FP4) or bf16_weight rounds it
+//                                there anyway (V3 faithful); else the SIMT GEMM
 // set_linear_path() forces one (the bf16 GEMM then rounds F32 / f32-scaled weights to bf16).
 // With the reduction order "cpu" (gpu_backend.h) Auto always takes the CPU-order kernel.
 #include "plumb/backend/cuda/gpu_backend.h"
@@ -19,11 +20,11 @@ namespace plumb::gpu {
 namespace {
 constexpr int64_t kGemvMaxRows = 8;
 
-// Path (d) needs the sm_90a kernel (the only code object holding its body), an FP8 weight and
-// whole 128-wide K blocks and 64-row weight tiles.
-bool fp8_eligible(const DeviceInfo& d, const WeightRef& w, bool act_fp8, int64_t K, int64_t R) {
-  return k::fp8_mma_built() && d.arch.rfind("sm_9", 0) == 0 && act_fp8 && w.format == WFormat::FP8 && K % 128 == 0 &&
-         R % 64 == 0;
+// Path (d) needs the sm_90a kernel (the only code object holding its body), an FP8 weight used
+// as stored (no bf16_weight) and whole 128-wide K blocks and 64-row weight tiles.
+bool fp8_eligible(const DeviceInfo& d, const WeightRef& w, const LinearOpts& o, int64_t K, int64_t R) {
+  return k::fp8_mma_built() && d.arch.rfind("sm_9", 0) == 0 && o.act_fp8 && !o.bf16_weight &&
+         w.format == WFormat::FP8 && K % 128 == 0 && R % 64 == 0;
 }
 
 bool bf16_exact(const WeightRef& w) {
@@ -62,9 +63,10 @@ Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts
   a.R = R;
   a.K = K;
   a.round_bf16 = o.out == Round::BF16;
+  a.round_w = o.bf16_weight;
 
   LinearPath path = linear_path_;
-  const bool fp8_ok = fp8_eligible(info_, wr, o.act_fp8, K, R);
+  const bool fp8_ok = fp8_eligible(info_, wr, o, K, R);
   if (path == LinearPath::Auto && cpu_order_) path = LinearPath::CpuOrder;
   if (path == LinearPath::Auto) {
     const bool faithful = o.act_fp8 || o.out == Round::BF16;
@@ -73,12 +75,12 @@ Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts
     else if (fp8_ok)
       path = LinearPath::Fp8;
     else
-      path = faithful && bf16_exact(wr) ? LinearPath::Mma : LinearPath::Simt;
+      path = faithful && (bf16_exact(wr) || o.bf16_weight) ? LinearPath::Mma : LinearPath::Simt;
   }
   if (path == LinearPath::Fp8) {
     if (!fp8_ok)
-      fail("linear: the FP8 tensor-core path needs an sm_90 device (this is {}), act_fp8, an FP8 weight, K % 128 == 0 "
-           "and R % 64 == 0 (weight '{}' [{}, {}], {} group(s))",
+      fail("linear: the FP8 tensor-core path needs an sm_90 device (this is {}), act_fp8 without bf16_weight, an FP8 "
+           "weight, K % 128 == 0 and R % 64 == 0 (weight '{}' [{}, {}], {} group(s))",
            info_.arch, w.name, w.rows(), K, G);
     Tensor q = alloc(ElemType::I32, {(N * in + 3) / 4});  // e4m3 codes, row stride `in`
     Tensor sx = alloc(ElemType::F32, {N, in / 128});

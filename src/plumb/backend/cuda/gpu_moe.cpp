@@ -74,7 +74,8 @@ Routing GpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
     }
   }
   Tensor logits = alloc(ElemType::F32, {N, E});
-  if (cpu_order()) {  // the gate product as linear()'s CPU-order kernel computes it (f32 out)
+  const bool bf16 = p.round == Round::BF16;  // the V3 release's Gate on bf16 tensors
+  if (cpu_order()) {  // the gate product as linear()'s CPU-order kernel computes it
     k::LinearArgs a;
     a.y = dev_f32(logits);
     a.ldy = E;
@@ -83,12 +84,14 @@ Routing GpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
     a.nrows = N;
     a.R = E;
     a.K = D;
+    a.round_w = a.round_bf16 = bf16;
     check_launch(k::linear_cpu_order(a, gate, stream()), "route gate (cpu order)");
   } else {
-    check_launch(k::route_gate(xp, N, D, gate, E, dev_f32(logits), stream()), "route gate");
+    check_launch(k::route_gate(xp, N, D, gate, E, bf16, dev_f32(logits), stream()), "route gate");
   }
   check_launch(k::route_select(dev_f32(logits), N, E, bias, p.bias != nullptr, p.scoring == Scoring::Sigmoid, G, TG, K,
-                               p.route_scale, p.tid2eid != nullptr, dev_i32(r.experts), dev_f32(r.weights), stream()),
+                               p.route_scale, p.tid2eid != nullptr, bf16, dev_i32(r.experts), dev_f32(r.weights),
+                               stream()),
                "route select");
   return r;
 }
@@ -108,17 +111,20 @@ int64_t expert_width(const SwiGluWeights& w, int64_t D, const std::string& which
 
 // One SwiGLU expert on M rows xs [M, D]:
 // w2(bf16?(weight * silu(min(g, L)) * clamp(u, -L, L))), each GEMM act-quantized and rounded by
-// linear() as the CPU's swiglu() does.
+// linear() as the CPU's swiglu() does; the weight is applied after w2 instead (by the
+// accumulation) under MoeParams::weight_after, and silu(.) is rounded under silu_out.
 Tensor swiglu(GpuBackend& be, const SwiGluWeights& w, const Tensor& xs, int64_t M, int64_t D, const float* row_weight,
               float limit, const MoeParams& p, const std::string& which) {
   const int64_t I = expert_width(w, D, which);
   LinearOpts lo;
   lo.act_fp8 = p.act_fp8;
+  lo.bf16_weight = p.bf16_weight;
   lo.out = p.round;
   const Tensor g = be.linear(xs, *w.w1, lo);
   const Tensor u = be.linear(xs, *w.w3, lo);
   Tensor h = be.alloc(ElemType::F32, {M, I});
-  be.check_launch(k::swiglu(dev_f32(g, "moe gate product"), dev_f32(u, "moe up product"), M, I, row_weight, limit,
+  be.check_launch(k::swiglu(dev_f32(g, "moe gate product"), dev_f32(u, "moe up product"), M, I,
+                            p.weight_after ? nullptr : row_weight, limit, p.silu_out == Round::BF16,
                             p.round == Round::BF16, dev_f32(h), be.stream()),
                   "moe swiglu");
   return be.linear(h, *w.w2, lo);
@@ -178,7 +184,9 @@ Tensor GpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGlu
     check_launch(k::gather_rows(xp, D, rows_d + begin[e], M, dev_f32(xs), stream()), "moe gather");
     const Tensor ys = swiglu(*this, experts[static_cast<std::size_t>(e)], xs, M, D, ws_d + begin[e], p.swiglu_limit, p,
                              fmt::format("routed expert {}", e));
-    check_launch(k::accumulate_rows(dev_f32(acc), dev_f32(ys, "expert output"), rows_d + begin[e], M, D, stream()),
+    check_launch(k::accumulate_rows(dev_f32(acc), dev_f32(ys, "expert output"), rows_d + begin[e],
+                                    p.weight_after ? ws_d + begin[e] : nullptr, p.accumulate == Round::BF16, M, D,
+                                    stream()),
                  "moe accumulate");
   }
   const Tensor ys = swiglu(*this, shared, x2, N, D, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p, "shared");

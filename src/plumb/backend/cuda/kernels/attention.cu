@@ -167,11 +167,24 @@ __global__ void __launch_bounds__(kThreads) mla_kernel(MlaArgs a) {
   for (int64_t j = warp; j < nc; j += nwarps) {
     const float* cj = sq.latent + j * R;
     const float* kj = sq.k_pe + j * P;
-    float s = 0.f;
-    for (int64_t d = lane; d < R; d += kWarp) s += ql[d] * cj[d];
-    for (int64_t d = lane; d < P; d += kWarp) s += qp[d] * kj[d];
-    s = warp_sum(s);
-    if (lane == 0) sc[j] = s * a.scale;
+    // The latent and the rope parts: separate sums under bf16 (two einsums), one running sum else.
+    float sl = 0.f, sp = 0.f;
+    if (a.cpu_order) {  // one lane, in index order (a branch uniform over the warp)
+      if (lane == 0) {
+        for (int64_t d = 0; d < R; ++d) sl = __fadd_rn(sl, __fmul_rn(ql[d], cj[d]));
+        float& s2 = a.bf16 ? sp : sl;
+        for (int64_t d = 0; d < P; ++d) s2 = __fadd_rn(s2, __fmul_rn(qp[d], kj[d]));
+      }
+    } else {
+      for (int64_t d = lane; d < R; d += kWarp) sl += ql[d] * cj[d];
+      for (int64_t d = lane; d < P; d += kWarp) sp += qp[d] * kj[d];
+      sl = warp_sum(sl);
+      sp = warp_sum(sp);
+      if (!a.bf16) sl = __fadd_rn(sl, sp);
+    }
+    if (lane == 0)
+      sc[j] = a.bf16 ? round_bf16(__fmul_rn(round_bf16(__fadd_rn(round_bf16(sl), round_bf16(sp))), a.scale))
+                     : __fmul_rn(sl, a.scale);
   }
   __syncthreads();
   float mx = -INFINITY;
@@ -182,14 +195,17 @@ __global__ void __launch_bounds__(kThreads) mla_kernel(MlaArgs a) {
   float sum = 0.f;
   for (int64_t j = 0; j < nc; ++j) sum = __fadd_rn(sum, sc[j]);
   __syncthreads();  // every thread has its sum before the values become probabilities
-  for (int64_t j = threadIdx.x; j < nc; j += blockDim.x) sc[j] = sc[j] / sum;
+  for (int64_t j = threadIdx.x; j < nc; j += blockDim.x) {
+    const float p = __fdiv_rn(sc[j], sum);
+    sc[j] = a.bf16 ? round_bf16(p) : p;  // softmax(f32).type_as(x) under bf16
+  }
   __syncthreads();
 
   float* o = a.out + (row * a.H + h) * R;
   for (int64_t d = threadIdx.x; d < R; d += blockDim.x) {
     float acc = 0.f;
     for (int64_t j = 0; j < nc; ++j) acc = __fadd_rn(acc, __fmul_rn(sc[j], sq.latent[j * R + d]));
-    o[d] = acc;
+    o[d] = a.bf16 ? round_bf16(acc) : acc;
   }
 }
 

@@ -68,6 +68,10 @@ struct MlaArgs {
   int64_t N = 0, H = 0, R = 0, P = 0;
   int64_t max_cand = 0;  // largest start + len of any sequence
   float scale = 1.f;
+  // bf16: the V3 release's bf16 einsums (MlaParams::round): s = bf16(bf16(bf16(q_lat.c) +
+  // bf16(q_pe.k_pe)) * scale), p = bf16(softmax), o = bf16(p.c). cpu_order: the score dot products
+  // summed sequentially by one lane, as cpu_mla.cpp does (else a warp sum).
+  bool bf16 = false, cpu_order = false;
 };
 gpuError_t mla_attention(const MlaArgs& a, gpuStream_t s);
 int64_t mla_attention_smem_cands(int64_t R, int64_t P);

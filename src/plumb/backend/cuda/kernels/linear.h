@@ -18,6 +18,7 @@ struct LinearArgs {
   int64_t nrows = 0;  // N: rows of x
   int64_t groups = 1, R = 0, K = 0;
   bool round_bf16 = false;
+  bool round_w = false;  // each decoded weight value rounded to bf16 first (LinearOpts::bf16_weight)
 };
 
 // (a) one warp per weight row (up to 4 rows per warp), x staged in shared memory 8 rows at a time.

@@ -23,7 +23,11 @@ __global__ void __launch_bounds__(kThreads) cpu_order_kernel(LinearArgs a, Weigh
   const int64_t n = live ? o / GR : 0, gr = live ? o % GR : 0;
   const int64_t g = gr / a.R;
   const float* x = a.x + n * a.ldx + g * a.K;
-  const float v = cpu_order_sum8([&](int64_t i) { return live ? __fmul_rn(x[i], wload<F>(w, gr, i)) : 0.f; }, a.K, sub);
+  auto wv = [&](int64_t i) {
+    const float v = wload<F>(w, gr, i);
+    return a.round_w ? round_bf16(v) : v;
+  };
+  const float v = cpu_order_sum8([&](int64_t i) { return live ? __fmul_rn(x[i], wv(i)) : 0.f; }, a.K, sub);
   if (live && sub == 0) a.y[n * a.ldy + gr] = a.round_bf16 ? round_bf16(v) : v;
 }
 

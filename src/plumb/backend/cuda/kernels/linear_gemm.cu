@@ -38,7 +38,8 @@ __global__ void __launch_bounds__(kSThreads) simt_kernel(LinearArgs a, WeightRef
       const int64_t n = n0 + m, k = k0 + kk;
       xs[kk][m] = (n < a.nrows && k < K) ? xg[n * a.ldx + k] : 0.f;
       const int64_t r = r0 + m;
-      ws[kk][m] = (r < R && k < K) ? wload<F>(w, g * R + r, k) : 0.f;
+      const float wv = (r < R && k < K) ? wload<F>(w, g * R + r, k) : 0.f;
+      ws[kk][m] = a.round_w ? round_bf16(wv) : wv;
     }
     __syncthreads();
 #pragma unroll

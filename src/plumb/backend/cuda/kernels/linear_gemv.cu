@@ -64,6 +64,10 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(LinearArgs a, WeightRef 
 #pragma unroll
           for (int e = 0; e < 16; ++e) wv[j][e] = c0 + e < K ? wload<F>(w, row, c0 + e) : 0.f;
         }
+        if (a.round_w) {
+#pragma unroll
+          for (int e = 0; e < 16; ++e) wv[j][e] = round_bf16(wv[j][e]);
+        }
       }
 #pragma unroll
       for (int q = 0; q < 4; ++q) {

@@ -19,7 +19,7 @@ unsigned blocks_for(int64_t n) {
 
 // One warp per (expert, group of kGateTokens tokens): lanes stride over D, then a warp sum.
 __global__ void __launch_bounds__(kThreads)
-    route_gate_kernel(const float* x, int64_t N, int64_t D, WeightRef gate, int64_t E, float* logits) {
+    route_gate_kernel(const float* x, int64_t N, int64_t D, WeightRef gate, int64_t E, bool bf16, float* logits) {
   const int lane = threadIdx.x % kWarp;
   const int64_t e = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / kWarp;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kGateTokens;
@@ -28,7 +28,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int t = 0; t < kGateTokens; ++t) acc[t] = 0.f;
   for (int64_t i = lane; i < D; i += kWarp) {
-    const float w = weight_at(gate, e, i);
+    const float w = bf16 ? round_bf16(weight_at(gate, e, i)) : weight_at(gate, e, i);
 #pragma unroll
     for (int t = 0; t < kGateTokens; ++t)
       if (n0 + t < N) acc[t] += w * x[(n0 + t) * D + i];
@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int t = 0; t < kGateTokens; ++t) {
     const float v = warp_sum(acc[t]);
-    if (lane == 0 && n0 + t < N) logits[(n0 + t) * E + e] = v;
+    if (lane == 0 && n0 + t < N) logits[(n0 + t) * E + e] = bf16 ? round_bf16(v) : v;
   }
 }
 
@@ -47,7 +47,7 @@ __device__ __forceinline__ bool ahead(float v, float i, float bv, float bi) { re
 
 // One warp per token (blockDim = kWarp).
 __global__ void route_select_kernel(const float* logits, int64_t E, WeightRef bias, bool has_bias, bool sigmoid,
-                                    int64_t G, int64_t TG, int64_t K, float route_scale, bool hashed,
+                                    int64_t G, int64_t TG, int64_t K, float route_scale, bool hashed, bool bf16,
                                     int32_t* experts, float* weights) {
   extern __shared__ float sh[];
   float* score = sh;
@@ -58,7 +58,8 @@ __global__ void route_select_kernel(const float* logits, int64_t E, WeightRef bi
   const int lane = threadIdx.x;
   for (int64_t e = lane; e < E; e += kWarp) {
     const float l = logits[n * E + e];
-    const float sc = sigmoid ? __fdiv_rn(1.f, __fadd_rn(1.f, exp_cr(-l))) : __fsqrt_rn(softplus(l));
+    float sc = sigmoid ? __fdiv_rn(1.f, __fadd_rn(1.f, exp_cr(-l))) : __fsqrt_rn(softplus(l));
+    if (bf16) sc = round_bf16(sc);  // sigmoid of a bf16 tensor; + the f32 bias promotes to f32
     score[e] = sc;
     sel[e] = has_bias ? __fadd_rn(sc, weight_at(bias, e, 0)) : sc;  // the bias picks, it never weighs
     taken[e] = 0;
@@ -109,8 +110,11 @@ __global__ void route_select_kernel(const float* logits, int64_t E, WeightRef bi
   if (lane == 0) {  // lane 0 wrote ex itself (or the host did before the launch)
     float sum = 0.f;
     for (int64_t k = 0; k < K; ++k) sum = __fadd_rn(sum, ex[k] >= 0 ? score[ex[k]] : NAN);
-    for (int64_t k = 0; k < K; ++k)
-      weights[n * K + k] = __fmul_rn(__fdiv_rn(ex[k] >= 0 ? score[ex[k]] : NAN, sum), route_scale);
+    if (bf16) sum = round_bf16(sum);  // weights /= weights.sum(); weights *= route_scale, on bf16 tensors
+    for (int64_t k = 0; k < K; ++k) {
+      const float q = __fdiv_rn(ex[k] >= 0 ? score[ex[k]] : NAN, sum);
+      weights[n * K + k] = bf16 ? round_bf16(__fmul_rn(round_bf16(q), route_scale)) : __fmul_rn(q, route_scale);
+    }
   }
 }
 
@@ -122,7 +126,7 @@ __global__ void gather_rows_kernel(const float* src, int64_t D, const int32_t* r
 }
 
 __global__ void swiglu_kernel(const float* g, const float* u, int64_t M, int64_t I, const float* row_weight,
-                              float limit, bool bf16_out, float* h) {
+                              float limit, bool silu_bf16, bool bf16_out, float* h) {
   const int64_t total = M * I;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -131,7 +135,9 @@ __global__ void swiglu_kernel(const float* g, const float* u, int64_t M, int64_t
       gi = limit < gi ? limit : gi;
       ui = ui < -limit ? -limit : (limit < ui ? limit : ui);
     }
-    float v = __fmul_rn(__fdiv_rn(gi, __fadd_rn(1.0f, exp_cr(-gi))), ui);
+    float silu = __fdiv_rn(gi, __fadd_rn(1.0f, exp_cr(-gi)));
+    if (silu_bf16) silu = round_bf16(silu);
+    float v = __fmul_rn(silu, ui);
     if (row_weight) v = __fmul_rn(row_weight[i / I], v);  // routing weight before w2 (and its act-quant)
     h[i] = bf16_out ? round_bf16(v) : v;
   }
@@ -139,7 +145,8 @@ __global__ void swiglu_kernel(const float* g, const float* u, int64_t M, int64_t
 
 // Thread per (row, column); the first row of a run of equal destination rows adds the whole run
 // in order, so a token listed twice for one expert gets its terms in the CPU's order, race-free.
-__global__ void accumulate_rows_kernel(float* acc, const float* ys, const int32_t* rows, int64_t M, int64_t D) {
+__global__ void accumulate_rows_kernel(float* acc, const float* ys, const int32_t* rows, const float* row_weight,
+                                       bool bf16, int64_t M, int64_t D) {
   const int64_t total = M * D;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -148,7 +155,10 @@ __global__ void accumulate_rows_kernel(float* acc, const float* ys, const int32_
     if (i > 0 && rows[i - 1] == r) continue;
     float* a = acc + static_cast<int64_t>(r) * D + d;
     float v = *a;
-    for (int64_t j = i; j < M && rows[j] == r; ++j) v = __fadd_rn(v, ys[j * D + d]);
+    for (int64_t j = i; j < M && rows[j] == r; ++j) {
+      const float t = row_weight ? __fmul_rn(ys[j * D + d], row_weight[j]) : ys[j * D + d];
+      v = bf16 ? round_bf16(__fadd_rn(v, round_bf16(t))) : __fadd_rn(v, t);
+    }
     *a = v;
   }
 }
@@ -163,21 +173,22 @@ __global__ void add_round_kernel(const float* a, const float* b, int64_t n, bool
 
 }  // namespace
 
-gpuError_t route_gate(const float* x, int64_t N, int64_t D, WeightRef gate, int64_t E, float* logits, gpuStream_t s) {
+gpuError_t route_gate(const float* x, int64_t N, int64_t D, WeightRef gate, int64_t E, bool bf16, float* logits,
+                      gpuStream_t s) {
   if (N > 0 && E > 0) {
     const dim3 grid(static_cast<unsigned>((E + kWarps - 1) / kWarps),
                     static_cast<unsigned>((N + kGateTokens - 1) / kGateTokens));
-    route_gate_kernel<<<grid, kThreads, 0, s>>>(x, N, D, gate, E, logits);
+    route_gate_kernel<<<grid, kThreads, 0, s>>>(x, N, D, gate, E, bf16, logits);
   }
   return gpuGetLastError();
 }
 
 gpuError_t route_select(const float* logits, int64_t N, int64_t E, WeightRef bias, bool has_bias, bool sigmoid,
-                        int64_t groups, int64_t topk_groups, int64_t K, float route_scale, bool hashed,
+                        int64_t groups, int64_t topk_groups, int64_t K, float route_scale, bool hashed, bool bf16,
                         int32_t* experts, float* weights, gpuStream_t s) {
   if (N > 0)
     route_select_kernel<<<static_cast<unsigned>(N), kWarp, static_cast<size_t>(route_select_shared_bytes(E, groups)),
-                          s>>>(logits, E, bias, has_bias, sigmoid, groups, topk_groups, K, route_scale, hashed,
+                          s>>>(logits, E, bias, has_bias, sigmoid, groups, topk_groups, K, route_scale, hashed, bf16,
                                experts, weights);
   return gpuGetLastError();
 }
@@ -188,13 +199,15 @@ gpuError_t gather_rows(const float* src, int64_t D, const int32_t* rows, int64_t
 }
 
 gpuError_t swiglu(const float* g, const float* u, int64_t M, int64_t I, const float* row_weight, float limit,
-                  bool bf16_out, float* h, gpuStream_t s) {
-  if (M * I > 0) swiglu_kernel<<<blocks_for(M * I), kThreads, 0, s>>>(g, u, M, I, row_weight, limit, bf16_out, h);
+                  bool silu_bf16, bool bf16_out, float* h, gpuStream_t s) {
+  if (M * I > 0)
+    swiglu_kernel<<<blocks_for(M * I), kThreads, 0, s>>>(g, u, M, I, row_weight, limit, silu_bf16, bf16_out, h);
   return gpuGetLastError();
 }
 
-gpuError_t accumulate_rows(float* acc, const float* ys, const int32_t* rows, int64_t M, int64_t D, gpuStream_t s) {
-  if (M * D > 0) accumulate_rows_kernel<<<blocks_for(M * D), kThreads, 0, s>>>(acc, ys, rows, M, D);
+gpuError_t accumulate_rows(float* acc, const float* ys, const int32_t* rows, const float* row_weight, bool bf16,
+                           int64_t M, int64_t D, gpuStream_t s) {
+  if (M * D > 0) accumulate_rows_kernel<<<blocks_for(M * D), kThreads, 0, s>>>(acc, ys, rows, row_weight, bf16, M, D);
   return gpuGetLastError();
 }
 
