@@ -150,6 +150,12 @@ class GpuBackend final : public Backend {
   bool cpu_order_ = false;
   std::shared_ptr<DeviceAllocator> alloc_;
   std::unordered_map<const std::byte*, OwnedWeight> weights_;
+  // linear() path Mma: whether the matrix-core kernel (k::linear_mma) may run, else the SIMT bf16
+  // kernel (k::linear_mma_simt). Always true on CUDA. On HIP the first call runs a self-check of the
+  // MFMA kernel against the SIMT one (gpu_mfma_check.cpp); a mismatch warns once on stderr and
+  // selects SIMT for good. State: 0 not checked yet, 1 MFMA verified, -1 SIMT fallback.
+  bool mma_matrix_ok();
+  int mma_matrix_state_ = 0;
 };
 
 // Checked access to a tensor's device memory; a plumb::Error naming `what` if t is undefined, not

@@ -6,7 +6,11 @@
 //                                when K % 128 == 0 and R % 64 == 0
 //   faithful (act_fp8 or bf16)   bf16 matrix-core GEMM, when bf16 holds the weight exactly
 //                                (BF16, FP8 with ue8m0 scales, FP4) or bf16_weight rounds it
-//                                there anyway (V3 faithful); else the SIMT GEMM
+//                                there anyway (V3 faithful); else the SIMT GEMM. mma.sync on
+//                                CUDA sm_80+; MFMA on HIP gfx90a only once it passed a one-time
+//                                run-time self-check against the SIMT bf16 GEMM
+//                                (gpu_mfma_check.cpp; a mismatch warns on stderr and SIMT runs
+//                                from then on); the SIMT bf16 loop on other HIP targets
 // set_linear_path() forces one (the bf16 GEMM then rounds F32 / f32-scaled weights to bf16).
 // With the reduction order "cpu" (gpu_backend.h) Auto always takes the CPU-order kernel.
 #include "plumb/backend/cuda/gpu_backend.h"
@@ -103,7 +107,10 @@ Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts
     case LinearPath::Gemv:
       check_launch(k::linear_gemv(a, wr, 2 * static_cast<int64_t>(info_.multiprocessors), stream_), "linear (gemv)");
       break;
-    case LinearPath::Mma: check_launch(k::linear_mma(a, wr, stream_), "linear (bf16 mma)"); break;
+    case LinearPath::Mma:  // on HIP, MFMA only once it passed its self-check (gpu_mfma_check.cpp)
+      check_launch(mma_matrix_ok() ? k::linear_mma(a, wr, stream_) : k::linear_mma_simt(a, wr, stream_),
+                   "linear (bf16 mma)");
+      break;
     case LinearPath::CpuOrder: check_launch(k::linear_cpu_order(a, wr, stream_), "linear (cpu order)"); break;
     case LinearPath::Auto:
     case LinearPath::Fp8:  // handled above

@@ -27,8 +27,12 @@ gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_b
 // (b) tiled SIMT GEMM, exact f32 products and f32 accumulation.
 gpuError_t linear_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 // (c) bf16 operands (x rounded to nearest even, w decoded to bf16), f32 accumulation: mma.sync
-// on CUDA sm_80+, the same numerics by SIMT elsewhere.
+// on CUDA sm_80+, MFMA on HIP gfx90a (gated at run time by GpuBackend's self-check,
+// gpu_mfma_check.cpp), the same numerics by SIMT elsewhere.
 gpuError_t linear_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
+// (c) with the SIMT loop on every target (same tiles, same numerics, accumulation order aside):
+// the fallback when the matrix-core kernel fails the self-check, and that check's reference.
+gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 // (e) every output summed in the CPU backend's order (cpu_order.h): bitwise the CPU's; slow.
 gpuError_t linear_cpu_order(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 
