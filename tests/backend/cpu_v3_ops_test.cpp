@@ -131,7 +131,6 @@ TEST_F(CpuV3Ops, ColumnsAndAdd) {
   EXPECT_THROW(be->columns(upload(x, {4, 7}), 5, 3), Error);
 }
 
-
 // An FP8 e4m3 weight with F32 128x128 block scales that are not powers of two (the V3 layout),
 // so that e4m3 x scale needs rounding to bf16.
 OwnedWeight fp8_f32_scaled(std::mt19937_64& rng, int64_t rows, int64_t cols) {
@@ -204,10 +203,11 @@ TEST_F(CpuV3Ops, MlaAttentionBf16RoundsLikeTheRelease) {
   const std::vector<float> ql = bf(randn(rng, 4 * H * R, 0.5f)), qp = bf(randn(rng, 4 * H * P, 0.5f));
   const std::vector<Tensor> lat_t{upload(lat, {T, R})}, kpe_t{upload(kpe, {T, P})};
   const float scale = 0.29f;
-  const std::vector<float> got = host(*be, be->mla_attention(upload(ql, {4, H, R}), upload(qp, {4, H, P}), b, lat_t, kpe_t,
-                                                             backend::MlaParams{scale, backend::Round::BF16}));
-  const std::vector<float> f32 = host(*be, be->mla_attention(upload(ql, {4, H, R}), upload(qp, {4, H, P}), b, lat_t,
-                                                             kpe_t, backend::MlaParams{scale, backend::Round::None}));
+  auto mla = [&](backend::Round r) {
+    return host(*be, be->mla_attention(upload(ql, {4, H, R}), upload(qp, {4, H, P}), b, lat_t, kpe_t,
+                                       backend::MlaParams{scale, r}));
+  };
+  const std::vector<float> got = mla(backend::Round::BF16), f32 = mla(backend::Round::None);
   EXPECT_NE(got, f32);
   int64_t exact = 0;
   for (int64_t i = 0; i < 4; ++i)
@@ -318,7 +318,10 @@ TEST_F(CpuV3Ops, MoeBf16AccumulatesLikeTheRelease) {
     std::vector<float> h(I), y(D);
     for (int64_t i = 0; i < I; ++i) {
       double g = 0, u = 0;
-      for (int64_t d = 0; d < D; ++d) g += double(w1[i * D + d]) * x[n * D + d], u += double(w3[i * D + d]) * x[n * D + d];
+      for (int64_t d = 0; d < D; ++d) {
+        g += double(w1[i * D + d]) * x[n * D + d];
+        u += double(w3[i * D + d]) * x[n * D + d];
+      }
       const float gb = bf16(float(g)), ub = bf16(float(u));
       h[i] = bf16(bf16(gb / (1.f + std::exp(-gb))) * ub);
     }

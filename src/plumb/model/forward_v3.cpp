@@ -70,20 +70,38 @@ WeightView f32_view(const std::string& name, const std::vector<float>& data, int
 
 }  // namespace
 
-RopeV3 rope_v3(const ModelConfig& c) {
+// The unscaled RoPE frequencies 1 / theta^(2i / dim), and YaRN's ramp for frequency i (both
+// HF and the release compute them this way; they differ in how the ramp is applied).
+namespace {
+RopeV3 unscaled_rope(const ModelConfig& c) {
   const int64_t dim = c.qk_rope_head_dim;
   if (dim <= 0 || dim % 2 != 0) fail("qk_rope_head_dim must be positive and even, got {}", dim);
   RopeV3 r;
   r.inv_freq.resize(static_cast<std::size_t>(dim / 2));
   for (int64_t i = 0; i < dim / 2; ++i)
-    r.inv_freq[i] = static_cast<float>(1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / static_cast<double>(dim)));
+    r.inv_freq[i] =
+        static_cast<float>(1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / static_cast<double>(dim)));
+  return r;
+}
+float yarn_ramp(const v4::YarnRange& yr, int64_t i) {
+  return std::clamp(static_cast<float>((static_cast<double>(i) - yr.low) / (yr.high - yr.low)), 0.f, 1.f);
+}
+v4::YarnRange yarn_range_of(const ModelConfig& c, const RopeScaling& y) {
+  return v4::yarn_range(c.qk_rope_head_dim, c.rope_theta, y.original_max_position_embeddings, y.beta_fast,
+                        y.beta_slow);
+}
+}  // namespace
+
+RopeV3 rope_v3(const ModelConfig& c) {
+  RopeV3 r = unscaled_rope(c);
+  const int64_t dim = c.qk_rope_head_dim;
   double scale = 1.0 / std::sqrt(static_cast<double>(c.qk_nope_head_dim + c.qk_rope_head_dim));
   if (c.rope_scaling && c.rope_scaling->original_max_position_embeddings > 0) {
     const RopeScaling& y = *c.rope_scaling;
-    const v4::YarnRange yr = v4::yarn_range(dim, c.rope_theta, y.original_max_position_embeddings, y.beta_fast, y.beta_slow);
+    const v4::YarnRange yr = yarn_range_of(c, y);
     const float factor = static_cast<float>(y.factor);
     for (int64_t i = 0; i < dim / 2; ++i) {
-      const float ramp = std::clamp(static_cast<float>((static_cast<double>(i) - yr.low) / (yr.high - yr.low)), 0.f, 1.f);
+      const float ramp = yarn_ramp(yr, i);
       r.inv_freq[i] = r.inv_freq[i] / factor * ramp + r.inv_freq[i] * (1.f - ramp);
     }
     // HF: the attention factor is the ratio when both mscales are set, else mscale(f, 1); the
@@ -98,20 +116,17 @@ RopeV3 rope_v3(const ModelConfig& c) {
 }
 
 RopeV3 rope_v3_release(const ModelConfig& c) {
+  RopeV3 r = unscaled_rope(c);  // freqs = 1 / base^(arange(0, dim, 2) / dim) (366)
   const int64_t dim = c.qk_rope_head_dim;
-  if (dim <= 0 || dim % 2 != 0) fail("qk_rope_head_dim must be positive and even, got {}", dim);
-  RopeV3 r;
-  r.inv_freq.resize(static_cast<std::size_t>(dim / 2));
-  for (int64_t i = 0; i < dim / 2; ++i)  // freqs = 1 / base^(arange(0, dim, 2) / dim) (366)
-    r.inv_freq[i] = static_cast<float>(1.0 / std::pow(c.rope_theta, static_cast<double>(2 * i) / static_cast<double>(dim)));
   double scale = 1.0 / std::sqrt(static_cast<double>(c.qk_nope_head_dim + c.qk_rope_head_dim));  // 434
   if (c.rope_scaling && c.rope_scaling->original_max_position_embeddings > 0) {
     const RopeScaling& y = *c.rope_scaling;
-    const v4::YarnRange yr = v4::yarn_range(dim, c.rope_theta, y.original_max_position_embeddings, y.beta_fast, y.beta_slow);
+    const v4::YarnRange yr = yarn_range_of(c, y);
     const float factor = static_cast<float>(y.factor);
-    for (int64_t i = 0; i < dim / 2; ++i) {  // smooth = 1 - ramp; freqs / factor * (1 - smooth) + freqs * smooth (369-370)
-      const float ramp = std::clamp(static_cast<float>((static_cast<double>(i) - yr.low) / (yr.high - yr.low)), 0.f, 1.f);
-      const float smooth = 1.f - ramp;
+    // smooth = 1 - ramp; freqs / factor * (1 - smooth) + freqs * smooth (369-370): 1 - (1 - ramp)
+    // is not always ramp in f32, hence not HF's formula
+    for (int64_t i = 0; i < dim / 2; ++i) {
+      const float smooth = 1.f - yarn_ramp(yr, i);
       r.inv_freq[i] = r.inv_freq[i] / factor * (1.f - smooth) + r.inv_freq[i] * smooth;
     }
     const double m = 0.1 * y.mscale_all_dim * std::log(y.factor) + 1.0;  // 436-437
@@ -216,7 +231,8 @@ Tensor ForwardV3::attention(int64_t l, const Tensor& x, const backend::Batch& b,
   }
   const Tensor o_lat =
       be_.mla_attention(q_lat.reshaped({N, H, R}), q_pe, b, lat_c, kpe_c, backend::MlaParams{rope_.softmax_scale, R16});
-  const Tensor o = be_.linear(o_lat.reshaped({N, H * R}), ab.v_view, {.groups = H, .out = R16, .bf16_weight = faithful_});
+  const Tensor o =
+      be_.linear(o_lat.reshaped({N, H * R}), ab.v_view, {.groups = H, .out = R16, .bf16_weight = faithful_});
   return be_.linear(o, a.o_proj, lin);
 }
 
