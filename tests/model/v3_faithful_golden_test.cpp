@@ -35,10 +35,14 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "../format/safetensors_corpus.h"
 #include "plumb/backend/backend.h"
 #include "plumb/format/config.h"
 #include "plumb/format/npy.h"
@@ -258,6 +262,26 @@ TEST(V3FaithfulGolden, ProfilesShareTheForward) {
     ASSERT_EQ(ia, ids.size());
     EXPECT_EQ(got_a, f) << name << ": faithful chunked/ragged != prefill";
     EXPECT_EQ(got_b, want_b) << name << ": faithful chunked/ragged != prefill";
+  }
+}
+
+// V3.1 checkpoints carry quantization_config.scale_fmt = "ue8m0". In the release it only reaches
+// act_quant, which runs under gemm_impl = "fp8" alone (model.py 158-163); with the default "bf16"
+// (155-157, what `faithful` reproduces) activations are never quantized, so the same weights give
+// the same logits with or without it. The config is accepted and changes nothing, bit for bit.
+TEST(V3FaithfulGolden, V31ScaleFmtUe8m0IsAcceptedAndChangesNothing) {
+  const fs::path src = kFixtures / kConfigs[0];
+  test::TempDir tmp;
+  fs::copy_file(src / "model.safetensors", tmp.path() / "model.safetensors");
+  std::ifstream f(src / "config.json");
+  nlohmann::json j = nlohmann::json::parse(f);
+  j["quantization_config"]["scale_fmt"] = "ue8m0";
+  test::write_file(tmp.path() / "config.json", j.dump());
+  ASSERT_EQ(load_model_config(tmp.path().string()).quantization.scale_fmt, "ue8m0");
+  const std::vector<int32_t> ids = read_token_ids((src / "prompt_7.ids.npy").string());
+  for (Numerics n : {Numerics::Reference, Numerics::Faithful}) {
+    Loaded plain(src, n), v31(tmp.path(), n);
+    EXPECT_EQ(v31.prefill(ids), plain.prefill(ids)) << numerics_name(n);
   }
 }
 
