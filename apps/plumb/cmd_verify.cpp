@@ -2,6 +2,7 @@
 // per-tap, logits and greedy-token comparison of a backend against a reference, with an audit
 // trail (verify.json / verify.md / verify.html).
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -17,7 +18,7 @@ namespace {
 
 struct VerifyArgs {
   verify::VerifyOptions opt;
-  std::string ids, report;
+  std::string ids, report, gpu_order;
 };
 
 // A .npy of int32/int64 ids (what `plumb logits --ids` takes), or for quick runs an inline
@@ -52,9 +53,10 @@ std::string command_line(const VerifyArgs& a) {
   if (!all.empty()) return all;
   const verify::VerifyOptions& o = a.opt;
   return fmt::format(
-      "plumb verify --model {} --backend {} {} --numerics {} --ids {} --report {} --steps {} --threshold {}{}", o.model,
-      o.backend, o.against_dumps.empty() ? "--against " + o.against : "--against-dumps " + o.against_dumps, o.numerics,
-      a.ids, a.report, o.steps, o.threshold, o.isolate_layers ? " --isolate-layers" : "");
+      "plumb verify --model {} --backend {} {} --numerics {} --ids {} --report {} --steps {} --threshold {}{}{}",
+      o.model, o.backend, o.against_dumps.empty() ? "--against " + o.against : "--against-dumps " + o.against_dumps,
+      o.numerics, a.ids, a.report, o.steps, o.threshold, o.isolate_layers ? " --isolate-layers" : "",
+      a.gpu_order.empty() ? "" : " --gpu-order " + a.gpu_order);
 }
 
 }  // namespace
@@ -88,7 +90,13 @@ Runner register_verify(CLI::App& app) {
   cmd->add_flag("--isolate-layers", a->opt.isolate_layers,
                 "start every layer of the tested backend from the reference's residual stream (its layer.L.hc taps "
                 "on deepseek_v4, layer.L.residual on deepseek_v3), so each layer is judged on equal inputs");
+  cmd->add_option("--gpu-order", a->gpu_order,
+                  "GPU reduction order: cpu (sum in the CPU backend's order: bitwise the CPU's results, slower) or "
+                  "fast (each kernel's own order); default: $PLUMB_GPU_ORDER, else fast")
+      ->check(CLI::IsMember({"cpu", "fast"}));
   return [a]() {
+    // The GPU backend reads its reduction order from the environment when it starts.
+    if (!a->gpu_order.empty()) ::setenv("PLUMB_GPU_ORDER", a->gpu_order.c_str(), 1);
     a->opt.ids = parse_ids(a->ids);
     a->opt.command_line = command_line(*a);
     const verify::VerifyReport r = verify::run_verify(a->opt);

@@ -142,6 +142,12 @@ TEST_F(VerifyCli, DeepseekV3ComparesTapsLogitsAndGreedyTokens) {
                             tmp.path());
   ASSERT_EQ(f.status, 0) << f.err;
   const nlohmann::json fj = report(iso);
+  // --gpu-order takes cpu or fast only (on a CPU-only comparison it changes nothing)
+  const CliResult bad = plumb("verify --model " + fixture.string() + " --backend cpu --against cpu --ids 5,9 " +
+                                  "--gpu-order exact --report " + (tmp.path() / "bad").string(),
+                              tmp.path());
+  EXPECT_EQ(bad.status, 2) << bad.err;
+  EXPECT_NE(bad.err.find("gpu-order"), std::string::npos) << bad.err;
   EXPECT_EQ(fj["numerics"], "faithful");
   ASSERT_EQ(fj["notes"].size(), 1u);
   EXPECT_NE(fj["notes"][0].get<std::string>().find("layer.L.residual"), std::string::npos) << fj["notes"];
