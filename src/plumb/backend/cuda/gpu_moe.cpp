@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "plumb/backend/cuda/gpu_backend.h"
-#include "plumb/backend/cuda/kernels/linear.h"
 #include "plumb/backend/cuda/kernels/memory.h"
 #include "plumb/backend/cuda/kernels/moe.h"
 #include "plumb/util/error.h"
@@ -73,20 +72,15 @@ Routing GpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
       sync();  // ex goes away when we return
     }
   }
-  Tensor logits = alloc(ElemType::F32, {N, E});
   const bool bf16 = p.round == Round::BF16;  // the V3 release's Gate on bf16 tensors
-  if (cpu_order()) {  // the gate product as linear()'s CPU-order kernel computes it
-    k::LinearArgs a;
-    a.y = dev_f32(logits);
-    a.ldy = E;
-    a.x = xp;
-    a.ldx = D;
-    a.nrows = N;
-    a.R = E;
-    a.K = D;
-    a.round_w = a.round_bf16 = bf16;
-    check_launch(k::linear_cpu_order(a, gate, stream()), "route gate (cpu order)");
+  Tensor logits;
+  if (cpu_order()) {  // the CPU's gate product is its linear(), which ours then repeats bitwise
+    LinearOpts lo;
+    lo.out = p.round;
+    lo.bf16_weight = bf16;
+    logits = linear(x, *p.gate, lo);
   } else {
+    logits = alloc(ElemType::F32, {N, E});
     check_launch(k::route_gate(xp, N, D, gate, E, bf16, dev_f32(logits), stream()), "route gate");
   }
   check_launch(k::route_select(dev_f32(logits), N, E, bias, p.bias != nullptr, p.scoring == Scoring::Sigmoid, G, TG, K,

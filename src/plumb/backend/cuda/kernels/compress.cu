@@ -5,6 +5,7 @@
 // CPU's order, so the indexer's scores are bitwise those of the CPU (its top-k then agrees
 // exactly) and the compressor differs only where exp_cr and glibc's expf round differently (rare).
 #include "plumb/backend/cuda/kernels/compress.h"
+#include "plumb/backend/cuda/kernels/cpu_order.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -64,21 +65,6 @@ __global__ void compress_kernel(CompressArgs a) {
 }
 
 // ---- indexer
-
-// The CPU's dot (weight_decode.cpp): eight lane accumulators over blocks of 8 (two 4-wide
-// vectors), combined as (l0+l4 + l1+l5) + (l2+l6 + l3+l7), then the tail in order.
-__device__ float cpu_dot(const float* a, const float* b, int64_t n) {
-  float l[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-#pragma unroll
-    for (int u = 0; u < 8; ++u) l[u] = __fadd_rn(l[u], __fmul_rn(a[i + u], b[i + u]));
-  const float v0 = __fadd_rn(l[0], l[4]), v1 = __fadd_rn(l[1], l[5]), v2 = __fadd_rn(l[2], l[6]),
-              v3 = __fadd_rn(l[3], l[7]);
-  float s = __fadd_rn(__fadd_rn(v0, v1), __fadd_rn(v2, v3));
-  for (; i < n; ++i) s = __fadd_rn(s, __fmul_rn(a[i], b[i]));
-  return s;
-}
 
 // Order-preserving unsigned key of a float (the CPU's order_key shifted to unsigned): larger
 // floats get larger keys and +0 ranks above -0.
