@@ -33,14 +33,9 @@ TEST_F(GpuCpuOrder, LinearEveryFormatAndOption) {
   for (const Case& c : cases) {
     const int64_t Kx = c.G * c.K;
     const std::vector<float> wv = rnd(c.R * c.G * c.K, 0.05f), x = rnd(c.N * Kx);
-    std::vector<std::pair<std::string, OwnedWeight>> ws;
-    ws.push_back({"f32", f32_weight({c.G * c.R, c.K}, wv)});
-    ws.push_back({"bf16", bf16_weight({c.G * c.R, c.K}, wv)});
-    ws.push_back({"fp8 ue8m0", fp8_weight(c.G * c.R, c.K, wv)});
-    ws.push_back({"fp8 f32-scale", fp8_weight_f32_scales(c.G * c.R, c.K, wv, rng)});
-    if (c.K % 2 == 0) ws.push_back({"fp4", fp4_weight(c.G * c.R, c.K, wv)});
-    for (const auto& [fname, w] : ws) {
-      const WeightView view = fname == "fp8 f32-scale" ? f32_scaled_view(w) : w.view();
+    for (const FormatWeight& fw : every_format(c.G * c.R, c.K, wv, rng)) {
+      const std::string& fname = fw.name;
+      const WeightView view = fw.view();
       for (bool act : {false, true})
         for (bool bw : {false, true})
           for (Round r : {Round::None, Round::BF16}) {

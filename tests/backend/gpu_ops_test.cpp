@@ -125,14 +125,9 @@ TEST_F(GpuOps, LinearEveryFormatOptionAndPath) {
   for (const Case& c : cases) {
     const int64_t Kx = c.G * c.K;
     const std::vector<float> wv = rnd(c.R * c.K, 0.05f), x = rnd(c.N * Kx), xb = rnd_bf16(c.N * Kx);
-    std::vector<std::pair<std::string, OwnedWeight>> ws;
-    ws.push_back({"f32", f32_weight({c.R, c.K}, wv)});
-    ws.push_back({"bf16", bf16_weight({c.R, c.K}, wv)});
-    ws.push_back({"fp8 ue8m0", fp8_weight(c.R, c.K, wv)});
-    ws.push_back({"fp8 f32-scale", fp8_weight_f32_scales(c.R, c.K, wv, rng)});
-    if (c.K % 2 == 0) ws.push_back({"fp4", fp4_weight(c.R, c.K, wv)});
-    for (const auto& [fname, w] : ws) {
-      const WeightView view = fname == "fp8 f32-scale" ? f32_scaled_view(w) : w.view();
+    for (const FormatWeight& fw : every_format(c.R, c.K, wv, rng)) {
+      const std::string& fname = fw.name;
+      const WeightView view = fw.view();
       for (TestLinearPath path :
            {TestLinearPath::Auto, TestLinearPath::Gemv, TestLinearPath::Simt, TestLinearPath::Mma}) {
         if (!set_path(path)) {
@@ -184,12 +179,9 @@ TEST_F(GpuOps, LinearBf16WeightEveryPath) {
   using Shape3 = std::tuple<int64_t, int64_t, int64_t>;
   for (const auto& [N, R, K] : std::vector<Shape3>{{1, 512, 7168}, {3, 130, 200}, {70, 96, 416}}) {
     const std::vector<float> wv = rnd(R * K, 0.05f), xb = rnd_bf16(N * K);
-    std::vector<std::pair<std::string, OwnedWeight>> ws;
-    ws.push_back({"f32", f32_weight({R, K}, wv)});
-    ws.push_back({"fp8 f32-scale", fp8_weight_f32_scales(R, K, wv, rng)});
-    ws.push_back({"fp8 ue8m0", fp8_weight(R, K, wv)});
-    for (const auto& [fname, w] : ws) {
-      const WeightView view = fname == "fp8 f32-scale" ? f32_scaled_view(w) : w.view();
+    for (const FormatWeight& fw : every_format(R, K, wv, rng)) {
+      const std::string& fname = fw.name;
+      const WeightView view = fw.view();
       for (TestLinearPath path :
            {TestLinearPath::Auto, TestLinearPath::Gemv, TestLinearPath::Simt, TestLinearPath::Mma}) {
         if (!set_path(path)) continue;

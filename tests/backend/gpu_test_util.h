@@ -241,4 +241,22 @@ inline WeightView f32_scaled_view(const OwnedWeight& w) {
   return v;
 }
 
+// The values v as a [rows, cols] weight in each format linear() takes: "f32", "bf16", "fp8 ue8m0",
+// "fp8 f32-scale" and, when cols is even (bytes hold pairs), "fp4".
+struct FormatWeight {
+  std::string name;
+  OwnedWeight w;
+  WeightView view() const { return name == "fp8 f32-scale" ? f32_scaled_view(w) : w.view(); }
+};
+inline std::vector<FormatWeight> every_format(int64_t rows, int64_t cols, const std::vector<float>& v,
+                                              std::mt19937_64& rng) {
+  std::vector<FormatWeight> ws;
+  ws.push_back({"f32", f32_weight({rows, cols}, v)});
+  ws.push_back({"bf16", bf16_weight({rows, cols}, v)});
+  ws.push_back({"fp8 ue8m0", fp8_weight(rows, cols, v)});
+  ws.push_back({"fp8 f32-scale", fp8_weight_f32_scales(rows, cols, v, rng)});
+  if (cols % 2 == 0) ws.push_back({"fp4", fp4_weight(rows, cols, v)});
+  return ws;
+}
+
 }  // namespace plumb::test

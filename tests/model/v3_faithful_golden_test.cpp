@@ -43,6 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../format/safetensors_corpus.h"
+#include "v3_test_util.h"
 #include "plumb/backend/backend.h"
 #include "plumb/format/config.h"
 #include "plumb/format/npy.h"
@@ -78,14 +79,6 @@ std::set<int64_t> lengths(const fs::path& dir, const std::string& stem) {
   return out;
 }
 
-std::vector<float> npy_f32(const fs::path& p) {
-  const NpyArray a = read_npy(p.string());
-  EXPECT_EQ(a.dtype, DType::F32) << p;
-  std::vector<float> v(static_cast<std::size_t>(a.numel()));
-  std::memcpy(v.data(), a.data.data(), v.size() * sizeof(float));
-  return v;
-}
-
 // Why a golden file is absent, naming it and how it is made.
 std::string missing(const fs::path& p) {
   return "missing golden " + p.string() +
@@ -93,29 +86,8 @@ std::string missing(const fs::path& p) {
          "tests/data/golden/v3-faithful/<config>/";
 }
 
-// Loads a fixture with a given profile, through the bare forward (the greedy check reads logits).
-struct Loaded {
-  ModelConfig cfg;
-  Checkpoint ckpt;
-  v3::ModelWeights w;
-  std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(2);
-  std::unique_ptr<v3::ForwardV3> fwd;
-  Loaded(const fs::path& dir, Numerics n)
-      : cfg(load_model_config(dir.string())), ckpt(Checkpoint::open(dir.string())), w(v3::bind_weights(ckpt, cfg)) {
-    fwd = std::make_unique<v3::ForwardV3>(*be, cfg, w, n);
-  }
-  std::vector<float> run(std::span<const v3::SequenceInput> in) {
-    const backend::Tensor t = fwd->forward(in);
-    std::vector<float> out(static_cast<std::size_t>(t.numel()));
-    be->to_host(t, out.data());
-    return out;
-  }
-  std::vector<float> prefill(std::span<const int32_t> ids) {
-    v3::SequenceState s = fwd->new_sequence();
-    const v3::SequenceInput in{&s, ids};
-    return run({&in, 1});
-  }
-};
+using test::LoadedV3;
+using test::npy_f32;
 
 double cosine(const std::vector<float>& a, const std::vector<float>& b) {
   double dot = 0, na = 0, nb = 0;
@@ -183,7 +155,7 @@ TEST(V3FaithfulGolden, GreedyFollowsTheRelease) {
     const fs::path dir = kFixtures / name, gold = kGoldens / name;
     const std::set<int64_t> greedy = lengths(dir, "greedy");
     if (greedy.empty()) ADD_FAILURE() << dir << " has no greedy_<L>.ids.npy to continue";
-    Loaded m(dir, Numerics::Faithful);
+    LoadedV3 m(dir, Numerics::Faithful);
     const int64_t V = m.cfg.vocab_size;
     for (int64_t L : greedy) {
       const fs::path file = gold / ("greedy_" + std::to_string(L) + ".ids.npy");
@@ -231,7 +203,7 @@ TEST(V3FaithfulGolden, ProfilesShareTheForward) {
   for (const char* name : kConfigs) {
     const fs::path dir = kFixtures / name;
     const std::vector<int32_t> ids = read_token_ids((dir / "prompt_64.ids.npy").string());
-    Loaded ref(dir, Numerics::Reference), fai(dir, Numerics::Faithful);
+    LoadedV3 ref(dir, Numerics::Reference), fai(dir, Numerics::Faithful);
     const std::vector<float> r = ref.prefill(ids), f = fai.prefill(ids);
     auto runner = v3::ModelV3::load(dir.string(), {"cpu", 2, Numerics::Reference});
     EXPECT_EQ(runner->prompt_logits(ids), r) << name << ": the runner's reference profile is the plain forward";
@@ -243,25 +215,12 @@ TEST(V3FaithfulGolden, ProfilesShareTheForward) {
     std::printf("[v3 faithful] %s prompt_64: cosine(faithful, reference) %.6f\n", name, cos);
     EXPECT_GT(cos, 0.98) << name;
 
-    const int64_t V = fai.cfg.vocab_size;
     const std::vector<int32_t> b(ids.rbegin(), ids.rbegin() + 23);
     const std::vector<float> want_b = fai.prefill(b);
-    v3::SequenceState sa = fai.fwd->new_sequence(), sb = fai.fwd->new_sequence();
-    std::vector<float> got_a, got_b;
-    std::size_t ia = 0, ib = 0;
-    const std::size_t chunks_a[] = {5, 1, 17, 1, 1, 39}, chunks_b[] = {1, 9, 1, 4, 7, 1};
-    for (int c = 0; c < 6; ++c) {
-      const std::span<const int32_t> ta(ids.data() + ia, chunks_a[c]), tb(b.data() + ib, chunks_b[c]);
-      const v3::SequenceInput in[2] = {{&sb, tb}, {&sa, ta}};
-      const std::vector<float> lg = fai.run(in);
-      got_b.insert(got_b.end(), lg.begin(), lg.begin() + static_cast<int64_t>(tb.size()) * V);
-      got_a.insert(got_a.end(), lg.begin() + static_cast<int64_t>(tb.size()) * V, lg.end());
-      ia += chunks_a[c];
-      ib += chunks_b[c];
-    }
-    ASSERT_EQ(ia, ids.size());
-    EXPECT_EQ(got_a, f) << name << ": faithful chunked/ragged != prefill";
-    EXPECT_EQ(got_b, want_b) << name << ": faithful chunked/ragged != prefill";
+    const test::RaggedChunked got = test::ragged_chunked(fai, ids, b);
+    ASSERT_EQ(got.fed_a, ids.size());
+    EXPECT_EQ(got.a, f) << name << ": faithful chunked/ragged != prefill";
+    EXPECT_EQ(got.b, want_b) << name << ": faithful chunked/ragged != prefill";
   }
 }
 
@@ -280,7 +239,7 @@ TEST(V3FaithfulGolden, V31ScaleFmtUe8m0IsAcceptedAndChangesNothing) {
   ASSERT_EQ(load_model_config(tmp.path().string()).quantization.scale_fmt, "ue8m0");
   const std::vector<int32_t> ids = read_token_ids((src / "prompt_7.ids.npy").string());
   for (Numerics n : {Numerics::Reference, Numerics::Faithful}) {
-    Loaded plain(src, n), v31(tmp.path(), n);
+    LoadedV3 plain(src, n), v31(tmp.path(), n);
     EXPECT_EQ(v31.prefill(ids), plain.prefill(ids)) << numerics_name(n);
   }
 }

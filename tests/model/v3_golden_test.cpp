@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../format/safetensors_corpus.h"
+#include "v3_test_util.h"
 #include "plumb/backend/backend.h"
 #include "plumb/format/config.h"
 #include "plumb/format/npy.h"
@@ -34,31 +35,8 @@ namespace fs = std::filesystem;
 const fs::path kGolden = fs::path(PLUMB_TEST_DATA) / "golden" / "v3";
 const char* kConfigs[] = {"tiny-a", "tiny-b"};
 
-struct Loaded {
-  ModelConfig cfg;
-  Checkpoint ckpt;
-  v3::ModelWeights w;
-  std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(2);
-  std::unique_ptr<v3::ForwardV3> fwd;
-  explicit Loaded(const fs::path& dir)
-      : cfg(load_model_config(dir.string())), ckpt(Checkpoint::open(dir.string())), w(v3::bind_weights(ckpt, cfg)) {
-    fwd = std::make_unique<v3::ForwardV3>(*be, cfg, w);
-  }
-  std::vector<float> run(std::span<const v3::SequenceInput> in) {
-    const backend::Tensor t = fwd->forward(in);
-    std::vector<float> out(static_cast<std::size_t>(t.numel()));
-    be->to_host(t, out.data());
-    return out;
-  }
-};
-
-std::vector<float> npy_f32(const fs::path& p) {
-  const NpyArray a = read_npy(p.string());
-  EXPECT_EQ(a.dtype, DType::F32) << p;
-  std::vector<float> v(static_cast<std::size_t>(a.numel()));
-  std::memcpy(v.data(), a.data.data(), v.size() * sizeof(float));
-  return v;
-}
+using test::LoadedV3;
+using test::npy_f32;
 
 double rel_diff(const std::vector<float>& got, const std::vector<float>& ref) {
   double num = 0, den = 0;
@@ -116,14 +94,12 @@ TEST(V3Golden, MtpLayerIsSkipped) {
 TEST(V3Golden, LogitsAndGreedyMatchHf) {
   for (const char* name : kConfigs) {
     const fs::path dir = kGolden / name;
-    Loaded m(dir);
+    LoadedV3 m(dir);
     const int64_t V = m.cfg.vocab_size;
     for (int64_t L : {1, 3, 7, 64, 211}) {
       const std::vector<int32_t> ids = read_token_ids((dir / ("prompt_" + std::to_string(L) + ".ids.npy")).string());
       const std::vector<float> hf = npy_f32(dir / ("prompt_" + std::to_string(L) + ".logits.npy"));
-      v3::SequenceState s = m.fwd->new_sequence();
-      const v3::SequenceInput in{&s, ids};
-      const std::vector<float> got = m.run({&in, 1});
+      const std::vector<float> got = m.prefill(ids);
       ASSERT_EQ(got.size(), hf.size());
       int64_t argmax_diff = 0;
       for (int64_t t = 0; t < L; ++t)
@@ -152,33 +128,15 @@ TEST(V3Golden, LogitsAndGreedyMatchHf) {
 
 // Two sequences fed as a ragged batch in uneven chunks give the logits of one prefill each.
 TEST(V3Golden, RaggedChunkedDecodeEqualsPrefill) {
-  Loaded m(kGolden / "tiny-b");
-  const int64_t V = m.cfg.vocab_size;
+  LoadedV3 m(kGolden / "tiny-b");
   const std::vector<int32_t> a = read_token_ids((kGolden / "tiny-b" / "prompt_64.ids.npy").string());
   const std::vector<int32_t> b(a.rbegin(), a.rbegin() + 23);
-  auto prefill = [&](const std::vector<int32_t>& ids) {
-    v3::SequenceState s = m.fwd->new_sequence();
-    const v3::SequenceInput in{&s, ids};
-    return m.run({&in, 1});
-  };
-  const std::vector<float> want_a = prefill(a), want_b = prefill(b);
-  v3::SequenceState sa = m.fwd->new_sequence(), sb = m.fwd->new_sequence();
-  std::vector<float> got_a, got_b;
-  std::size_t ia = 0, ib = 0;
-  const std::size_t chunks_a[] = {5, 1, 17, 1, 1, 39}, chunks_b[] = {1, 9, 1, 4, 7, 1};
-  for (int c = 0; c < 6; ++c) {
-    const std::span<const int32_t> ta(a.data() + ia, chunks_a[c]), tb(b.data() + ib, chunks_b[c]);
-    const v3::SequenceInput in[2] = {{&sb, tb}, {&sa, ta}};
-    const std::vector<float> lg = m.run(in);
-    got_b.insert(got_b.end(), lg.begin(), lg.begin() + static_cast<int64_t>(tb.size()) * V);
-    got_a.insert(got_a.end(), lg.begin() + static_cast<int64_t>(tb.size()) * V, lg.end());
-    ia += chunks_a[c];
-    ib += chunks_b[c];
-  }
-  ASSERT_EQ(ia, a.size());
-  ASSERT_EQ(ib, b.size());
-  EXPECT_LE(rel_diff(got_a, want_a), 1e-5);
-  EXPECT_LE(rel_diff(got_b, want_b), 1e-5);
+  const std::vector<float> want_a = m.prefill(a), want_b = m.prefill(b);
+  const test::RaggedChunked got = test::ragged_chunked(m, a, b);
+  ASSERT_EQ(got.fed_a, a.size());
+  ASSERT_EQ(got.fed_b, b.size());
+  EXPECT_LE(rel_diff(got.a, want_a), 1e-5);
+  EXPECT_LE(rel_diff(got.b, want_b), 1e-5);
 }
 
 }  // namespace
