@@ -13,5 +13,8 @@ JOBS=${JOBS:-$(nproc)}
 # Let ccache share objects between build folders (CI builds CUDA into build/ and HIP into
 # build-hip/ from the same sources): with -g it would otherwise key on the working directory.
 export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+# ... and between checkouts side by side (git worktrees of helpers): paths below the checkout's
+# parent are hashed relative to it.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(cd .. && pwd)}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${BUILD_TYPE:-RelWithDebInfo} ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
