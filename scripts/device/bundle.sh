@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD_DIR=${BUILD_DIR:-build-device}
-BUILD_DIR=$BUILD_DIR BUILD_TYPE=Release CMAKE_ARGS="-DPLUMB_GPU=CUDA ${CMAKE_ARGS:-}" scripts/build.sh
+BUILD_DIR=$BUILD_DIR BUILD_TYPE=${BUILD_TYPE:-Release} CMAKE_ARGS="-DPLUMB_GPU=CUDA ${CMAKE_ARGS:-}" scripts/build.sh
 stage=$(mktemp -d)
 mkdir -p "$stage/bin" "$stage/lib" .device
 for b in plumb tests/plumb_tests bench/plumb_bench; do

@@ -3,10 +3,10 @@
 # carried (made by scripts/device/bundle.sh). One call: unpack, GPU op harness, plumb verify on
 # every committed fixture (reports under $OUT/verify-*), end-to-end greedy agreement, and
 # optionally the benchmark. Prints a short summary last.
-#   STEPS="ops verify hf golden-v3 bench" (default "ops verify"); GTEST_FILTER overrides the op
+#   STEPS="ops verify hf golden-v3 determinism sanitize bench" (default "ops verify"); GTEST_FILTER overrides the op
 #   filter; MODES overrides the verify modes (reference faithful faithful-isolated
 #   faithful-cpu-order: "-isolated" adds --isolate-layers, "-cpu-order" runs the GPU backend with
-#   PLUMB_GPU_ORDER=cpu). golden-v3 runs tools/golden/make_v3_faithful.py on DeepSeek-V3's
+#   PLUMB_GPU_ORDER=cpu, "-sites=norm,hc" with only those sites in the CPU's order). golden-v3 runs tools/golden/make_v3_faithful.py on DeepSeek-V3's
 #   released inference code, carried as .device/dsv3/inference (not part of the repository).
 set -uo pipefail
 # The device tool returns at most 8 files from $OUT: everything goes to a work folder, which is
@@ -47,6 +47,7 @@ if [[ " $STEPS " == *" verify "* ]]; then
             "v3-tiny-b $g/v3/tiny-b $g/v3/tiny-b/prompt_211.ids.npy")
   for f in "${fixtures[@]}"; do
     read -r name model ids <<< "$f"
+    [ -n "${FIXTURES:-}" ] && [[ " $FIXTURES " != *" $name "* ]] && continue  # FIXTURES="tiny-kjv ...": only those
     # reference and faithful free-running, faithful also layer-isolated and with the GPU summing
     # in the CPU's order (bitwise); V3 also reference in the CPU's order (its MLA)
     modes="reference faithful faithful-isolated faithful-cpu-order"
@@ -55,6 +56,7 @@ if [[ " $STEPS " == *" verify "* ]]; then
       num=${mode%%-*}; extra=""; order=fast
       [[ $mode == *-isolated ]] && extra="--isolate-layers"
       [[ $mode == *-cpu-order ]] && order=cpu
+      [[ $mode == *-sites=* ]] && order=${mode#*-sites=}  # e.g. faithful-sites=norm,hc: those in the CPU's order
       PLUMB_GPU_ORDER=$order timeout 300 plumb verify --model "$model" --backend cuda --against cpu --numerics "$num" \
         $extra --ids "$ids" --report "$OUT/verify-$name-$mode" > "$OUT/verify-$name-$mode.log" 2>&1
       summary+=("verify $name $mode rc=$? $(grep -m1 -iE 'first failing|verdict|pass' "$OUT/verify-$name-$mode.log")")
@@ -83,6 +85,51 @@ if [[ " $STEPS " == *" golden-v3 "* ]]; then
   else
     summary+=("golden-v3 rc=0")
   fi
+fi
+if [[ " $STEPS " == *" determinism "* ]]; then
+  # The GPU in the CPU's reduction order must give the same bits every run, and the CPU's bits:
+  # REPEAT runs of `plumb logits` per fixture and numerics, compared byte for byte (cmp).
+  # .device/race/config.json (carried, optional): a block-aligned V4 config, synthesized here.
+  g=tests/data/golden
+  fx=("v4-tiny-a $g/v4/tiny-a $g/v4/tiny-a/prompt_64.ids.npy" "v4-tiny-b $g/v4/tiny-b $g/v4/tiny-b/prompt_7.ids.npy"
+      "v3-tiny-a $g/v3/tiny-a $g/v3/tiny-a/prompt_64.ids.npy" "v3-tiny-b $g/v3/tiny-b $g/v3/tiny-b/prompt_7.ids.npy")
+  if [ -f .device/race/config.json ]; then
+    plumb synth --config .device/race/config.json --out /tmp/race-v4 --force > "$OUT/race-synth.log" 2>&1 \
+      && fx+=("v4-aligned /tmp/race-v4 $g/v4/tiny-a/prompt_7.ids.npy" "v4-aligned-64 /tmp/race-v4 $g/v4/tiny-a/prompt_64.ids.npy")
+  fi
+  # .device/race/probe (carried, optional): a V3 checkpoint with the dims of issue 13 item 3
+  # (tools/golden/make_v3_fixtures.py --configs probe --no-hf --out .device/race)
+  [ -d .device/race/probe ] && fx+=("v3-probe-3 .device/race/probe $g/v3/tiny-a/prompt_3.ids.npy"
+                                    "v3-probe-64 .device/race/probe $g/v3/tiny-a/prompt_64.ids.npy")
+  d=/tmp/determinism; rm -rf $d; mkdir -p $d
+  for f in "${fx[@]}"; do
+    read -r name model ids <<< "$f"
+    for num in reference faithful; do
+      plumb logits --model "$model" --ids "$ids" --numerics $num --backend cpu --out $d/$name-$num-cpu.npy > /dev/null 2>&1
+      bad=0
+      for r in $(seq 1 "${REPEAT:-6}"); do
+        PLUMB_GPU_ORDER=cpu plumb logits --model "$model" --ids "$ids" --numerics $num --backend cuda \
+          --out $d/$name-$num-gpu$r.npy > "$OUT/det-$name-$num-$r.log" 2>&1 || bad=$((bad+100))
+        cmp -s $d/$name-$num-cpu.npy $d/$name-$num-gpu$r.npy || bad=$((bad+1))
+      done
+      summary+=("determinism $name $num: $bad of ${REPEAT:-6} cpu-order runs differ from the CPU (100 = a failed run)")
+    done
+  done
+fi
+if [[ " $STEPS " == *" sanitize "* ]]; then
+  # compute-sanitizer's four tools on one short forward per architecture, both reduction orders.
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  g=tests/data/golden
+  for f in "v4 $g/v4/tiny-b $g/v4/tiny-b/prompt_17.ids.npy" "v3 $g/v3/tiny-a $g/v3/tiny-a/prompt_7.ids.npy"; do
+    read -r name model ids <<< "$f"
+    for order in ${SANITIZE_ORDERS:-cpu fast}; do
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
+        PLUMB_GPU_ORDER=$order timeout 240 $cs --tool $tool --error-exitcode 9 plumb logits --model "$model" --ids "$ids" \
+          --numerics faithful --backend cuda --out /tmp/cs.npy > "$OUT/cs-$name-$order-$tool.log" 2>&1
+        summary+=("sanitize $name $order $tool rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/cs-$name-$order-$tool.log")")
+      done
+    done
+  done
 fi
 if [[ " $STEPS " == *" bench "* ]]; then
   timeout "${BENCH_TIMEOUT:-540}" scripts/device/bench.sh > "$OUT/bench.log" 2>&1

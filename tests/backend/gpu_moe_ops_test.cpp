@@ -206,6 +206,8 @@ TEST_F(GpuOps, MoeSmallEveryOption) {
   run_moe_case(*this, 5, 256, 64, 8, 3, 4, "fp4", all_params(), "moe small fp4", check);
   run_moe_case(*this, 1, 192, 96, 8, 2, 2, "fp8", all_params(), "moe one row fp8", check);
   run_moe_case(*this, 7, 144, 64, 16, 4, 5, "fp8f32", v3_params(), "moe V3 small fp8 f32-scale", check);
+  // more slots than the grouped kernels take (GpuBackend::kGroupedMoeMaxSlots): expert by expert
+  run_moe_case(*this, 40, 128, 64, 8, 2, 8, "fp4", all_params(), "moe 80 slots fp4", check);
 }
 
 // With the CPU's reduction order the expert FFNs, the bf16 accumulation included, are bitwise.

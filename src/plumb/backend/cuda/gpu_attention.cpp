@@ -214,7 +214,7 @@ Tensor GpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
   a.max_cand = max_cand;
   a.scale = p.scale;
   a.bf16 = p.round == Round::BF16;
-  a.cpu_order = cpu_order();
+  a.cpu_order = cpu_order(kMla);
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     a.row0 = r0;
     a.rows = std::min(chunk, N - r0);

@@ -10,6 +10,7 @@
 // declared in kernels/*.h; the kernels themselves live in kernels/*.cu, which include no plumb
 // host headers (nvcc cannot compile fmt), only gpu_compat.h, gpu_numerics.h and weight_ref.h.
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -88,13 +89,26 @@ class GpuBackend final : public Backend {
   // or the bf16 tensor-core GEMM (faithful profile); tests and benchmarks can force one.
   enum class LinearPath { Auto, Gemv, Simt, Mma, Fp8, CpuOrder };
   void set_linear_path(LinearPath p) { linear_path_ = p; }
+  // moe()'s routed experts: Auto runs the grouped kernels (routing read on the device, one
+  // launch per projection for all experts) for at most kGroupedMoeMaxSlots token slots in the
+  // fast order, else expert by expert; tests can force the per-expert path.
+  enum class MoePath { Auto, PerExpert };
+  void set_moe_path(MoePath p) { moe_path_ = p; }
+  static constexpr int64_t kGroupedMoeMaxSlots = 64;
   // Reduction order. "fast" (default): each kernel sums in the order that suits it, so results
   // differ from the CPU backend's by f32 rounding (a few ulps per op). "cpu": linear, rms_norm,
   // the mHC mixes and the router gate sum in the CPU backend's order (kernels/cpu_order.h), which
   // makes every op's result bitwise the CPU's, and so whole forwards in any numerics profile
-  // (plumb verify); much slower. The environment sets it at start: PLUMB_GPU_ORDER=cpu|fast.
-  void set_cpu_order(bool on) { cpu_order_ = on; }
-  bool cpu_order() const { return cpu_order_; }
+  // (plumb verify); much slower. The environment sets it at start: PLUMB_GPU_ORDER=cpu|fast, or
+  // a comma list of the sites that sum in the CPU's order (linear, norm, hc, gate, mla), the
+  // others fast: an experiment tool for finding which reduction's order a result depends on.
+  enum OrderSite : unsigned { kLinear = 1, kNorm = 2, kHc = 4, kGate = 8, kMla = 16, kAllSites = 31 };
+  void set_cpu_order(bool on) { cpu_order_sites_ = on ? unsigned{kAllSites} : 0u; }
+  void set_cpu_order_sites(unsigned sites) { cpu_order_sites_ = sites & kAllSites; }
+  bool cpu_order() const { return cpu_order_sites_ == kAllSites; }
+  bool cpu_order(OrderSite site) const { return (cpu_order_sites_ & site) != 0; }
+  // PLUMB_GPU_ORDER's value as OrderSite bits; throws naming the value otherwise.
+  static unsigned parse_order(const std::string& order);
   void synchronize() override { sync(); }
 
   Tensor full(ElemType type, Shape shape, float value) override;
@@ -136,6 +150,20 @@ class GpuBackend final : public Backend {
              const MoeParams& p) override;
 
  private:
+  // The device table of a routed expert set's weights (w1, w3, w2 per expert), made on first use.
+  struct ExpertTable {
+    std::vector<uintptr_t> key;  // every view's data, scale, format and size (gpu_moe.cpp)
+    Tensor table;
+    int64_t experts = 0, width = 0;
+    WFormat format = WFormat::F32;
+    bool uniform = true;  // one width and one format for all experts
+  };
+  const ExpertTable& expert_table(std::span<const SwiGluWeights> experts, int64_t D);
+  // The table when the grouped kernels take this call (few slots, fast order, one format), else null.
+  const ExpertTable* grouped_table(int64_t N, int64_t K, int64_t D, std::span<const SwiGluWeights> experts);
+  Tensor moe_grouped(const Tensor& x, const Routing& r, const ExpertTable& t, const SwiGluWeights& shared,
+                     const MoeParams& p);
+
   struct OwnedWeight {
     WeightRef ref;
     uint64_t fingerprint = 0;  // of the view's bytes, format and shape (see weight())
@@ -147,7 +175,9 @@ class GpuBackend final : public Backend {
   bool sync_each_op_ = false;
   bool poison_ = false;
   LinearPath linear_path_ = LinearPath::Auto;
-  bool cpu_order_ = false;
+  MoePath moe_path_ = MoePath::Auto;
+  std::deque<ExpertTable> expert_tables_;  // one per routed expert set (a layer), references stay valid
+  unsigned cpu_order_sites_ = 0;  // OrderSite bits
   std::shared_ptr<DeviceAllocator> alloc_;
   std::unordered_map<const std::byte*, OwnedWeight> weights_;
   // linear() path Mma: whether the matrix-core kernel (k::linear_mma) may run, else the SIMT bf16

@@ -46,7 +46,7 @@ Tensor GpuBackend::rms_norm(const Tensor& x, const WeightView* weight, float eps
   const float* xp = dev_f32(x, "rms_norm input");
   const WeightRef* w = weight ? &this->weight(*weight) : nullptr;
   Tensor y = alloc(ElemType::F32, x.shape());
-  check_launch(k::rms_norm(dev_f32(y), xp, rows, D, w, eps, math == NormMath::BF16Steps, rounds(out), cpu_order_,
+  check_launch(k::rms_norm(dev_f32(y), xp, rows, D, w, eps, math == NormMath::BF16Steps, rounds(out), cpu_order(kNorm),
                         stream_),
                "rms_norm");
   return y;

@@ -41,7 +41,7 @@ HcPreResult GpuBackend::hc_pre(const Tensor& X, const HcParams& p, Round out) {
   const float* x = dev_f32(X, "hc_pre streams");
   HcPreResult r{alloc(ElemType::F32, {N, D}), alloc(ElemType::F32, {N, hc}), alloc(ElemType::F32, {N, hc, hc})};
   check_launch(k::hc_mix(x, N, hc, D, s.fn, s.base, s.scale, p.sinkhorn_iters, p.hc_eps, p.norm_eps,
-                         out == Round::BF16, cpu_order(), dev_f32(r.y), dev_f32(r.post), dev_f32(r.comb), stream()),
+                         out == Round::BF16, cpu_order(kHc), dev_f32(r.y), dev_f32(r.post), dev_f32(r.comb), stream()),
                "hc_pre");
   return r;
 }
@@ -65,7 +65,7 @@ Tensor GpuBackend::hc_head(const Tensor& X, const HcParams& p, Round out) {
   const HcSite s = load_site(*this, p, W, hc, 1, "hc_head");
   const float* x = dev_f32(X, "hc_head streams");
   Tensor y = alloc(ElemType::F32, {N, D});
-  check_launch(k::hc_mix(x, N, hc, D, s.fn, s.base, s.scale, 0, p.hc_eps, p.norm_eps, out == Round::BF16, cpu_order(),
+  check_launch(k::hc_mix(x, N, hc, D, s.fn, s.base, s.scale, 0, p.hc_eps, p.norm_eps, out == Round::BF16, cpu_order(kHc),
                          dev_f32(y), nullptr, nullptr, stream()),
                "hc_head");
   return y;

@@ -71,7 +71,7 @@ Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts
 
   LinearPath path = linear_path_;
   const bool fp8_ok = fp8_eligible(info_, wr, o, K, R);
-  if (path == LinearPath::Auto && cpu_order_) path = LinearPath::CpuOrder;
+  if (path == LinearPath::Auto && cpu_order(kLinear)) path = LinearPath::CpuOrder;
   if (path == LinearPath::Auto) {
     const bool faithful = o.act_fp8 || o.out == Round::BF16;
     if (N <= kGemvMaxRows)

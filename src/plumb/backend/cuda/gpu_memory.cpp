@@ -1,5 +1,6 @@
 // GPU backend: device selection, memory (caching allocator, tensors, weight uploads), the memory
 // ops of backend.h and launch checking.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -129,12 +130,33 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
   check(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking), "creating a stream");
   const char* s = std::getenv("PLUMB_GPU_SYNC");
   sync_each_op_ = s && std::strcmp(s, "0") != 0;
-  if (const char* order = std::getenv("PLUMB_GPU_ORDER"); order && *order) {
-    if (std::strcmp(order, "cpu") != 0 && std::strcmp(order, "fast") != 0)
-      fail("PLUMB_GPU_ORDER is '{}': expected 'cpu' (sums in the CPU backend's order, bitwise results) or 'fast'",
-           order);
-    cpu_order_ = std::strcmp(order, "cpu") == 0;
+  if (const char* order = std::getenv("PLUMB_GPU_ORDER"); order && *order) cpu_order_sites_ = parse_order(order);
+  if (const char* moe = std::getenv("PLUMB_GPU_MOE"); moe && *moe) {  // for A/B measurements
+    if (std::strcmp(moe, "auto") != 0 && std::strcmp(moe, "per-expert") != 0)
+      fail("PLUMB_GPU_MOE is '{}': expected 'auto' or 'per-expert'", moe);
+    moe_path_ = std::strcmp(moe, "auto") == 0 ? MoePath::Auto : MoePath::PerExpert;
   }
+}
+
+unsigned GpuBackend::parse_order(const std::string& order) {
+  if (order == "cpu") return kAllSites;
+  if (order == "fast") return 0;
+  static constexpr std::pair<const char*, OrderSite> kSites[] = {
+      {"linear", kLinear}, {"norm", kNorm}, {"hc", kHc}, {"gate", kGate}, {"mla", kMla}};
+  unsigned sites = 0;
+  std::size_t at = 0;
+  while (at <= order.size()) {
+    const std::size_t end = std::min(order.find(',', at), order.size());
+    const std::string site = order.substr(at, end - at);
+    const auto* hit = std::find_if(std::begin(kSites), std::end(kSites), [&](const auto& s) { return site == s.first; });
+    if (hit == std::end(kSites))
+      fail("PLUMB_GPU_ORDER is '{}': expected 'cpu' (sums in the CPU backend's order, bitwise results), 'fast', or a "
+           "comma list of the sites summed in the CPU's order (linear, norm, hc, gate, mla); '{}' is none of them",
+           order, site);
+    sites |= hit->second;
+    at = end + 1;
+  }
+  return sites;
 }
 
 GpuBackend::~GpuBackend() {
@@ -165,7 +187,7 @@ std::vector<std::pair<std::string, std::string>> GpuBackend::facts() const {
           {"driver_version", version(info_.driver_version)},
           {"runtime_version", version(info_.runtime_version)},
           {"build", info_.build},
-          {"reduction_order", cpu_order_ ? "cpu (bitwise the CPU backend)" : "fast"}};
+          {"reduction_order", cpu_order() ? "cpu (bitwise the CPU backend)" : cpu_order_sites_ ? fmt::format("cpu at sites {:#x}, else fast", cpu_order_sites_) : "fast"}};
 }
 
 void GpuBackend::check_launch(gpuError_t launched, const char* kernel) {
@@ -245,6 +267,7 @@ const WeightRef& GpuBackend::weight(const WeightView& w) {
   if (it != weights_.end()) {
     if (it->second.fingerprint == fp) return it->second.ref;
     sync();  // kernels in flight may still read the old copy
+    expert_tables_.clear();  // they hold the old device addresses
     (void)gpuFree(it->second.data);
     if (it->second.scale) (void)gpuFree(it->second.scale);
     weights_.erase(it);

@@ -5,14 +5,17 @@
 // host, groups the token slots by expert exactly as the CPU does, runs each used expert on its
 // gathered rows through linear() (which applies act_fp8 and the rounding like the CPU's GEMMs),
 // and accumulates the expert outputs into one f32 sum per token in expert-id order, then adds the
-// shared expert.
+// shared expert. For few tokens (decode) in the fast order it runs the grouped kernels instead
+// (kernels/moe_grouped.cu): the same function with the routing read on the device.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "plumb/backend/cuda/gpu_backend.h"
+#include "plumb/backend/cuda/kernels/elementwise.h"
 #include "plumb/backend/cuda/kernels/memory.h"
 #include "plumb/backend/cuda/kernels/moe.h"
+#include "plumb/backend/cuda/kernels/moe_grouped.h"
 #include "plumb/util/error.h"
 
 namespace plumb::gpu {
@@ -74,7 +77,7 @@ Routing GpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
   }
   const bool bf16 = p.round == Round::BF16;  // the V3 release's Gate on bf16 tensors
   Tensor logits;
-  if (cpu_order()) {  // the CPU's gate product is its linear(), which ours then repeats bitwise
+  if (cpu_order(kGate)) {  // the CPU's gate product is its linear(), which ours then repeats bitwise
     LinearOpts lo;
     lo.out = p.round;
     lo.bf16_weight = bf16;
@@ -124,7 +127,95 @@ Tensor swiglu(GpuBackend& be, const SwiGluWeights& w, const Tensor& xs, int64_t 
   return be.linear(h, *w.w2, lo);
 }
 
+// The views' addresses, shapes and formats, which a cached table must match (callers may pass a
+// temporary span, so the span's address alone identifies nothing).
+std::vector<uintptr_t> expert_key(std::span<const SwiGluWeights> experts) {
+  std::vector<uintptr_t> key;
+  key.reserve(experts.size() * 12);
+  for (const SwiGluWeights& e : experts)
+    for (const WeightView* w : {e.w1, e.w3, e.w2}) {
+      if (!w) return {};
+      key.insert(key.end(), {reinterpret_cast<uintptr_t>(w->data), reinterpret_cast<uintptr_t>(w->scale),
+                             static_cast<uintptr_t>(w->format), static_cast<uintptr_t>(w->numel())});
+    }
+  return key;
+}
+
 }  // namespace
+
+const GpuBackend::ExpertTable& GpuBackend::expert_table(std::span<const SwiGluWeights> experts, int64_t D) {
+  // weight() re-uploads a view whose bytes changed under the same address, and then drops every
+  // table; a set is rewritten as a whole, so its first weight stands for it.
+  if (experts.front().w1) weight(*experts.front().w1);
+  std::vector<uintptr_t> key = expert_key(experts);
+  for (const ExpertTable& t : expert_tables_)
+    if (t.key == key) return t;
+  ExpertTable t;
+  t.key = std::move(key);
+  t.experts = static_cast<int64_t>(experts.size());
+  std::vector<WeightRef> refs;
+  refs.reserve(3 * experts.size());
+  for (std::size_t e = 0; e < experts.size(); ++e) {
+    const int64_t I = expert_width(experts[e], D, fmt::format("routed expert {}", e));
+    for (const WeightView* w : {experts[e].w1, experts[e].w3, experts[e].w2}) refs.push_back(weight(*w));
+    if (e == 0) t.width = I, t.format = refs.back().format;
+    // One kernel instantiation serves all experts: a mixed set keeps the per-expert path.
+    if (I != t.width || refs[3 * e].format != t.format || refs[3 * e + 1].format != t.format ||
+        refs[3 * e + 2].format != t.format)
+      t.uniform = false;
+  }
+  t.table = upload(refs.data(), refs.size() * sizeof(WeightRef));
+  expert_tables_.push_back(std::move(t));
+  return expert_tables_.back();
+}
+
+// Few tokens: the grouped kernels (kernels/moe_grouped.cu) read the routing on the device, so
+// the layer makes no host round trip and three launches for all its routed experts.
+const GpuBackend::ExpertTable* GpuBackend::grouped_table(int64_t N, int64_t K, int64_t D,
+                                                         std::span<const SwiGluWeights> experts) {
+  if (cpu_order(kLinear) || moe_path_ == MoePath::PerExpert || experts.empty()) return nullptr;
+  if (N * K > kGroupedMoeMaxSlots || D > k::kGroupedMoeMaxVector) return nullptr;
+  const ExpertTable& t = expert_table(experts, D);
+  return t.uniform && t.width <= k::kGroupedMoeMaxVector ? &t : nullptr;
+}
+
+Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTable& t, const SwiGluWeights& shared,
+                               const MoeParams& p) {
+  const int64_t N = x.rows(), D = x.row_size(), K = r.experts.dim(1);
+  k::GroupedMoeArgs a;
+  a.N = N, a.K = K, a.D = D, a.I = t.width, a.E = t.experts;
+  a.format = t.format;
+  a.table = static_cast<const WeightRef*>(dev_ptr(t.table));
+  a.experts = dev_i32(r.experts);
+  a.weights = dev_f32(r.weights);
+  a.limit = p.swiglu_limit;
+  a.round_bf16 = p.round == Round::BF16;
+  a.silu_bf16 = p.silu_out == Round::BF16;
+  a.round_w = p.bf16_weight;
+  a.weight_after = p.weight_after;
+  a.accumulate_bf16 = p.accumulate == Round::BF16;
+  a.quant_h = p.act_fp8;
+  const Tensor x2 = x.reshaped({N, D});
+  Tensor xq;
+  if (p.act_fp8) {  // the FP8 round trip of x that linear() gives each expert's w1 and w3
+    xq = alloc(ElemType::F32, {N, D});
+    check(gpuMemcpyAsync(dev_f32(xq), dev_f32(x2), static_cast<std::size_t>(N * D) * 4, gpuMemcpyDeviceToDevice,
+                         stream_),
+          "moe act_fp8 copy");
+    check_launch(k::quant_blocks(dev_f32(xq), N, D, D, 128, false, stream_), "moe act_fp8");
+  }
+  a.x = p.act_fp8 ? dev_f32(xq) : dev_f32(x2, "moe input");
+  Tensor h = alloc(ElemType::F32, {N * K, t.width});
+  Tensor ys = alloc(ElemType::F32, {N * K, D});
+  a.h = dev_f32(h);
+  a.ys = dev_f32(ys);
+  check_launch(k::grouped_moe_experts(a, stream_), "moe grouped experts");
+  // (t may be dropped from here on: the shared expert's weight() calls can evict tables)
+  const Tensor sh = swiglu(*this, shared, x2, N, D, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p, "shared");
+  Tensor y = alloc(ElemType::F32, {N, D});
+  check_launch(k::grouped_moe_combine(a, dev_f32(sh, "shared expert output"), dev_f32(y), stream_), "moe combine");
+  return y;
+}
 
 Tensor GpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts,
                        const SwiGluWeights& shared, const MoeParams& p) {
@@ -136,8 +227,9 @@ Tensor GpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGlu
     fail("moe: routing experts {} and weights {} do not fit input {}", r.experts.shape_str(), r.weights.shape_str(),
          x.shape_str());
   const int64_t K = r.experts.dim(1);
+  if (N == 0 || D == 0) return alloc(ElemType::F32, {N, D});
+  if (const ExpertTable* t = grouped_table(N, K, D, experts)) return moe_grouped(x, r, *t, shared, p);
   Tensor y = alloc(ElemType::F32, {N, D});
-  if (N == 0 || D == 0) return y;
   std::vector<int32_t> ex(static_cast<std::size_t>(N * K));
   std::vector<float> wt(ex.size());
   to_host(r.experts, ex.data());
