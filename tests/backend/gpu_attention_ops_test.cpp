@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "plumb/util/error.h"
 
 namespace plumb::test {
 namespace {
@@ -242,6 +243,32 @@ TEST_F(GpuOps, SparseAttention) {
                                  c.ratio ? std::span<const Tensor>(ct) : std::span<const Tensor>(),
                                  c.sel_k > 0 ? &st : nullptr, p);
     });
+  }
+}
+
+// A selection naming an entry the query cannot see is refused on both backends: the CPU in the
+// call, the GPU at the next synchronization (the kernel flags it without making the call wait).
+TEST_F(GpuOps, SparseAttentionInvisibleSelectionIsRefused) {
+  const int64_t H = 2, Dh = 6, W = 8, m = 4;
+  const Batch b = make_batch({3}, {1});  // position 3: one complete entry visible
+  const OwnedWeight sink = f32_weight({H}, rnd(H));
+  const WeightView sv = sink.view();
+  backend::AttentionParams p;
+  p.window = W;
+  p.ratio = m;
+  p.sink = &sv;
+  for (Backend* be : {cpu.get(), gpu.get()}) {
+    const std::vector<Tensor> rings = {up(*be, rnd(W * Dh), {W, Dh})}, comp = {up(*be, rnd(2 * Dh), {2, Dh})};
+    const Tensor sel = up(*be, std::vector<int32_t>{0, 1}, {1, 2});
+    try {
+      const Tensor out = be->sparse_attention(up(*be, rnd(H * Dh), {1, H, Dh}), up(*be, rnd(Dh), {1, Dh}), b, rings,
+                                              comp, &sel, p);
+      be->synchronize();
+      ADD_FAILURE() << be->name() << " accepted a selection of an invisible entry";
+    } catch (const plumb::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("selects entry 1 of 1 visible"), std::string::npos) << e.what();
+    }
+    be->synchronize();  // the report was consumed: the backend works on
   }
 }
 

@@ -106,11 +106,6 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   const int64_t chunk = rows_per_launch(N, H, max_cand, use_scratch);
   Tensor scratch;
   if (use_scratch) scratch = alloc(ElemType::F32, {chunk * H * max_cand});
-  Tensor err;
-  if (sel && m > 0) {
-    const k::AttnError zero{};
-    err = upload(&zero, sizeof zero);
-  }
 
   a.seqs = table.seqs;
   a.row_seq = table.row_seq;
@@ -118,7 +113,7 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   a.sink = weight(*p.sink);
   a.out = dev_f32(out);
   a.scratch = scratch.defined() ? dev_f32(scratch) : nullptr;
-  a.err = err.defined() ? static_cast<k::AttnError*>(dev_ptr(err)) : nullptr;
+  a.err = sel && m > 0 ? attention_error_flag() : nullptr;
   a.N = N;
   a.H = H;
   a.Dh = Dh;
@@ -134,13 +129,28 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
     a.rows = std::min(chunk, N - r0);
     check_launch(k::sparse_attention(a, stream()), "sparse_attention");
   }
-  if (err.defined()) {  // a selected entry the query cannot see is the caller's bug: say so
-    k::AttnError e;
-    check(gpuMemcpyAsync(&e, dev_ptr(err), sizeof e, gpuMemcpyDeviceToHost, stream()), "sparse_attention check");
-    sync();
-    if (e.flag) fail("sparse_attention: query at position {} selects entry {} of {} visible", e.pos, e.entry, e.visible);
-  }
   return out;
+}
+
+// A selected entry the query cannot see is the caller's bug: the kernel flags the first one in a
+// device word that the next synchronization reads (sync()), so no call waits for the device.
+k::AttnError* GpuBackend::attention_error_flag() {
+  if (!attn_err_.defined()) {
+    const k::AttnError zero{};
+    attn_err_ = upload(&zero, sizeof zero);
+  }
+  attn_err_pending_ = true;
+  return static_cast<k::AttnError*>(dev_ptr(attn_err_));
+}
+
+void GpuBackend::check_attention_errors() {
+  attn_err_pending_ = false;
+  k::AttnError e;
+  check(gpuMemcpy(&e, dev_ptr(attn_err_), sizeof e, gpuMemcpyDeviceToHost), "sparse_attention check");
+  if (!e.flag) return;
+  const k::AttnError zero{};
+  check(gpuMemcpy(dev_ptr(attn_err_), &zero, sizeof zero, gpuMemcpyHostToDevice), "sparse_attention check reset");
+  fail("sparse_attention: query at position {} selects entry {} of {} visible", e.pos, e.entry, e.visible);
 }
 
 void GpuBackend::window_update(std::span<Tensor> rings, const Tensor& kv, const Batch& b) {

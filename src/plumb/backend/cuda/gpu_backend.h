@@ -19,9 +19,13 @@
 
 #include "plumb/backend/backend.h"
 #include "plumb/backend/cuda/gpu_compat.h"
+#include "plumb/backend/cuda/gpu_staging.h"
 #include "plumb/backend/cuda/weight_ref.h"
 
 namespace plumb::gpu {
+namespace k {
+struct AttnError;
+}
 
 using namespace plumb::backend;
 
@@ -77,6 +81,9 @@ class GpuBackend final : public Backend {
   // Copies `bytes` host bytes (e.g. an array of per-sequence device pointers or offsets) to a
   // new device buffer and returns it (as an I32 tensor of ceil(bytes/4) elements); synchronous.
   Tensor upload(const void* data, std::size_t bytes);
+  // dst (device) <- src (host) on the stream; returns before the copy is done (pinned staging,
+  // gpu_staging.h), synchronously only where pinned memory is unavailable or bytes are many.
+  void copy_in(void* dst, const void* src, std::size_t bytes, const char* what);
   // The device copy of a weight (uploaded on first use, keyed by the view's data pointer). A cheap
   // fingerprint (format, shape, scale pointer, 64 sampled bytes) guards the key: host memory
   // freed and reused for another weight (tests do this) is uploaded again, never served stale.
@@ -175,6 +182,11 @@ class GpuBackend final : public Backend {
   bool sync_each_op_ = false;
   bool poison_ = false;
   LinearPath linear_path_ = LinearPath::Auto;
+  StagingRing staging_;
+  Tensor attn_err_;                // sparse_attention's deferred error report (k::AttnError)
+  bool attn_err_pending_ = false;  // an attention call since the last check
+  k::AttnError* attention_error_flag();
+  void check_attention_errors();
   MoePath moe_path_ = MoePath::Auto;
   std::deque<ExpertTable> expert_tables_;  // one per routed expert set (a layer), references stay valid
   unsigned cpu_order_sites_ = 0;  // OrderSite bits

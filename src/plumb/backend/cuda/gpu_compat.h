@@ -44,6 +44,9 @@ using gpuStream_t = hipStream_t;
 #define gpuEventSynchronize hipEventSynchronize
 #define gpuEventElapsedTime hipEventElapsedTime
 #define gpuEventDestroy hipEventDestroy
+#define gpuEventQuery hipEventQuery
+#define gpuHostMalloc(p, n) hipHostMalloc(p, n, hipHostMallocDefault)
+#define gpuHostFree hipHostFree
 #else
 #include <cuda_runtime.h>
 #define PLUMB_CUDA 1
@@ -79,6 +82,9 @@ using gpuStream_t = cudaStream_t;
 #define gpuEventSynchronize cudaEventSynchronize
 #define gpuEventElapsedTime cudaEventElapsedTime
 #define gpuEventDestroy cudaEventDestroy
+#define gpuEventQuery cudaEventQuery
+#define gpuHostMalloc(p, n) cudaMallocHost(p, n)
+#define gpuHostFree cudaFreeHost
 #endif
 
 namespace plumb::gpu {

@@ -195,7 +195,16 @@ void GpuBackend::check_launch(gpuError_t launched, const char* kernel) {
   if (sync_each_op_) check(gpuStreamSynchronize(stream_), kernel);
 }
 
-void GpuBackend::sync() { check(gpuStreamSynchronize(stream_), "stream synchronize"); }
+void GpuBackend::sync() {
+  check(gpuStreamSynchronize(stream_), "stream synchronize");
+  if (attn_err_pending_) check_attention_errors();
+}
+
+void GpuBackend::copy_in(void* dst, const void* src, std::size_t bytes, const char* what) {
+  if (bytes == 0 || staging_.upload(dst, src, bytes, stream_)) return;
+  check(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyHostToDevice, stream_), what);
+  check(gpuStreamSynchronize(stream_), what);  // the caller's buffer may go away after we return
+}
 
 Tensor GpuBackend::alloc(ElemType type, Shape shape) {
   const int64_t n = backend::element_count(shape);
@@ -210,10 +219,7 @@ Tensor GpuBackend::alloc(ElemType type, Shape shape) {
 
 Tensor GpuBackend::upload(const void* data, std::size_t bytes) {
   Tensor t = alloc(ElemType::I32, {static_cast<int64_t>((bytes + 3) / 4)});
-  if (bytes) {
-    check(gpuMemcpyAsync(dev_ptr(t), data, bytes, gpuMemcpyHostToDevice, stream_), "upload");
-    sync();  // the caller's buffer may go away after we return
-  }
+  copy_in(dev_ptr(t), data, bytes, "upload");
   return t;
 }
 
@@ -323,17 +329,13 @@ Tensor GpuBackend::full(ElemType type, Shape shape, float value) {
 
 Tensor GpuBackend::from_host(const float* data, Shape shape) {
   Tensor t = alloc(ElemType::F32, std::move(shape));
-  check(gpuMemcpyAsync(dev_f32(t), data, static_cast<std::size_t>(t.numel()) * 4, gpuMemcpyHostToDevice, stream_),
-        "copy to device");
-  sync();  // the caller's buffer may go away after we return
+  copy_in(dev_f32(t), data, static_cast<std::size_t>(t.numel()) * 4, "copy to device");
   return t;
 }
 
 Tensor GpuBackend::from_host(const int32_t* data, Shape shape) {
   Tensor t = alloc(ElemType::I32, std::move(shape));
-  check(gpuMemcpyAsync(dev_i32(t), data, static_cast<std::size_t>(t.numel()) * 4, gpuMemcpyHostToDevice, stream_),
-        "copy to device");
-  sync();
+  copy_in(dev_i32(t), data, static_cast<std::size_t>(t.numel()) * 4, "copy to device");
   return t;
 }
 

@@ -70,9 +70,7 @@ Routing GpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
       }
     }
     if (N > 0) {
-      check(gpuMemcpyAsync(dev_i32(r.experts), ex.data(), ex.size() * 4, gpuMemcpyHostToDevice, stream()),
-            "route: uploading hashed experts");
-      sync();  // ex goes away when we return
+      copy_in(dev_i32(r.experts), ex.data(), ex.size() * 4, "route: uploading hashed experts");
     }
   }
   const bool bf16 = p.round == Round::BF16;  // the V3 release's Gate on bf16 tensors
