@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "plumb/backend/backend.h"
+#include "plumb/backend/op_checks.h"
 #include "plumb/backend/cuda/gpu_compat.h"
 #include "plumb/backend/cuda/weight_ref.h"
 
