@@ -151,12 +151,6 @@ OwnedWeight fp8_f32_scaled(std::mt19937_64& rng, int64_t rows, int64_t cols) {
   return w;
 }
 
-WeightView f32_scaled_view(const OwnedWeight& w) {
-  WeightView v = w.view();
-  v.scale_dtype = DType::F32;
-  return v;
-}
-
 float ulp_bf16(float x) { return std::ldexp(1.f, std::ilogb(std::max(std::fabs(x), 1e-30f)) - 7); }
 
 bool is_bf16(float x) {
