@@ -209,6 +209,27 @@ class GpuCpuOrder : public GpuOps {
   }
 };
 
+// An mHC site's and the head's parameters for hc = 4 streams of D (V4-Flash's shapes), random.
+struct HcWeights {
+  static constexpr int64_t hc = 4;
+  HcWeights(GpuOps& t, int64_t D)
+      : fn(f32_weight({(2 + hc) * hc, hc * D}, t.rnd((2 + hc) * hc * hc * D, 0.02f))),
+        base(f32_weight({(2 + hc) * hc}, t.rnd((2 + hc) * hc, 0.5f))),
+        scale(f32_weight({3}, t.rnd(3, 0.2f))),
+        head_fn(f32_weight({hc, hc * D}, t.rnd(hc * hc * D, 0.02f))),
+        head_base(f32_weight({hc}, t.rnd(hc, 0.5f))),
+        head_scale(f32_weight({1}, t.rnd(1, 0.3f))),
+        views{fn.view(), base.view(), scale.view(), head_fn.view(), head_base.view(), head_scale.view()},
+        site{&views[0], &views[1], &views[2], 20, 1e-6f, 1e-6f},
+        head{&views[3], &views[4], &views[5], 0, 1e-6f, 1e-6f} {}
+  HcWeights(const HcWeights&) = delete;  // the params point into this object
+  HcWeights& operator=(const HcWeights&) = delete;
+
+  OwnedWeight fn, base, scale, head_fn, head_base, head_scale;
+  WeightView views[6];
+  backend::HcParams site, head;
+};
+
 // The values v as a [rows, cols] weight in each format linear() takes: "f32", "bf16", "fp8 ue8m0",
 // "fp8 f32-scale" and, when cols is even (bytes hold pairs), "fp4".
 struct FormatWeight {

@@ -9,6 +9,20 @@ namespace plumb::gpu {
 
 namespace {
 bool rounds(Round r) { return r == Round::BF16; }
+
+// A device copy of x, which the op then rewrites in place; `input` names x in errors.
+Tensor copy_of(GpuBackend& be, const Tensor& x, const char* input, const char* copy) {
+  const float* xp = dev_f32(x, input);
+  Tensor y = be.alloc(ElemType::F32, x.shape());
+  if (x.numel() > 0)
+    check(gpuMemcpyAsync(dev_f32(y), xp, static_cast<std::size_t>(x.numel()) * 4, gpuMemcpyDeviceToDevice,
+                         be.stream()),
+          copy);
+  return y;
+}
+
+// Vectors along the last dim (none in an empty tensor, whatever its last dim).
+int64_t vectors(const Tensor& x) { return x.numel() == 0 ? 0 : x.numel() / x.dim(-1); }
 }  // namespace
 
 Tensor GpuBackend::embed(const WeightView& table, const Tensor& ids) {
@@ -76,53 +90,35 @@ Tensor GpuBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& 
   const int64_t F = inv_freq.numel(), Dl = x.dim(-1), N = x.rows();
   const int32_t* pos = dev_i32(positions, "positions");
   const float* f = dev_f32(inv_freq, "inv_freq");
-  const float* xp = dev_f32(x, "rope input");
-  Tensor y = alloc(ElemType::F32, x.shape());
-  const int64_t n = x.numel();
-  if (n == 0) return y;
   // y = x, then the last 2F dims of every vector rotated in place (the rest stays unrounded).
-  check(gpuMemcpyAsync(dev_f32(y), xp, static_cast<std::size_t>(n) * 4, gpuMemcpyDeviceToDevice, stream_), "rope copy");
-  const int64_t vecs = Dl == 0 ? 0 : x.row_size() / Dl;
+  Tensor y = copy_of(*this, x, "rope input", "rope copy");
+  if (x.numel() == 0) return y;
+  const int64_t vecs = x.row_size() / Dl;
   check_launch(k::rope(dev_f32(y), pos, f, N, vecs, Dl, F, inverse, rounds(out), stream_), "rope");
   return y;
 }
 
 Tensor GpuBackend::quant_fp8(const Tensor& x, int64_t cols, int64_t block) {
   check_quant_fp8(x, cols, block);
-  const int64_t Dl = x.dim(-1);
-  const float* xp = dev_f32(x, "quant_fp8 input");
-  const int64_t vecs = Dl == 0 ? 0 : x.numel() / Dl;
-  Tensor y = alloc(ElemType::F32, x.shape());
+  Tensor y = copy_of(*this, x, "quant_fp8 input", "quant_fp8 copy");
   if (x.numel() == 0) return y;
-  check(gpuMemcpyAsync(dev_f32(y), xp, static_cast<std::size_t>(x.numel()) * 4, gpuMemcpyDeviceToDevice, stream_),
-        "quant_fp8 copy");
-  check_launch(k::quant_blocks(dev_f32(y), vecs, Dl, cols, block, false, stream_), "quant_fp8");
+  check_launch(k::quant_blocks(dev_f32(y), vectors(x), x.dim(-1), cols, block, false, stream_), "quant_fp8");
   return y;
 }
 
 Tensor GpuBackend::quant_fp4(const Tensor& x, int64_t block) {
   check_quant_fp4(x, block);
-  const int64_t Dl = x.dim(-1);
-  const float* xp = dev_f32(x, "quant_fp4 input");
-  const int64_t vecs = Dl == 0 ? 0 : x.numel() / Dl;
-  Tensor y = alloc(ElemType::F32, x.shape());
+  Tensor y = copy_of(*this, x, "quant_fp4 input", "quant_fp4 copy");
   if (x.numel() == 0) return y;
-  check(gpuMemcpyAsync(dev_f32(y), xp, static_cast<std::size_t>(x.numel()) * 4, gpuMemcpyDeviceToDevice, stream_),
-        "quant_fp4 copy");
-  check_launch(k::quant_blocks(dev_f32(y), vecs, Dl, Dl, block, true, stream_), "quant_fp4");
+  check_launch(k::quant_blocks(dev_f32(y), vectors(x), x.dim(-1), x.dim(-1), block, true, stream_), "quant_fp4");
   return y;
 }
 
 Tensor GpuBackend::hadamard(const Tensor& x, Round out) {
   check_hadamard(x);
-  const int64_t Dl = x.dim(-1);
-  const float* xp = dev_f32(x, "hadamard input");
-  const int64_t vecs = Dl == 0 ? 0 : x.numel() / Dl;
-  Tensor y = alloc(ElemType::F32, x.shape());
+  Tensor y = copy_of(*this, x, "hadamard input", "hadamard copy");
   if (x.numel() == 0) return y;
-  check(gpuMemcpyAsync(dev_f32(y), xp, static_cast<std::size_t>(x.numel()) * 4, gpuMemcpyDeviceToDevice, stream_),
-        "hadamard copy");
-  check_launch(k::hadamard(dev_f32(y), vecs, Dl, rounds(out), stream_), "hadamard");
+  check_launch(k::hadamard(dev_f32(y), vectors(x), x.dim(-1), rounds(out), stream_), "hadamard");
   return y;
 }
 
