@@ -19,12 +19,7 @@ namespace {
 
 using backend::Tensor;
 
-class CpuV3Ops : public ::testing::Test {
- protected:
-  std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(2);
-  std::mt19937_64 rng{11};
-  Tensor upload(const std::vector<float>& v, backend::Shape s) { return be->from_host(v.data(), std::move(s)); }
-};
+using CpuV3Ops = CpuOpTest<11>;
 
 // V3's gate: sigmoid scores, group-limited top-k, route scale 2.5.
 backend::RouteParams v3_route(const WeightView& gate, const WeightView& bias, int64_t K, int64_t G, int64_t TG,

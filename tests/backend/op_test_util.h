@@ -19,6 +19,15 @@
 
 namespace plumb::test {
 
+// The CPU op tests' fixture: a CPU backend of two threads and a generator with a fixed seed.
+template <uint64_t Seed>
+class CpuOpTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(2);
+  std::mt19937_64 rng{Seed};
+  backend::Tensor upload(const std::vector<float>& v, backend::Shape s) { return be->from_host(v.data(), std::move(s)); }
+};
+
 inline std::vector<float> host(backend::Backend& be, const backend::Tensor& t) {
   std::vector<float> v(static_cast<std::size_t>(t.numel()));
   be.to_host(t, v.data());
