@@ -7,6 +7,9 @@
 // waits for the device; that adds one synchronization per layer (~10-20 us), so the per-layer
 // sum is a little above the plain step time, which is measured separately without marks.
 // Each number is the median of --steps repetitions after a warm-up.
+//
+// --ops [--filter NAME]: per-op timings instead, over the op harness's case lists (op_bench.h);
+// no checkpoint needed.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -27,6 +30,7 @@
 #include "plumb/model/runner_v4.h"
 #include "plumb/util/error.h"
 #include "bench_probe.h"
+#include "op_bench.h"
 
 using namespace plumb;
 using Clock = std::chrono::steady_clock;
@@ -99,7 +103,12 @@ int main(int argc, char** argv) {
   CLI::App app{"plumb_bench: decode per layer and prefill throughput against the bandwidth floor"};
   std::string model, backend_name = "cuda", numerics = "faithful", batches = "1,8,32", json_out;
   int64_t context = 512, steps = 10, prefill = 4096;
-  app.add_option("--model", model, "DeepSeek-V4 checkpoint directory")->required();
+  bool ops = false;
+  bench::OpBenchOptions op_opts;
+  app.add_option("--model", model, "DeepSeek-V4 checkpoint directory (not with --ops)");
+  app.add_flag("--ops", ops, "time each op case of the GPU op harness (tests/backend/op_cases.h) instead");
+  app.add_option("--filter", op_opts.filter, "with --ops: only cases whose 'op case' name contains this");
+  app.add_option("--reps", op_opts.reps, "with --ops: timed calls per case (median reported)")->capture_default_str();
   app.add_option("--backend", backend_name, "backend")->capture_default_str();
   app.add_option("--numerics", numerics, "faithful or reference")->capture_default_str();
   app.add_option("--batch", batches, "decode batch sizes, comma separated")->capture_default_str();
@@ -109,6 +118,13 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_out, "write the results here");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (ops) {
+      const auto be = backend::make_backend(backend_name);
+      const nlohmann::json rec = bench::run_op_bench(*be, op_opts);
+      if (!json_out.empty()) std::ofstream(json_out) << rec.dump(1) << "\n";
+      return 0;
+    }
+    if (model.empty()) fail("--model is required (or --ops for per-op timings)");
     v4::RunOptions opt;
     opt.backend = backend_name;
     opt.numerics = parse_numerics(numerics);

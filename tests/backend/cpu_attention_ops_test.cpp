@@ -16,12 +16,7 @@ namespace {
 using backend::Round;
 using backend::Tensor;
 
-class CpuAttnOps : public ::testing::Test {
- protected:
-  std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(2);
-  std::mt19937_64 rng{7};
-  Tensor upload(const std::vector<float>& v, backend::Shape s) { return be->from_host(v.data(), std::move(s)); }
-};
+using CpuAttnOps = CpuOpTest<7>;
 
 // Entry w of one sequence pooled from the whole token series at once (HF's prefill view).
 std::vector<double> naive_entry(const std::vector<float>& a, const std::vector<float>& z, const std::vector<float>& ape,

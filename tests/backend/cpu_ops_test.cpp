@@ -15,12 +15,7 @@ namespace {
 using backend::Round;
 using backend::Tensor;
 
-class CpuOps : public ::testing::Test {
- protected:
-  std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(2);
-  std::mt19937_64 rng{42};
-  Tensor upload(const std::vector<float>& v, backend::Shape s) { return be->from_host(v.data(), std::move(s)); }
-};
+using CpuOps = CpuOpTest<42>;
 
 // y = x . w^T with w decoded by plumb::decode_rows (not the backend's decoder).
 std::vector<double> naive_linear(const std::vector<float>& x, int64_t N, const WeightView& w, int64_t groups) {

@@ -19,26 +19,29 @@ namespace {
 
 using backend::Tensor;
 
-class CpuV3Ops : public ::testing::Test {
- protected:
-  std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(2);
-  std::mt19937_64 rng{11};
-  Tensor upload(const std::vector<float>& v, backend::Shape s) { return be->from_host(v.data(), std::move(s)); }
-};
+using CpuV3Ops = CpuOpTest<11>;
+
+// V3's gate: sigmoid scores, group-limited top-k, route scale 2.5.
+backend::RouteParams v3_route(const WeightView& gate, const WeightView& bias, int64_t K, int64_t G, int64_t TG,
+                              backend::Round round) {
+  backend::RouteParams rp;
+  rp.gate = &gate;
+  rp.bias = &bias;
+  rp.top_k = K;
+  rp.route_scale = 2.5f;
+  rp.scoring = backend::Scoring::Sigmoid;
+  rp.n_group = G;
+  rp.topk_group = TG;
+  rp.round = round;
+  return rp;
+}
 
 TEST_F(CpuV3Ops, GroupLimitedSigmoidRouting) {
   const int64_t N = 40, D = 24, E = 16, G = 4, TG = 2, K = 4, per = E / G;
   const std::vector<float> x = randn(rng, N * D), gw = randn(rng, E * D, 0.3f), bias = randn(rng, E, 0.2f);
   const OwnedWeight gate = f32_weight({E, D}, gw), b = f32_weight({E}, bias);
   const WeightView gv = gate.view(), bv = b.view();
-  backend::RouteParams rp;
-  rp.gate = &gv;
-  rp.bias = &bv;
-  rp.top_k = K;
-  rp.route_scale = 2.5f;
-  rp.scoring = backend::Scoring::Sigmoid;
-  rp.n_group = G;
-  rp.topk_group = TG;
+  const backend::RouteParams rp = v3_route(gv, bv, K, G, TG, backend::Round::None);
   const backend::Routing r = be->route(upload(x, {N, D}), Tensor(), rp);
   std::vector<int32_t> ex(N * K);
   std::vector<float> wt(N * K);
@@ -151,12 +154,6 @@ OwnedWeight fp8_f32_scaled(std::mt19937_64& rng, int64_t rows, int64_t cols) {
   return w;
 }
 
-WeightView f32_scaled_view(const OwnedWeight& w) {
-  WeightView v = w.view();
-  v.scale_dtype = DType::F32;
-  return v;
-}
-
 float ulp_bf16(float x) { return std::ldexp(1.f, std::ilogb(std::max(std::fabs(x), 1e-30f)) - 7); }
 
 bool is_bf16(float x) {
@@ -244,15 +241,7 @@ TEST_F(CpuV3Ops, RouteBf16FollowsTheReleaseGate) {
   const std::vector<float> gw = randn(rng, E * D, 0.3f), bias = randn(rng, E, 0.05f);
   const OwnedWeight gate = f32_weight({E, D}, gw), bw = f32_weight({E}, bias);  // F32: rounded by the op
   const WeightView gv = gate.view(), bv = bw.view();
-  backend::RouteParams rp;
-  rp.gate = &gv;
-  rp.bias = &bv;
-  rp.top_k = K;
-  rp.route_scale = 2.5f;
-  rp.scoring = backend::Scoring::Sigmoid;
-  rp.n_group = G;
-  rp.topk_group = TG;
-  rp.round = backend::Round::BF16;
+  const backend::RouteParams rp = v3_route(gv, bv, K, G, TG, backend::Round::BF16);
   const backend::Routing r = be->route(upload(x, {N, D}), Tensor(), rp);
   const std::vector<int32_t> ex = host_i32(*be, r.experts);
   const std::vector<float> wt = host(*be, r.weights);

@@ -1,7 +1,7 @@
 // GPU backend against the CPU reference for the attention path: the compressor state machine
 // over several decode steps of a ragged batch, the Lightning indexer's top-k (ties included),
 // sparse attention (window / selected / all compressed, sinks, bf16 probabilities, rings),
-// window_update and absorbed MLA attention. Harness: gpu_test_util.h.
+// window_update and absorbed MLA attention. Harness: gpu_test_util.h; cases: op_cases.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,15 +18,6 @@ namespace {
 using backend::Batch;
 using backend::ElemType;
 
-Batch make_batch(const std::vector<int64_t>& starts, const std::vector<int64_t>& lens) {
-  Batch b;
-  for (std::size_t s = 0; s < starts.size(); ++s) {
-    b.seqs.push_back({b.rows, lens[s], starts[s]});
-    b.rows += lens[s];
-  }
-  return b;
-}
-
 // Fresh compressor scores are -inf: map them to a finite sentinel on both sides so the
 // comparison still fails on NaN (poison) but not on an untouched slot.
 std::vector<float> finite_inf(std::vector<float> v) {
@@ -36,12 +27,9 @@ std::vector<float> finite_inf(std::vector<float> v) {
 }
 
 TEST_F(GpuOps, CompressMultiStepRaggedDecode) {
-  struct Case {
-    int64_t ratio, d;
-  };
   // V4-Flash: main KV ratio 4 (overlap) and 128 at head_dim 512, indexer keys ratio 4 at 128;
   // ratio 16 as in the tiny models; d = 6 as an odd edge.
-  for (const Case& c : {Case{4, 512}, Case{128, 512}, Case{4, 128}, Case{16, 64}, Case{4, 6}}) {
+  for (const CompressCase& c : compress_cases()) {
     const int64_t cm = c.ratio == 4 ? 2 : 1, C = cm * c.d;
     const OwnedWeight ape = f32_weight({c.ratio, C}, rnd(c.ratio * C, 0.5f));
     const WeightView apev = ape.view();
@@ -107,31 +95,7 @@ std::vector<double> host_scores(const std::vector<float>& q, const std::vector<f
 }
 
 TEST_F(GpuOps, IndexerTopKWithTies) {
-  struct Case {
-    int64_t H, di, top_k, ratio;
-    std::vector<int64_t> starts, lens;
-    bool integer;
-    Round round;
-    const char* what;
-  };
-  const Case cases[] = {
-      // V4-Flash: 64 heads x 128, top 512; queries with fewer and with more than 512 entries.
-      {64,
-       128,
-       512,
-       4,
-       {0, 1500, 2600},
-       {7, 1, 4},
-       true,
-       Round::None,
-       "real dims, integer-valued (exact scores, many ties)"},
-      {64, 128, 512, 4, {2040, 3}, {3, 2}, true, Round::BF16, "real dims, bf16 scores"},
-      {64, 128, 512, 4, {700, 2900}, {2, 3}, false, Round::None, "real dims, random f32"},
-      {3, 8, 3, 4, {2}, {12}, true, Round::None, "small"},
-      {4, 32, 4, 4, {0, 9, 30}, {5, 1, 3}, true, Round::BF16, "tiny-model dims, ragged, bf16"},
-      {4, 32, 4, 4, {0, 9, 30}, {5, 1, 3}, false, Round::None, "tiny-model dims, ragged, random f32"},
-  };
-  for (const Case& c : cases) {
+  for (const IndexerCase& c : indexer_cases()) {
     const Batch b = make_batch(c.starts, c.lens);
     const int64_t N = b.rows;
     auto values = [&](int64_t n, float sd) {
@@ -184,24 +148,7 @@ TEST_F(GpuOps, IndexerTopKWithTies) {
 }
 
 TEST_F(GpuOps, SparseAttention) {
-  struct Case {
-    int64_t H, Dh, W, ratio;
-    std::vector<int64_t> starts, lens;
-    int sel_k;
-    bool sink, bf16p;
-    Round out;
-    const char* what;
-  };
-  const Case cases[] = {
-      {64, 512, 128, 0, {0, 300, 1000}, {3, 1, 5}, 0, true, false, Round::None, "window only, ragged with rings"},
-      {64, 512, 128, 4, {0, 300, 2100}, {3, 1, 4}, 512, true, false, Round::None, "compressed, top-512 selected"},
-      {64, 512, 128, 128, {0, 300, 2100}, {3, 1, 4}, 0, true, false, Round::None, "compressed all, ratio 128"},
-      {64, 512, 128, 4, {5, 700}, {2, 3}, 512, true, true, Round::BF16, "bf16 probs, bf16 out"},
-      {64, 512, 128, 4, {130}, {1}, 0, false, false, Round::None, "negligible sink, one row, all compressed"},
-      {2, 6, 8, 4, {0, 20, 3}, {5, 3, 1}, 3, true, false, Round::None, "small, selected"},
-      {2, 6, 8, 0, {0, 9}, {9, 1}, 0, true, true, Round::None, "small, window over len > W"},
-  };
-  for (const Case& c : cases) {
+  for (const AttentionCase& c : sparse_attention_cases()) {
     const Batch b = make_batch(c.starts, c.lens);
     const int64_t N = b.rows;
     const std::vector<float> q = rnd(N * c.H * c.Dh), kv = rnd(N * c.Dh);
@@ -233,8 +180,7 @@ TEST_F(GpuOps, SparseAttention) {
     p.scale = 1.f / std::sqrt(static_cast<float>(c.Dh));
     p.bf16_probs = c.bf16p;
     p.out = c.out;
-    const double tol = with_round(c.bf16p ? kBf16Ulp : f32_tol(c.Dh * 4), c.out);
-    check(std::string("sparse_attention ") + c.what, tol, [&](Backend& be) {
+    check(std::string("sparse_attention ") + c.what, c.tolerance(), [&](Backend& be) {
       std::vector<Tensor> rt, ct;
       for (const auto& r : rings) rt.push_back(up(be, r, {c.W, c.Dh}));
       for (const auto& x : comp) ct.push_back(up(be, x, {static_cast<int64_t>(x.size()) / c.Dh, c.Dh}));
@@ -288,16 +234,10 @@ TEST_F(GpuOps, WindowUpdate) {
   }
 }
 
-// MLA cases: V3's 128 heads, latent 512, rope 64, ragged with a decode row and a prefill from 0,
-// and small odd ones. `compare(what, op)` judges one case (a tolerance or bitwise).
+// Every MLA case (op_cases.h); `compare(what, case, round, op)` judges one (a tolerance or bitwise).
 template <class Compare>
-void mla_cases(GpuOps& t, Compare&& compare) {
-  struct Case {
-    int64_t H, R, P;
-    std::vector<int64_t> starts, lens;
-  };
-  for (const Case& c :
-       {Case{128, 512, 64, {0, 17, 200}, {5, 1, 3}}, Case{16, 512, 64, {0}, {40}}, Case{3, 10, 4, {5, 0}, {3, 6}}}) {
+void run_mla_cases(GpuOps& t, Compare&& compare) {
+  for (const MlaCase& c : mla_cases()) {
     const Batch b = make_batch(c.starts, c.lens);
     const int64_t N = b.rows;
     const std::vector<float> ql = t.rnd(N * c.H * c.R, 0.1f), qp = t.rnd(N * c.H * c.P, 0.1f);
@@ -309,9 +249,8 @@ void mla_cases(GpuOps& t, Compare&& compare) {
     }
     for (Round r : {Round::None, Round::BF16}) {
       const backend::MlaParams p{0.0722f, r};
-      const std::string what =
-          "mla_attention H " + std::to_string(c.H) + " R " + std::to_string(c.R) + (r == Round::BF16 ? " bf16" : "");
-      compare(what, c.R, r, [&](Backend& be) {
+      const std::string what = "mla_attention " + c.name() + (r == Round::BF16 ? " bf16" : "");
+      compare(what, c, r, [&](Backend& be) {
         std::vector<Tensor> lt, kt;
         for (std::size_t s = 0; s < lat.size(); ++s) {
           lt.push_back(t.up(be, lat[s], {static_cast<int64_t>(lat[s].size()) / c.R, c.R}));
@@ -324,15 +263,13 @@ void mla_cases(GpuOps& t, Compare&& compare) {
 }
 
 TEST_F(GpuOps, MlaAttention) {
-  // bf16 (the V3 release's einsums): a last-bit difference in a score sum can flip its bf16
-  // rounding, a 2^-8 change of one logit: a few bf16 ulps of the output.
-  mla_cases(*this, [&](const std::string& what, int64_t R, Round r, auto&& op) {
-    check(what, r == Round::BF16 ? 4 * kBf16Ulp : f32_tol(R * 8), op);
+  run_mla_cases(*this, [&](const std::string& what, const MlaCase& c, Round r, auto&& op) {
+    check(what, c.tolerance(r), op);
   });
 }
 
 TEST_F(GpuCpuOrder, MlaAttention) {
-  mla_cases(*this, [&](const std::string& what, int64_t, Round, auto&& op) { check_bitwise(what, op); });
+  run_mla_cases(*this, [&](const std::string& what, const MlaCase&, Round, auto&& op) { check_bitwise(what, op); });
 }
 
 }  // namespace

@@ -74,13 +74,9 @@ TEST_F(GpuCpuOrder, RmsNorm) {
 
 TEST_F(GpuCpuOrder, HcPreAndHead) {
   for (const auto& [N, D] : std::vector<std::pair<int64_t, int64_t>>{{1, 4096}, {4, 4096}, {3, 13}, {2, 200}}) {
-    const int64_t hc = 4, W = hc * D, n_out = (2 + hc) * hc;
-    const OwnedWeight fn = f32_weight({n_out, W}, rnd(n_out * W, 0.02f)), base = f32_weight({n_out}, rnd(n_out, 0.5f)),
-                      sc = f32_weight({3}, rnd(3, 0.2f)), hfn = f32_weight({hc, W}, rnd(hc * W, 0.02f)),
-                      hb = f32_weight({hc}, rnd(hc, 0.5f)), hs = f32_weight({1}, rnd(1, 0.3f));
-    const WeightView fv = fn.view(), bv = base.view(), sv = sc.view(), hfv = hfn.view(), hbv = hb.view(),
-                     hsv = hs.view();
-    const backend::HcParams site{&fv, &bv, &sv, 20, 1e-6f, 1e-6f}, head{&hfv, &hbv, &hsv, 0, 1e-6f, 1e-6f};
+    const HcWeights w(*this, D);
+    const int64_t hc = HcWeights::hc, W = hc * D;
+    const backend::HcParams &site = w.site, &head = w.head;
     const std::vector<float> X = rnd(N * W);
     const std::string sh = " N=" + std::to_string(N) + " D=" + std::to_string(D);
     for (Round r : {Round::None, Round::BF16}) {

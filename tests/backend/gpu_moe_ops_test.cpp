@@ -1,7 +1,7 @@
 // GPU backend against the CPU reference for mixture of experts: routing (V4 sqrt-softplus with
 // bias, V3 sigmoid with group-limited selection, hash routing through tid2eid) and the expert
 // FFNs (FP4 / FP8 / BF16 experts, act_fp8, swiglu_limit, clamp_shared, Round). Harness:
-// gpu_test_util.h.
+// gpu_test_util.h; cases: op_cases.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,22 +22,7 @@ std::vector<float> exact_values(std::vector<float> v) {
 }
 
 TEST_F(GpuOps, Route) {
-  struct Case {
-    int64_t N, D, E, K, groups, topk_groups;
-    backend::Scoring scoring;
-    bool bias, hash, exact;
-    float scale;
-    const char* what;
-  };
-  const Case cases[] = {
-      {9, 4096, 256, 6, 1, 1, backend::Scoring::SqrtSoftplus, true, false, true, 1.5f, "V4-Flash sqrt-softplus + bias"},
-      {4, 4096, 256, 6, 1, 1, backend::Scoring::SqrtSoftplus, false, true, true, 1.5f, "V4-Flash hash routing"},
-      {6, 4096, 256, 8, 8, 4, backend::Scoring::Sigmoid, true, false, true, 2.5f, "V3 sigmoid, 8 groups keep 4"},
-      {1, 200, 8, 2, 1, 1, backend::Scoring::SqrtSoftplus, true, false, true, 1.f, "one row, odd D"},
-      {33, 192, 16, 4, 4, 2, backend::Scoring::Sigmoid, false, false, true, 1.f, "groups, no bias"},
-      {17, 512, 64, 6, 1, 1, backend::Scoring::SqrtSoftplus, true, false, false, 1.5f, "random f32 logits"},
-  };
-  for (const Case& c : cases) {
+  for (const RouteCase& c : route_cases()) {
     std::vector<float> x = rnd(c.N * c.D), gw = rnd(c.E * c.D, 0.3f);
     if (c.exact) x = exact_values(x), gw = exact_values(gw);
     const std::vector<float> bias = rnd(c.E, 0.3f);
@@ -152,8 +137,10 @@ std::vector<backend::MoeParams> v3_params() {
 
 // compare(what, tolerance, op): GpuOps::check, or a bitwise check (GpuCpuOrder).
 template <class Compare>
-void run_moe_case(GpuOps& t, int64_t N, int64_t D, int64_t I, int64_t E, int64_t K, int64_t distinct, const char* fmt,
-                  const std::vector<backend::MoeParams>& params, const std::string& what, Compare&& compare) {
+void run_moe_case(GpuOps& t, const MoeCase& c, const std::vector<backend::MoeParams>& params, Compare&& compare) {
+  const int64_t N = c.N, D = c.D, I = c.I, E = c.E, K = c.K, distinct = c.distinct;
+  const char* fmt = c.format;
+  const std::string what = c.what;
   // `distinct` weight sets shared round-robin by the E experts (the real 256 experts at full
   // size would need ~25 GB); the routing still names expert ids across the whole range.
   std::vector<ExpertSet> sets;
@@ -179,12 +166,7 @@ void run_moe_case(GpuOps& t, int64_t N, int64_t D, int64_t I, int64_t E, int64_t
   }
   const std::vector<float> x = t.rnd(N * D, 2.f);
   for (const backend::MoeParams& p : params) {
-    // FP8-quantized activations are exact bf16 inputs: tight. Otherwise a GPU may feed its
-    // tensor cores bf16 activations: the bf16 tolerance. Sums of 2048..4096 terms: kF32Long.
-    // A bf16 accumulation over K experts can move each of its K roundings by an ulp.
-    double tol = with_round(p.act_fp8 ? f32_tol(std::max(D, I)) : kBf16Mma, p.round);
-    if (p.accumulate == Round::BF16) tol += static_cast<double>(K) * kBf16Ulp;
-    compare(what + describe(p), tol, [&](Backend& be) {
+    compare(what + describe(p), moe_tolerance(p, D, I, K), [&](Backend& be) {
       const backend::Routing r{t.up(be, ex, {N, K}), t.up(be, wt, {N, K})};
       return be.moe(t.up(be, x, {N, D}), r, experts, shared, p);
     });
@@ -202,12 +184,8 @@ std::vector<backend::MoeParams> all_params() {
 
 TEST_F(GpuOps, MoeSmallEveryOption) {
   auto check = [&](const std::string& what, double tol, auto&& op) { this->check(what, tol, op); };
-  run_moe_case(*this, 9, 200, 96, 8, 2, 8, "bf16", all_params(), "moe small bf16", check);
-  run_moe_case(*this, 5, 256, 64, 8, 3, 4, "fp4", all_params(), "moe small fp4", check);
-  run_moe_case(*this, 1, 192, 96, 8, 2, 2, "fp8", all_params(), "moe one row fp8", check);
-  run_moe_case(*this, 7, 144, 64, 16, 4, 5, "fp8f32", v3_params(), "moe V3 small fp8 f32-scale", check);
-  // more slots than the grouped kernels take (GpuBackend::kGroupedMoeMaxSlots): expert by expert
-  run_moe_case(*this, 40, 128, 64, 8, 2, 8, "fp4", all_params(), "moe 80 slots fp4", check);
+  for (const MoeCase& c : moe_small_cases())  // the V3 layout gets the V3 release's options
+    run_moe_case(*this, c, std::string(c.format) == "fp8f32" ? v3_params() : all_params(), check);
 }
 
 // With the CPU's reduction order the expert FFNs, the bf16 accumulation included, are bitwise.
@@ -215,21 +193,22 @@ TEST_F(GpuCpuOrder, Moe) {
   auto bitwise = [&](const std::string& what, double, auto&& op) { check_bitwise(what, op); };
   std::vector<backend::MoeParams> params = all_params();
   for (const auto& p : v3_params()) params.push_back(p);
-  run_moe_case(*this, 9, 200, 96, 8, 2, 8, "fp4", params, "moe small fp4", bitwise);
-  run_moe_case(*this, 7, 144, 64, 16, 4, 5, "fp8f32", params, "moe small fp8 f32-scale", bitwise);
-  run_moe_case(*this, 2, 4096, 2048, 256, 6, 2, "fp4", {params.front(), v3_params().front()}, "moe V4-Flash dims",
+  run_moe_case(*this, {9, 200, 96, 8, 2, 8, "fp4", "moe small fp4"}, params, bitwise);
+  run_moe_case(*this, {7, 144, 64, 16, 4, 5, "fp8f32", "moe small fp8 f32-scale"}, params, bitwise);
+  run_moe_case(*this, {2, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, {params.front(), v3_params().front()},
                bitwise);
 }
 
 TEST_F(GpuOps, MoeRealDims) {
   // V4-Flash: hidden 4096, 256 experts of inter 2048 (FP4), top 6, FP8 shared expert.
-  const std::vector<backend::MoeParams> p = {
-      {10.f, true, true, Round::BF16}, {10.f, false, false, Round::None}, {0.f, true, true, Round::None}};
+  const std::vector<std::vector<backend::MoeParams>> params = {
+      {{10.f, true, true, Round::BF16}, {10.f, false, false, Round::None}, {0.f, true, true, Round::None}},
+      {{0.f, true, true, Round::BF16}},
+      v3_params()};
   auto check = [&](const std::string& what, double tol, auto&& op) { this->check(what, tol, op); };
-  run_moe_case(*this, 3, 4096, 2048, 256, 6, 6, "fp4", p, "moe V4-Flash dims", check);
-  run_moe_case(*this, 1, 4096, 2048, 256, 6, 3, "fp8", {{0.f, true, true, Round::BF16}},
-               "moe V4-Flash dims, one row, fp8", check);
-  run_moe_case(*this, 3, 7168, 2048, 256, 8, 3, "fp8f32", v3_params(), "moe V3 dims, fp8 f32-scale", check);
+  const std::vector<MoeCase> cases = moe_real_cases();
+  ASSERT_EQ(cases.size(), params.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) run_moe_case(*this, cases[i], params[i], check);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // GPU backend against the CPU reference, op by op (harness: gpu_test_util.h): memory ops,
 // elementwise and norms, linear in every weight format / option / path, RoPE, the simulated
-// quantization ops, Hadamard and mHC. Shapes: the real V4-Flash dims plus odd edge sizes.
+// quantization ops, Hadamard and mHC. Shapes: the real V4-Flash dims plus odd edge sizes (the
+// case lists of op_cases.h, shared with plumb_bench --ops).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -76,7 +77,7 @@ TEST_F(GpuOps, EmbedRepeatColumns) {
 }
 
 TEST_F(GpuOps, RmsNormScaleAdd) {
-  for (const Shape& s : {Shape{1, 4096}, Shape{7, 4096}, Shape{5, 80}, Shape{3, 64, 512}, Shape{2, 4, 1024}}) {
+  for (const Shape& s : norm_shapes()) {
     const int64_t D = s.back(), n = [&] {
       int64_t k = 1;
       for (int64_t d : s) k *= d;
@@ -109,20 +110,9 @@ TEST_F(GpuOps, RmsNormScaleAdd) {
 }
 
 TEST_F(GpuOps, LinearEveryFormatOptionAndPath) {
-  struct Case {
-    int64_t N, R, K, G;
-    const char* what;
-  };
-  const Case cases[] = {
-      {1, 4096, 4096, 1, "decode row, hidden x hidden"},
-      {5, 1024, 4096, 1, "q_lora from hidden"},
-      {3, 2 * 1024, 4096, 2, "grouped o projection (2 of V4-Flash's 8 groups of 4096 -> 1024)"},
-      {7, 37, 200, 1, "K not a multiple of 128 or 32"},
-      {1, 1, 64, 1, "one output"},
-      {33, 130, 416, 2, "grouped, odd rows"},
-  };
+  const std::vector<LinearCase> cases = linear_cases();
   std::vector<std::string> unavailable;
-  for (const Case& c : cases) {
+  for (const LinearCase& c : cases) {
     const int64_t Kx = c.G * c.K;
     const std::vector<float> wv = rnd(c.R * c.K, 0.05f), x = rnd(c.N * Kx), xb = rnd_bf16(c.N * Kx);
     for (const FormatWeight& fw : every_format(c.R, c.K, wv, rng)) {
@@ -131,7 +121,7 @@ TEST_F(GpuOps, LinearEveryFormatOptionAndPath) {
       for (TestLinearPath path :
            {TestLinearPath::Auto, TestLinearPath::Gemv, TestLinearPath::Simt, TestLinearPath::Mma}) {
         if (!set_path(path)) {
-          if (&c == cases && fname == "f32") unavailable.push_back(path_name(path));
+          if (&c == &cases.front() && fname == "f32") unavailable.push_back(path_name(path));
           continue;
         }
         for (bool exact : {false, true})
@@ -176,8 +166,8 @@ TEST_F(GpuOps, LinearEveryFormatOptionAndPath) {
 // weight is rounded to bf16 on both sides, so with bf16-exact activations every product is exact
 // and only the summation order differs.
 TEST_F(GpuOps, LinearBf16WeightEveryPath) {
-  using Shape3 = std::tuple<int64_t, int64_t, int64_t>;
-  for (const auto& [N, R, K] : std::vector<Shape3>{{1, 512, 7168}, {3, 130, 200}, {70, 96, 416}}) {
+  for (const LinearCase& c : linear_bf16_weight_cases()) {
+    const int64_t N = c.N, R = c.R, K = c.K;
     const std::vector<float> wv = rnd(R * K, 0.05f), xb = rnd_bf16(N * K);
     for (const FormatWeight& fw : every_format(R, K, wv, rng)) {
       const std::string& fname = fw.name;
@@ -205,17 +195,7 @@ TEST_F(GpuOps, LinearFp8TensorCores) {
 #if defined(PLUMB_WITH_CUDA)
   if (!dev || dev->info().arch.rfind("sm_9", 0) != 0)
     GTEST_SKIP() << "the FP8 tensor-core path needs an sm_90 device";
-  struct Case {
-    int64_t N, R, K, G;
-    const char* what;
-  };
-  const Case cases[] = {
-      {16, 1024, 4096, 1, "q_lora from hidden, 16 rows"},
-      {200, 512, 1024, 1, "200 rows (partial row tile)"},
-      {33, 2 * 1024, 4096, 2, "grouped o projection"},
-      {64, 3 * 64, 256, 3, "three groups of 64 rows"},
-  };
-  for (const Case& c : cases) {
+  for (const LinearCase& c : linear_fp8_cases()) {
     const int64_t Kx = c.G * c.K;
     const std::vector<float> wv = rnd(c.R * c.K, 0.05f), x = rnd(c.N * Kx);
     const OwnedWeight ue = fp8_weight(c.R, c.K, wv), f32s = fp8_weight_f32_scales(c.R, c.K, wv, rng);
@@ -235,11 +215,7 @@ TEST_F(GpuOps, LinearFp8TensorCores) {
 }
 
 TEST_F(GpuOps, RopeAndInverse) {
-  struct Case {
-    int64_t N, H, Dh, F;
-  };
-  for (const Case& c :
-       {Case{4, 64, 512, 32}, Case{1, 1, 512, 32}, Case{5, 64, 128, 32}, Case{3, 2, 12, 4}, Case{6, 1, 64, 32}}) {
+  for (const RopeCase& c : rope_cases()) {
     std::vector<float> f(static_cast<std::size_t>(c.F));
     for (int64_t i = 0; i < c.F; ++i) f[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / (2 * c.F)));
     std::vector<int32_t> pos = {0};
@@ -257,11 +233,7 @@ TEST_F(GpuOps, RopeAndInverse) {
 
 TEST_F(GpuOps, QuantFp8Fp4Hadamard) {
   // The round trips are deterministic functions of each block: they must agree exactly.
-  struct Q8 {
-    int64_t N, D, cols, block;
-  };
-  for (const Q8& c :
-       {Q8{4, 576, 512, 64}, Q8{3, 4096, 4096, 128}, Q8{2, 200, 200, 128}, Q8{1, 80, 64, 64}, Q8{5, 1024, 1000, 128}}) {
+  for (const QuantFp8Case& c : quant_fp8_cases()) {
     std::vector<float> x = rnd(c.N * c.D, 3.f);
     x[0] = 448.f * 1024;  // a large block next to small ones
     check("quant_fp8 " + std::to_string(c.D) + " cols " + std::to_string(c.cols) + " block " + std::to_string(c.block),
@@ -269,14 +241,14 @@ TEST_F(GpuOps, QuantFp8Fp4Hadamard) {
             return be.quant_fp8(up(be, x, {c.N, c.D}), c.cols, c.block);
           });
   }
-  for (const Shape& s : {Shape{4, 64, 128}, Shape{1, 128}, Shape{3, 80}, Shape{2, 512}}) {
+  for (const Shape& s : quant_fp4_shapes()) {
     int64_t n = 1;
     for (int64_t d : s) n *= d;
     const std::vector<float> x = rnd(n, 2.f);
     check("quant_fp4 " + Tensor(nullptr, ElemType::F32, s).shape_str(), 0,
           [&](Backend& be) { return be.quant_fp4(up(be, x, s), 32); });
   }
-  for (const Shape& s : {Shape{4, 64, 128}, Shape{1, 128}, Shape{3, 512}, Shape{2, 4096}, Shape{5, 2}}) {
+  for (const Shape& s : hadamard_shapes()) {
     int64_t n = 1;
     for (int64_t d : s) n *= d;
     const std::vector<float> x = rnd(n);
@@ -289,14 +261,10 @@ TEST_F(GpuOps, QuantFp8Fp4Hadamard) {
 TEST_F(GpuOps, HcPrePostHead) {
   // mHC mixes read hc*D = 16384 values per token (V4-Flash), then 20 Sinkhorn iterations: long
   // reductions, hence kF32Long.
-  for (const auto& [N, D] : std::vector<std::pair<int64_t, int64_t>>{{1, 4096}, {5, 4096}, {3, 16}, {2, 200}}) {
-    const int64_t hc = 4, W = hc * D, n_out = (2 + hc) * hc;
-    const OwnedWeight fn = f32_weight({n_out, W}, rnd(n_out * W, 0.02f)), base = f32_weight({n_out}, rnd(n_out, 0.5f)),
-                      sc = f32_weight({3}, rnd(3, 0.2f)), hfn = f32_weight({hc, W}, rnd(hc * W, 0.02f)),
-                      hb = f32_weight({hc}, rnd(hc, 0.5f)), hs = f32_weight({1}, rnd(1, 0.3f));
-    const WeightView fv = fn.view(), bv = base.view(), sv = sc.view(), hfv = hfn.view(), hbv = hb.view(),
-                     hsv = hs.view();
-    const backend::HcParams site{&fv, &bv, &sv, 20, 1e-6f, 1e-6f}, head{&hfv, &hbv, &hsv, 0, 1e-6f, 1e-6f};
+  for (const auto [N, D] : hc_cases()) {
+    const HcWeights w(*this, D);
+    const int64_t hc = HcWeights::hc, W = hc * D;
+    const backend::HcParams &site = w.site, &head = w.head;
     const std::vector<float> X = rnd(N * W), out = rnd(N * D), post = rnd(N * hc, 0.5f), comb = rnd(N * hc * hc, 0.3f);
     const std::string sh = " N=" + std::to_string(N) + " D=" + std::to_string(D);
     for (Round r : {Round::None, Round::BF16}) {

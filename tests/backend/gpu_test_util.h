@@ -5,7 +5,8 @@
 // writes shows up), and the results are compared by precision class.
 //
 // Each fixture draws a fresh seed per test (printed in every failure; PLUMB_TEST_SEED=<n>
-// replays it). Without a GPU backend in the build, or without a usable device, every GpuOps test
+// replays it). The cases and their tolerances are data shared with plumb_bench --ops
+// (op_cases.h). Without a GPU backend in the build, or without a usable device, every GpuOps test
 // skips with the reason. PLUMB_GPU_OPS_ON_CPU=1 runs the harness with a second CPU backend as
 // the device under test (a self-check of the harness on machines without a GPU: everything must
 // then agree exactly).
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "op_cases.h"
 #include "op_test_util.h"
 #include "plumb/backend/backend.h"
 #include "plumb/format/codecs.h"
@@ -35,20 +37,6 @@ using backend::Backend;
 using backend::Round;
 using backend::Shape;
 using backend::Tensor;
-
-// Tolerances on max|got - ref| / max|ref| (see GpuOps::expect_close).
-inline constexpr double kF32 = 1e-5;      // f32 op, short reductions (<= ~1k terms)
-inline constexpr double kF32Long = 1e-4;  // f32, long reductions (K = 4096+, attention over
-                                          // hundreds of keys): summation order differs between a
-                                          // sequential CPU loop and a tree / warp reduction, and
-                                          // f32 rounding error grows ~ sqrt(K) * 2^-24 * |terms|
-inline constexpr double kBf16Ulp = 8e-3;  // Round::BF16 outputs: a last-bit difference before
-                                          // rounding can flip one bf16 ulp, which is up to 2^-7
-                                          // of the value (at the bottom of a binade), so of max|ref|
-inline constexpr double kBf16Mma = 1e-2;  // bf16 tensor-core path fed arbitrary f32 activations
-
-inline double f32_tol(int64_t reduction) { return reduction > 1024 ? kF32Long : kF32; }
-inline double with_round(double tol, Round r) { return r == Round::BF16 ? tol + kBf16Ulp : tol; }
 
 // The GPU backend's linear path, set through GpuBackend::set_linear_path when that exists in
 // this build (it is detected, so the tests compile before and after it lands); false otherwise.
@@ -221,25 +209,26 @@ class GpuCpuOrder : public GpuOps {
   }
 };
 
-// FP8 block-128 weight with F32 scales (V3 checkpoints): the e4m3 data of fp8_weight with each
-// ue8m0 scale turned into an f32 scale times a non-power-of-two factor.
-inline OwnedWeight fp8_weight_f32_scales(int64_t rows, int64_t cols, const std::vector<float>& v,
-                                         std::mt19937_64& rng) {
-  OwnedWeight w = fp8_weight(rows, cols, v);
-  std::uniform_real_distribution<float> f(0.6f, 1.4f);
-  std::vector<uint8_t> sc(w.scale.size() * 4);
-  for (std::size_t i = 0; i < w.scale.size(); ++i) {
-    const float s = ue8m0_to_f32(w.scale[i]) * f(rng);
-    std::memcpy(sc.data() + 4 * i, &s, 4);
-  }
-  w.scale = std::move(sc);
-  return w;
-}
-inline WeightView f32_scaled_view(const OwnedWeight& w) {
-  WeightView v = w.view();
-  v.scale_dtype = DType::F32;
-  return v;
-}
+// An mHC site's and the head's parameters for hc = 4 streams of D (V4-Flash's shapes), random.
+struct HcWeights {
+  static constexpr int64_t hc = 4;
+  HcWeights(GpuOps& t, int64_t D)
+      : fn(f32_weight({(2 + hc) * hc, hc * D}, t.rnd((2 + hc) * hc * hc * D, 0.02f))),
+        base(f32_weight({(2 + hc) * hc}, t.rnd((2 + hc) * hc, 0.5f))),
+        scale(f32_weight({3}, t.rnd(3, 0.2f))),
+        head_fn(f32_weight({hc, hc * D}, t.rnd(hc * hc * D, 0.02f))),
+        head_base(f32_weight({hc}, t.rnd(hc, 0.5f))),
+        head_scale(f32_weight({1}, t.rnd(1, 0.3f))),
+        views{fn.view(), base.view(), scale.view(), head_fn.view(), head_base.view(), head_scale.view()},
+        site{&views[0], &views[1], &views[2], 20, 1e-6f, 1e-6f},
+        head{&views[3], &views[4], &views[5], 0, 1e-6f, 1e-6f} {}
+  HcWeights(const HcWeights&) = delete;  // the params point into this object
+  HcWeights& operator=(const HcWeights&) = delete;
+
+  OwnedWeight fn, base, scale, head_fn, head_base, head_scale;
+  WeightView views[6];
+  backend::HcParams site, head;
+};
 
 // The values v as a [rows, cols] weight in each format linear() takes: "f32", "bf16", "fp8 ue8m0",
 // "fp8 f32-scale" and, when cols is even (bytes hold pairs), "fp4".

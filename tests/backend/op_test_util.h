@@ -1,6 +1,6 @@
 #pragma once
-// Helpers for the op tests: random data (never zeros), in-memory weights in every checkpoint
-// format, and relative comparisons.
+// Helpers for the op tests: random data and weights (op_weights.h), host copies and relative
+// comparisons.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "op_weights.h"
 #include "plumb/backend/backend.h"
 #include "plumb/format/codecs.h"
 #include "plumb/format/quantize.h"
@@ -18,79 +19,14 @@
 
 namespace plumb::test {
 
-inline std::vector<float> randn(std::mt19937_64& rng, int64_t n, float stddev = 1.f, float mean = 0.f) {
-  std::normal_distribution<float> d(mean, stddev);
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-// A weight with its own storage; view() points into it.
-struct OwnedWeight {
-  std::string name = "w";
-  WeightFormat format = WeightFormat::Dense;
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> data, scale;
-  std::vector<int64_t> scale_shape;
-
-  WeightView view() const {
-    WeightView w;
-    w.name = name;
-    w.format = format;
-    w.dtype = dtype;
-    w.shape = shape;
-    w.data = reinterpret_cast<const std::byte*>(data.data());
-    w.scale = scale.empty() ? nullptr : reinterpret_cast<const std::byte*>(scale.data());
-    w.scale_dtype = DType::F8_E8M0;
-    w.scale_shape = scale_shape;
-    return w;
-  }
+// The CPU op tests' fixture: a CPU backend of two threads and a generator with a fixed seed.
+template <uint64_t Seed>
+class CpuOpTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<backend::Backend> be = backend::make_cpu_backend(2);
+  std::mt19937_64 rng{Seed};
+  backend::Tensor upload(const std::vector<float>& v, backend::Shape s) { return be->from_host(v.data(), std::move(s)); }
 };
-
-inline OwnedWeight f32_weight(std::vector<int64_t> shape, const std::vector<float>& v) {
-  OwnedWeight w;
-  w.shape = std::move(shape);
-  w.data.resize(v.size() * 4);
-  std::memcpy(w.data.data(), v.data(), w.data.size());
-  return w;
-}
-
-inline OwnedWeight bf16_weight(std::vector<int64_t> shape, const std::vector<float>& v) {
-  OwnedWeight w;
-  w.dtype = DType::BF16;
-  w.shape = std::move(shape);
-  w.data.resize(v.size() * 2);
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    const uint16_t b = f32_to_bf16(v[i]);
-    std::memcpy(w.data.data() + 2 * i, &b, 2);
-  }
-  return w;
-}
-
-inline OwnedWeight fp8_weight(int64_t rows, int64_t cols, const std::vector<float>& v) {
-  const QuantizedWeight q = quantize_fp8_block128(v.data(), rows, cols);
-  OwnedWeight w;
-  w.format = WeightFormat::FP8Block128;
-  w.dtype = DType::F8_E4M3;
-  w.shape = {rows, cols};
-  w.data = q.data;
-  w.scale = q.scales;
-  w.scale_shape = {(rows + 127) / 128, (cols + 127) / 128};
-  return w;
-}
-
-inline OwnedWeight fp4_weight(int64_t rows, int64_t cols, const std::vector<float>& v) {
-  const QuantizedWeight q = quantize_fp4_block32(v.data(), rows, cols);
-  OwnedWeight w;
-  w.format = WeightFormat::FP4Block32;
-  w.dtype = DType::I8;
-  w.shape = {rows, cols};
-  w.data = q.data;
-  w.scale = q.scales;
-  w.scale_shape = {rows, (cols + 31) / 32};
-  return w;
-}
 
 inline std::vector<float> host(backend::Backend& be, const backend::Tensor& t) {
   std::vector<float> v(static_cast<std::size_t>(t.numel()));

@@ -23,14 +23,6 @@ int64_t element_count(const Shape& shape) {
   return n;
 }
 
-void check_copy_rows(const Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) {
-  if (dst.row_size() != src.row_size())
-    fail("copy_rows: row sizes differ ({} vs {})", dst.shape_str(), src.shape_str());
-  if (n < 0 || dst_row < 0 || src_row < 0 || dst_row + n > dst.rows() || src_row + n > src.rows())
-    fail("copy_rows: rows [{}, +{}) of {} into [{}, +{}) of {} out of range", src_row, n, src.shape_str(), dst_row, n,
-         dst.shape_str());
-}
-
 std::string Tensor::shape_str() const { return fmt::format("[{}]", fmt::join(shape_, ", ")); }
 
 }  // namespace plumb::backend

@@ -58,8 +58,4 @@ class Tensor {
 // checks).
 int64_t element_count(const Shape& shape);
 
-// The preconditions of Backend::copy_rows (equal row sizes, row ranges inside both tensors), as a
-// plumb::Error naming the shapes; shared by every backend so they refuse the same calls alike.
-void check_copy_rows(const Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n);
-
 }  // namespace plumb::backend

@@ -10,22 +10,15 @@
 #include "plumb/backend/cpu/cpu_tensor.h"
 #include "plumb/backend/cpu/simquant.h"
 #include "plumb/backend/cpu/weight_decode.h"
-#include "plumb/util/error.h"
 
 namespace plumb::cpu {
 
 Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Batch& b, std::span<const Tensor> rings,
                                     std::span<const Tensor> compressed, const Tensor* selected,
                                     const AttentionParams& p) {
-  expect_rank(q, 3, "sparse_attention", "q");
-  const int64_t N = q.dim(0), H = q.dim(1), Dh = q.dim(2), W = p.window, m = p.ratio;
-  if (kv.rows() != N || kv.row_size() != Dh) fail("sparse_attention: kv {} for q {}", kv.shape_str(), q.shape_str());
-  if (rings.size() != b.seqs.size() || (m > 0 && compressed.size() != b.seqs.size()))
-    fail("sparse_attention: per-sequence state for {} sequences expected", b.seqs.size());
-  if (!p.sink || p.sink->numel() != H) fail("sparse_attention: sink must hold {} values", H);
+  const AttentionDims d = check_sparse_attention(q, kv, b, rings, compressed, selected, p);
+  const int64_t N = d.N, H = d.H, Dh = d.Dh, K = d.K, W = p.window, m = p.ratio;
   const std::vector<float> sink = decode_all(*p.sink);
-  const int64_t K = selected ? selected->dim(1) : 0;
-  if (selected && selected->rows() != N) fail("sparse_attention: selection {} for {} queries", selected->shape_str(), N);
   const int32_t* sel = selected ? i32(*selected, "selected entries") : nullptr;
   const float* qp = f32(q, "q");
   const float* kvp = f32(kv, "kv");
@@ -34,12 +27,8 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
 
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
-    if (rings[si].rows() != W || rings[si].row_size() != Dh)
-      fail("sparse_attention: window ring {} must be [{}, {}]", rings[si].shape_str(), W, Dh);
     const float* ring = f32(rings[si], "window ring");
     const int64_t n_comp = m > 0 ? (s.start + s.len) / m : 0;
-    if (n_comp > 0 && (compressed[si].rows() < n_comp || compressed[si].row_size() != Dh))
-      fail("sparse_attention: compressed cache {} holds fewer than {} entries", compressed[si].shape_str(), n_comp);
     const float* comp = n_comp > 0 ? f32(compressed[si], "compressed cache") : nullptr;
 
     pool().parallel_for(s.len, 1, [&](int64_t i0, int64_t i1) {
@@ -56,7 +45,7 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
             for (int64_t k = 0; k < K; ++k) {
               const int32_t e = sel[row * K + k];
               if (e < 0) continue;
-              if (e >= visible) fail("sparse_attention: query at position {} selects entry {} of {} visible", t, e, visible);
+              if (e >= visible) fail_invisible_entry(t, e, visible);
               cand.push_back(comp + e * Dh);
             }
           } else {
@@ -88,7 +77,7 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
 }
 
 void CpuBackend::window_update(std::span<Tensor> rings, const Tensor& kv, const Batch& b) {
-  if (rings.size() != b.seqs.size()) fail("window_update: {} rings for {} sequences", rings.size(), b.seqs.size());
+  check_window_update(rings, kv, b);
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
     const int64_t W = rings[si].rows();

@@ -17,6 +17,9 @@ void apply_round(float* x, int64_t n, Round r) {
 }
 
 namespace {
+// Vectors along the last dim (none in an empty tensor, whatever its last dim).
+int64_t vectors(const Tensor& x) { return x.numel() == 0 ? 0 : x.numel() / x.dim(-1); }
+
 Tensor clone(const Tensor& x) {
   Tensor y = new_f32(x.shape());
   std::memcpy(f32(y), f32(x), static_cast<std::size_t>(x.numel()) * sizeof(float));
@@ -51,7 +54,7 @@ void CpuBackend::to_host(const Tensor& t, int32_t* out) {
 }
 
 void CpuBackend::copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) {
-  backend::check_copy_rows(dst, dst_row, src, src_row, n);
+  check_copy_rows(dst, dst_row, src, src_row, n);
   const int64_t rs = dst.row_size();
   std::memmove(f32(dst) + dst_row * rs, f32(src) + src_row * rs, static_cast<std::size_t>(n * rs) * sizeof(float));
 }
@@ -59,17 +62,16 @@ void CpuBackend::copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int6
 // ---- elementwise
 
 Tensor CpuBackend::embed(const WeightView& table, const Tensor& ids) {
-  const int64_t V = table.rows(), D = table.cols(), N = ids.numel();
-  Tensor y = new_f32({N, D});
+  const int64_t D = table.cols(), N = ids.numel();
   const int32_t* id = i32(ids, "token ids");
-  for (int64_t n = 0; n < N; ++n) {
-    if (id[n] < 0 || id[n] >= V) fail("token id {} at position {} is outside the vocabulary [0, {})", id[n], n, V);
-    decode_weight_rows(table, id[n], id[n] + 1, f32(y) + n * D);
-  }
+  check_token_ids({id, static_cast<std::size_t>(N)}, table.rows());
+  Tensor y = new_f32({N, D});
+  for (int64_t n = 0; n < N; ++n) decode_weight_rows(table, id[n], id[n] + 1, f32(y) + n * D);
   return y;
 }
 
 Tensor CpuBackend::repeat_rows(const Tensor& x, int64_t copies) {
+  check_repeat_rows(copies);
   const int64_t N = x.rows(), D = x.row_size();
   Tensor y = new_f32({N, copies, D});
   for (int64_t n = 0; n < N; ++n)
@@ -79,13 +81,9 @@ Tensor CpuBackend::repeat_rows(const Tensor& x, int64_t copies) {
 }
 
 Tensor CpuBackend::rms_norm(const Tensor& x, const WeightView* weight, float eps, NormMath math, Round out) {
-  const int64_t D = x.dim(-1), rows = x.numel() / D;
-  std::vector<float> w;
-  if (weight) {
-    if (weight->numel() != D) fail("rms_norm: weight '{}' has {} values, input last dim is {}", weight->name, weight->numel(), D);
-    w = decode_all(*weight);
-  }
-  if (math == NormMath::BF16Steps && weight) fail("rms_norm: bf16-step math is only defined without a weight");
+  check_rms_norm(x, weight, math);
+  const int64_t D = x.dim(-1), rows = D == 0 ? 0 : x.numel() / D;
+  const std::vector<float> w = weight ? decode_all(*weight) : std::vector<float>{};
   Tensor y = clone(x);
   float* p = f32(y);
   for (int64_t r = 0; r < rows; ++r) {
@@ -117,7 +115,7 @@ Tensor CpuBackend::scale(const Tensor& x, float s, Round out) {
 }
 
 Tensor CpuBackend::add(const Tensor& a, const Tensor& b, Round out) {
-  if (a.shape() != b.shape()) fail("add: shapes {} and {}", a.shape_str(), b.shape_str());
+  check_add(a, b);
   Tensor y = clone(a);
   float* p = f32(y);
   const float* q = f32(b, "add operand");
@@ -127,8 +125,8 @@ Tensor CpuBackend::add(const Tensor& a, const Tensor& b, Round out) {
 }
 
 Tensor CpuBackend::columns(const Tensor& x, int64_t begin, int64_t count) {
+  check_columns(x, begin, count);
   const int64_t N = x.rows(), C = x.row_size();
-  if (begin < 0 || count < 0 || begin + count > C) fail("columns: [{}, {}) of {}", begin, begin + count, x.shape_str());
   Tensor y = new_f32({N, count});
   const float* xp = f32(x, "columns input");
   float* yp = f32(y);
@@ -137,13 +135,12 @@ Tensor CpuBackend::columns(const Tensor& x, int64_t begin, int64_t count) {
 }
 
 Tensor CpuBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, bool inverse, Round out) {
+  check_rope(x, positions, inv_freq);
   const int64_t F = inv_freq.numel(), Dl = x.dim(-1), N = x.rows();
-  if (2 * F > Dl) fail("rope: {} frequencies need {} dims, vectors have {}", F, 2 * F, Dl);
-  if (positions.numel() != N) fail("rope: {} positions for {} rows", positions.numel(), N);
   const int32_t* pos = i32(positions, "positions");
   const float* f = f32(inv_freq, "inv_freq");
   Tensor y = clone(x);
-  const int64_t vecs = x.row_size() / Dl;
+  const int64_t vecs = Dl == 0 ? 0 : x.row_size() / Dl;
   std::vector<float> c(static_cast<std::size_t>(F)), s(static_cast<std::size_t>(F));
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t i = 0; i < F; ++i) {
@@ -169,24 +166,26 @@ Tensor CpuBackend::rope(const Tensor& x, const Tensor& positions, const Tensor& 
 // ---- simulated quantization
 
 Tensor CpuBackend::quant_fp8(const Tensor& x, int64_t cols, int64_t block) {
+  check_quant_fp8(x, cols, block);
   const int64_t Dl = x.dim(-1);
-  if (cols < 0 || cols > Dl) fail("quant_fp8: {} columns of vectors of {}", cols, Dl);
   Tensor y = clone(x);
-  for (int64_t v = 0; v < x.numel() / Dl; ++v) fp8_roundtrip(f32(y) + v * Dl, cols, block);
+  for (int64_t v = 0; v < vectors(x); ++v) fp8_roundtrip(f32(y) + v * Dl, cols, block);
   return y;
 }
 
 Tensor CpuBackend::quant_fp4(const Tensor& x, int64_t block) {
+  check_quant_fp4(x, block);
   const int64_t Dl = x.dim(-1);
   Tensor y = clone(x);
-  for (int64_t v = 0; v < x.numel() / Dl; ++v) fp4_roundtrip(f32(y) + v * Dl, Dl, block);
+  for (int64_t v = 0; v < vectors(x); ++v) fp4_roundtrip(f32(y) + v * Dl, Dl, block);
   return y;
 }
 
 Tensor CpuBackend::hadamard(const Tensor& x, Round out) {
+  check_hadamard(x);
   const int64_t Dl = x.dim(-1);
   Tensor y = clone(x);
-  for (int64_t v = 0; v < x.numel() / Dl; ++v) cpu::hadamard(f32(y) + v * Dl, Dl);
+  for (int64_t v = 0; v < vectors(x); ++v) cpu::hadamard(f32(y) + v * Dl, Dl);
   apply_round(f32(y), y.numel(), out);
   return y;
 }

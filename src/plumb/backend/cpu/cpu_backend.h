@@ -4,6 +4,7 @@
 // (cpu_backend.cpp: memory and elementwise; cpu_linear.cpp; cpu_hc.cpp; cpu_compress.cpp;
 // cpu_attention.cpp; cpu_mla.cpp; cpu_moe.cpp).
 #include "plumb/backend/backend.h"
+#include "plumb/backend/op_checks.h"
 #include "plumb/util/thread_pool.h"
 
 namespace plumb::cpu {

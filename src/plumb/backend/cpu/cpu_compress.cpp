@@ -11,7 +11,6 @@
 #include "plumb/backend/cpu/cpu_tensor.h"
 #include "plumb/backend/cpu/simquant.h"
 #include "plumb/backend/cpu/weight_decode.h"
-#include "plumb/util/error.h"
 
 namespace plumb::cpu {
 
@@ -23,19 +22,11 @@ namespace plumb::cpu {
 //   plain (c = 1): slot t mod m; an entry softmaxes over the m slots.
 Tensor CpuBackend::compress(const Tensor& kv, const Tensor& score, const Batch& b, std::span<CompressorState> states,
                             const CompressorParams& p, Round out) {
-  const int64_t m = p.ratio, d = p.head_dim;
-  const bool overlap = m == 4;
-  const int64_t c = overlap ? 2 : 1, C = c * d, slots = c * m;
-  if (m <= 0 || !p.ape) fail("compress: needs a positive ratio and the ape bias");
-  if (kv.dim(-1) != C || score.dim(-1) != C || kv.rows() != b.rows || score.rows() != b.rows)
-    fail("compress: kv {} / score {} must be [{}, {}]", kv.shape_str(), score.shape_str(), b.rows, C);
-  if (states.size() != b.seqs.size()) fail("compress: {} states for {} sequences", states.size(), b.seqs.size());
+  const CompressDims cd = check_compress(kv, score, b, states, p);
+  const int64_t m = p.ratio, d = p.head_dim, C = cd.C;
+  const bool overlap = cd.overlap;
   const std::vector<float> ape = decode_all(*p.ape);
-  if (static_cast<int64_t>(ape.size()) != m * C) fail("compress: ape '{}' must be [{}, {}]", p.ape->name, m, C);
-
-  int64_t entries = 0;
-  for (const auto& s : b.seqs) entries += (s.start + s.len) / m - s.start / m;
-  Tensor pooled = new_f32({entries, d});
+  Tensor pooled = new_f32({cd.entries, d});
   float* dst = f32(pooled);
   const float* a_in = f32(kv, "compressor kv");
   const float* z_in = f32(score, "compressor score");
@@ -45,8 +36,6 @@ Tensor CpuBackend::compress(const Tensor& kv, const Tensor& score, const Batch& 
     const SeqSlice& s = b.seqs[si];
     float* skv = f32(states[si].kv, "compressor kv state");
     float* ssc = f32(states[si].score, "compressor score state");
-    if (states[si].kv.numel() != slots * C || states[si].score.numel() != slots * C)
-      fail("compress: state {} must be [{}, {}]", states[si].kv.shape_str(), slots, C);
     for (int64_t i = 0; i < s.len; ++i) {
       const int64_t t = s.start + i, r = t % m;
       const int64_t slot = overlap ? m + r : r;
@@ -94,10 +83,8 @@ int32_t order_key(float x) {
 
 Tensor CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, std::span<const Tensor> keys,
                                 const IndexerParams& p) {
-  expect_rank(q, 3, "indexer_topk", "q");
-  const int64_t N = q.dim(0), H = q.dim(1), di = q.dim(2), K = p.top_k, m = p.ratio;
-  if (w.numel() != N * H) fail("indexer_topk: weights {} for q {}", w.shape_str(), q.shape_str());
-  if (keys.size() != b.seqs.size()) fail("indexer_topk: {} key caches for {} sequences", keys.size(), b.seqs.size());
+  const IndexerDims d = check_indexer_topk(q, w, b, keys, p);
+  const int64_t N = d.N, H = d.H, di = d.di, K = p.top_k, m = p.ratio;
   Tensor out = new_i32({N, K}, -1);
   const float* qp = f32(q, "indexer q");
   const float* wp = f32(w, "indexer weights");
@@ -107,8 +94,6 @@ Tensor CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
     const int64_t n_total = (s.start + s.len) / m;
-    if (n_total > 0 && (keys[si].rows() < n_total || keys[si].row_size() != di))
-      fail("indexer_topk: key cache {} holds fewer than {} entries of {}", keys[si].shape_str(), n_total, di);
     const float* kp = n_total > 0 ? f32(keys[si], "indexer keys") : nullptr;
     pool().parallel_for(s.len, 1, [&](int64_t i0, int64_t i1) {
       std::vector<float> score;

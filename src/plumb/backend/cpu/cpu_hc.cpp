@@ -6,7 +6,6 @@
 #include "plumb/backend/cr_math.h"
 #include "plumb/backend/cpu/cpu_tensor.h"
 #include "plumb/backend/cpu/weight_decode.h"
-#include "plumb/util/error.h"
 
 namespace plumb::cpu {
 namespace {
@@ -18,13 +17,9 @@ struct HcSite {
   int64_t n_out = 0;
 };
 
-HcSite load_site(const HcParams& p, int64_t width, int64_t n_out, int64_t n_scale, const char* op) {
-  if (!p.fn || !p.base || !p.scale) fail("{}: missing mHC parameters", op);
-  HcSite s{decode_all(*p.fn), decode_all(*p.base), decode_all(*p.scale), n_out};
-  if (p.fn->rows() != n_out || p.fn->cols() != width || static_cast<int64_t>(s.base.size()) != n_out ||
-      static_cast<int64_t>(s.scale.size()) != n_scale)
-    fail("{}: '{}' must be [{}, {}] with {} base and {} scale values", op, p.fn->name, n_out, width, n_out, n_scale);
-  return s;
+// The site's parameters decoded (check_hc_pre / check_hc_head have checked their shapes).
+HcSite load_site(const HcParams& p, int64_t n_out) {
+  return {decode_all(*p.fn), decode_all(*p.base), decode_all(*p.scale), n_out};
 }
 
 // m = (fn . x) / sqrt(mean(x^2) + eps): the linear applied to the unweighted-RMS-normalised
@@ -78,9 +73,9 @@ void sinkhorn(float* C, int64_t hc, int64_t iters, float eps) {
 }  // namespace
 
 HcPreResult CpuBackend::hc_pre(const Tensor& X, const HcParams& p, Round out) {
-  expect_rank(X, 3, "hc_pre", "streams");
-  const int64_t N = X.dim(0), hc = X.dim(1), D = X.dim(2), W = hc * D;
-  const HcSite s = load_site(p, W, (2 + hc) * hc, 3, "hc_pre");
+  const HcDims d = check_hc_pre(X, p);
+  const int64_t N = d.N, hc = d.hc, D = d.D, W = hc * D;
+  const HcSite s = load_site(p, (2 + hc) * hc);
   HcPreResult r{new_f32({N, D}), new_f32({N, hc}), new_f32({N, hc, hc})};
   pool().parallel_for(N, 1, [&](int64_t n0, int64_t n1) {
     std::vector<float> m(static_cast<std::size_t>(s.n_out)), pre(static_cast<std::size_t>(hc));
@@ -104,11 +99,8 @@ HcPreResult CpuBackend::hc_pre(const Tensor& X, const HcParams& p, Round out) {
 }
 
 Tensor CpuBackend::hc_post(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb, Round rnd) {
-  expect_rank(X, 3, "hc_post", "streams");
-  const int64_t N = X.dim(0), hc = X.dim(1), D = X.dim(2);
-  if (out.numel() != N * D || post.numel() != N * hc || comb.numel() != N * hc * hc)
-    fail("hc_post: shapes out {} streams {} post {} comb {} disagree", out.shape_str(), X.shape_str(), post.shape_str(),
-         comb.shape_str());
+  const HcDims d = check_hc_post(out, X, post, comb);
+  const int64_t N = d.N, hc = d.hc, D = d.D;
   Tensor y = new_f32({N, hc, D});
   pool().parallel_for(N, 1, [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
@@ -131,9 +123,9 @@ Tensor CpuBackend::hc_post(const Tensor& out, const Tensor& X, const Tensor& pos
 }
 
 Tensor CpuBackend::hc_head(const Tensor& X, const HcParams& p, Round out) {
-  expect_rank(X, 3, "hc_head", "streams");
-  const int64_t N = X.dim(0), hc = X.dim(1), D = X.dim(2), W = hc * D;
-  const HcSite s = load_site(p, W, hc, 1, "hc_head");
+  const HcDims d = check_hc_head(X, p);
+  const int64_t N = d.N, hc = d.hc, D = d.D, W = hc * D;
+  const HcSite s = load_site(p, hc);
   Tensor y = new_f32({N, D});
   pool().parallel_for(N, 1, [&](int64_t n0, int64_t n1) {
     std::vector<float> m(static_cast<std::size_t>(hc)), pre(static_cast<std::size_t>(hc));

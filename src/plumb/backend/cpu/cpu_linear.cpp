@@ -7,7 +7,6 @@
 #include "plumb/backend/cpu/gemm.h"
 #include "plumb/backend/cpu/simquant.h"
 #include "plumb/backend/cpu/weight_decode.h"
-#include "plumb/util/error.h"
 
 namespace plumb::cpu {
 
@@ -37,15 +36,8 @@ void act_quant_fp8_rows(float* x, int64_t N, int64_t K) {
 }
 
 Tensor CpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts& o) {
-  if (w.shape.size() != 2) fail("linear: weight '{}' must be 2-D", w.name);
-  const int64_t G = o.groups, K = w.cols();
-  if (G <= 0 || w.rows() % G != 0) fail("linear: weight '{}' rows {} do not split into {} groups", w.name, w.rows(), G);
-  const int64_t R = w.rows() / G;
-  const int64_t in = x.dim(-1);
-  if (in != G * K)
-    fail("linear: input {} has last dim {}, weight '{}' [{}, {}] with {} group(s) needs {}", x.shape_str(), in, w.name,
-         w.rows(), K, G, G * K);
-  const int64_t N = x.numel() / in;
+  const LinearDims d = check_linear(x, w, o);
+  const int64_t G = d.groups, K = d.K, R = d.rows_per_group, in = d.in, N = d.N;
   const float* src = f32(x, "linear input");
   std::vector<float> quantized;
   if (o.act_fp8) {  // the product sees the FP8 round trip of x, per group's K blocks
@@ -53,9 +45,7 @@ Tensor CpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts
     act_quant_fp8_rows(quantized.data(), N * G, K);
     src = quantized.data();
   }
-  Shape shape = x.shape();
-  shape.back() = G * R;
-  Tensor y = new_f32(shape);
+  Tensor y = new_f32(d.out);
   float* dst = f32(y);
   for (int64_t g = 0; g < G; ++g) gemm_wt(pool(), src + g * K, N, in, w, g * R, R, dst + g * R, G * R, o.bf16_weight);
   apply_round(dst, N * G * R, o.out);

@@ -9,7 +9,6 @@
 #include "plumb/backend/cr_math.h"
 #include "plumb/backend/cpu/cpu_tensor.h"
 #include "plumb/backend/cpu/simquant.h"
-#include "plumb/util/error.h"
 
 namespace plumb::cpu {
 
@@ -17,12 +16,8 @@ Tensor CpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
                                  std::span<const Tensor> latent, std::span<const Tensor> k_pe, const MlaParams& p) {
   const float scale = p.scale;
   const bool bf16 = p.round == Round::BF16;
-  expect_rank(q_lat, 3, "mla_attention", "q_lat");
-  expect_rank(q_pe, 3, "mla_attention", "q_pe");
-  const int64_t N = q_lat.dim(0), H = q_lat.dim(1), R = q_lat.dim(2), P = q_pe.dim(2);
-  if (q_pe.dim(0) != N || q_pe.dim(1) != H) fail("mla_attention: q_pe {} for q_lat {}", q_pe.shape_str(), q_lat.shape_str());
-  if (latent.size() != b.seqs.size() || k_pe.size() != b.seqs.size())
-    fail("mla_attention: caches for {} sequences expected", b.seqs.size());
+  const MlaDims d = check_mla_attention(q_lat, q_pe, b, latent, k_pe);
+  const int64_t N = d.N, H = d.H, R = d.R, P = d.P;
   const float* ql = f32(q_lat, "q_lat");
   const float* qp = f32(q_pe, "q_pe");
   Tensor out = new_f32({N, H, R});
@@ -30,9 +25,6 @@ Tensor CpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
     const int64_t T = s.start + s.len;
-    if (latent[si].rows() < T || latent[si].row_size() != R || k_pe[si].rows() < T || k_pe[si].row_size() != P)
-      fail("mla_attention: caches {} / {} must hold {} rows of {} / {}", latent[si].shape_str(), k_pe[si].shape_str(),
-           T, R, P);
     const float* c = f32(latent[si], "latent cache");
     const float* kp = f32(k_pe[si], "rope key cache");
     pool().parallel_for(s.len * H, 1, [&](int64_t i0, int64_t i1) {

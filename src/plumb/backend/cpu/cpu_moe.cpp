@@ -5,40 +5,25 @@
 #include <numeric>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "plumb/backend/cpu/cpu_backend.h"
 #include "plumb/backend/cr_math.h"
 #include "plumb/backend/cpu/cpu_tensor.h"
 #include "plumb/backend/cpu/gemm.h"
 #include "plumb/backend/cpu/simquant.h"
 #include "plumb/backend/cpu/weight_decode.h"
-#include "plumb/util/error.h"
 
 namespace plumb::cpu {
 namespace {
 
 float softplus(float x) { return x > 20.f ? x : log1p_cr(exp_cr(x)); }  // torch's threshold 20
 
-int64_t hash_expert(const WeightView& t, int64_t id, int64_t k) {
-  const int64_t idx = id * t.cols() + k;
-  if (t.dtype == DType::I64) {
-    int64_t v;
-    std::memcpy(&v, t.data + idx * 8, 8);
-    return v;
-  }
-  int32_t v;
-  std::memcpy(&v, t.data + idx * 4, 4);
-  return v;
-}
-
 }  // namespace
 
 Routing CpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams& p) {
-  const int64_t N = x.rows(), D = x.row_size(), E = p.gate->rows(), K = p.top_k;
-  if (p.gate->cols() != D) fail("route: gate '{}' is [{}, {}], input {}", p.gate->name, E, p.gate->cols(), x.shape_str());
-  if (K <= 0 || K > E) fail("route: top_k {} with {} experts", K, E);
-  const int64_t G = std::max<int64_t>(p.n_group, 1), TG = G > 1 ? p.topk_group : G;
-  if (E % G != 0 || TG < 1 || TG > G || (G > 1 && E / G < 2) || K > TG * (E / G))
-    fail("route: {} experts in {} groups keeping {} cannot give top-{}", E, G, TG, K);
+  const RouteDims d = check_route(x, ids, p);
+  const int64_t N = d.N, D = d.D, E = d.E, K = d.K, G = d.G, TG = d.TG;
   std::vector<float> bias;
   if (p.bias) bias = decode_all(*p.bias);
   const bool bf16 = p.round == Round::BF16;
@@ -46,7 +31,9 @@ Routing CpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
   gemm_wt(pool(), f32(x), N, D, *p.gate, 0, E, logits.data(), E, bf16);  // f32 gate, or bf16 weight
   if (bf16) round_bf16(logits.data(), N * E);                            // and bf16 logits (V3 release)
   Routing r{new_i32({N, K}), new_f32({N, K})};
-  const int32_t* id = p.tid2eid ? i32(ids, "token ids") : nullptr;
+  const std::vector<int32_t> hashed =
+      p.tid2eid ? hash_experts(*p.tid2eid, {i32(ids, "token ids"), static_cast<std::size_t>(N)}, K, E)
+                : std::vector<int32_t>{};
   std::vector<float> score(static_cast<std::size_t>(E)), sel(static_cast<std::size_t>(E));
   std::vector<int32_t> order(static_cast<std::size_t>(E)), gorder(static_cast<std::size_t>(G));
   std::vector<float> gscore(static_cast<std::size_t>(G));
@@ -73,12 +60,7 @@ Routing CpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
     }
     int32_t* ex = i32(r.experts) + n * K;
     if (p.tid2eid) {
-      if (id[n] < 0 || id[n] >= p.tid2eid->rows()) fail("route: token id {} outside tid2eid", id[n]);
-      for (int64_t k = 0; k < K; ++k) {
-        const int64_t e = hash_expert(*p.tid2eid, id[n], k);
-        if (e < 0 || e >= E) fail("route: tid2eid[{}] names expert {} of {}", id[n], e, E);
-        ex[k] = static_cast<int32_t>(e);
-      }
+      std::copy_n(hashed.begin() + n * K, K, ex);
     } else {
       std::iota(order.begin(), order.end(), 0);
       std::partial_sort(order.begin(), order.begin() + K, order.end(),
@@ -100,11 +82,11 @@ Routing CpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
 
 namespace {
 
-// One SwiGLU expert on M gathered rows: out = w2(bf16?(weight * silu(min(g, L)) * clamp(u, -L, L))),
+// One SwiGLU expert (intermediate size I, from check_swiglu) on M gathered rows:
+// out = w2(bf16?(weight * silu(min(g, L)) * clamp(u, -L, L))),
 // with the routing weight (row_weight, or null) applied here only when !p.weight_after.
-void swiglu(ThreadPool& pool, const SwiGluWeights& w, const float* x, int64_t M, int64_t D, const float* row_weight,
-            float limit, const MoeParams& p, float* out) {
-  const int64_t I = w.w1->rows();
+void swiglu(ThreadPool& pool, const SwiGluWeights& w, int64_t I, const float* x, int64_t M, int64_t D,
+            const float* row_weight, float limit, const MoeParams& p, float* out) {
   const Round round = p.round;
   std::vector<float> xin(x, x + M * D), g(static_cast<std::size_t>(M * I)), u(g.size());
   if (p.act_fp8) act_quant_fp8_rows(xin.data(), M, D);
@@ -138,7 +120,8 @@ void swiglu(ThreadPool& pool, const SwiGluWeights& w, const float* x, int64_t M,
 
 Tensor CpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts,
                        const SwiGluWeights& shared, const MoeParams& p) {
-  const int64_t N = x.rows(), D = x.row_size(), K = r.experts.dim(1), E = static_cast<int64_t>(experts.size());
+  const MoeDims d = check_moe(x, r, shared);
+  const int64_t N = d.N, D = d.D, K = d.K, E = static_cast<int64_t>(experts.size());
   const int32_t* ex = i32(r.experts, "routed experts");
   const float* wt = f32(r.weights, "routing weights");
   const float* xp = f32(x, "moe input");
@@ -155,7 +138,8 @@ Tensor CpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGlu
     xs.resize(static_cast<std::size_t>(M * D));
     ys.resize(xs.size());
     for (int64_t i = 0; i < M; ++i) std::memcpy(&xs[i * D], xp + rows[i] * D, static_cast<std::size_t>(D) * sizeof(float));
-    swiglu(pool(), experts[e], xs.data(), M, D, ws.data(), p.swiglu_limit, p, ys.data());
+    const int64_t I = check_swiglu(experts[e], D, fmt::format("routed expert {}", e));
+    swiglu(pool(), experts[e], I, xs.data(), M, D, ws.data(), p.swiglu_limit, p, ys.data());
     if (p.weight_after || p.accumulate == Round::BF16) {
       for (int64_t i = 0; i < M; ++i)
         for (int64_t d = 0; d < D; ++d) {
@@ -173,7 +157,7 @@ Tensor CpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGlu
     }
   }
   ys.resize(static_cast<std::size_t>(N * D));
-  swiglu(pool(), shared, xp, N, D, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p, ys.data());
+  swiglu(pool(), shared, d.shared_I, xp, N, D, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p, ys.data());
   Tensor y = new_f32({N, D});
   float* yp = f32(y);
   for (int64_t i = 0; i < N * D; ++i) yp[i] = acc[i] + ys[i];

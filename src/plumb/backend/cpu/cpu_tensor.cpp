@@ -31,8 +31,4 @@ Tensor new_i32(Shape shape, int32_t fill) {
 float* f32(const Tensor& t, const char* what) { return storage_of(t, ElemType::F32, what)->f.data(); }
 int32_t* i32(const Tensor& t, const char* what) { return storage_of(t, ElemType::I32, what)->i.data(); }
 
-void expect_rank(const Tensor& t, int64_t rank, const char* op, const char* what) {
-  if (t.rank() != rank) fail("{}: {} must have rank {}, got {}", op, what, rank, t.shape_str());
-}
-
 }  // namespace plumb::cpu

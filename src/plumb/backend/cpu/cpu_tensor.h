@@ -24,7 +24,4 @@ Tensor new_i32(Shape shape, int32_t fill = 0);
 float* f32(const Tensor& t, const char* what = "tensor");
 int32_t* i32(const Tensor& t, const char* what = "tensor");
 
-// Shape check with a message naming the op and operand.
-void expect_rank(const Tensor& t, int64_t rank, const char* op, const char* what);
-
 }  // namespace plumb::cpu

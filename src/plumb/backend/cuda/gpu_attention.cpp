@@ -1,7 +1,6 @@
 // GPU backend: sparse attention with sink over the window + compressed candidates (MODEL-SPEC
-// 3.6), the window ring update, and absorbed MLA (MODEL-SPEC 7). Host side: the same checks and
-// messages as the CPU reference (cpu_attention.cpp, cpu_mla.cpp), per-sequence pointer tables,
-// launches of kernels/attention.cu.
+// 3.6), the window ring update, and absorbed MLA (MODEL-SPEC 7). Host side: the op's checks
+// (op_checks.h), per-sequence pointer tables, launches of kernels/attention.cu.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -14,12 +13,9 @@ namespace plumb::gpu {
 
 namespace {
 
-void expect_rank(const Tensor& t, int64_t rank, const char* op, const char* what) {
-  if (t.rank() != rank) fail("{}: {} must have rank {}, got {}", op, what, rank, t.shape_str());
-}
-
 // One device buffer holding a per-sequence table followed by the sequence of every batch row
-// (-1 for a row no sequence covers), so a call pays for one upload.
+// (-1 for a row no sequence covers), so a call pays for one upload. The batch has passed
+// check_batch.
 template <class Seq>
 struct SeqTable {
   Tensor buf;
@@ -32,8 +28,6 @@ SeqTable<Seq> upload_table(GpuBackend& g, const std::vector<Seq>& seqs, const Ba
   std::vector<int32_t> row_seq(static_cast<std::size_t>(N), -1);
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
-    if (s.row < 0 || s.len < 0 || s.row + s.len > N)
-      fail("batch sequence {} (rows [{}, +{})) lies outside the {} rows of the batch", si, s.row, s.len, N);
     for (int64_t i = 0; i < s.len; ++i) row_seq[static_cast<std::size_t>(s.row + i)] = static_cast<int32_t>(si);
   }
   const std::size_t seq_bytes = (seqs.size() * sizeof(Seq) + 15) / 16 * 16;
@@ -61,16 +55,8 @@ int64_t rows_per_launch(int64_t N, int64_t H, int64_t max_cand, bool scratch) {
 Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Batch& b, std::span<const Tensor> rings,
                                     std::span<const Tensor> compressed, const Tensor* selected,
                                     const AttentionParams& p) {
-  expect_rank(q, 3, "sparse_attention", "q");
-  const int64_t N = q.dim(0), H = q.dim(1), Dh = q.dim(2), W = p.window, m = p.ratio;
-  if (kv.rows() != N || kv.row_size() != Dh) fail("sparse_attention: kv {} for q {}", kv.shape_str(), q.shape_str());
-  if (rings.size() != b.seqs.size() || (m > 0 && compressed.size() != b.seqs.size()))
-    fail("sparse_attention: per-sequence state for {} sequences expected", b.seqs.size());
-  if (!p.sink || p.sink->numel() != H) fail("sparse_attention: sink must hold {} values", H);
-  if (selected && selected->rank() != 2)
-    fail("sparse_attention: selection {} must be [{}, K]", selected->shape_str(), N);
-  const int64_t K = selected ? selected->dim(1) : 0;
-  if (selected && selected->rows() != N) fail("sparse_attention: selection {} for {} queries", selected->shape_str(), N);
+  const AttentionDims d = check_sparse_attention(q, kv, b, rings, compressed, selected, p);
+  const int64_t N = d.N, H = d.H, Dh = d.Dh, K = d.K, W = p.window, m = p.ratio;
   const int32_t* sel = selected ? dev_i32(*selected, "selected entries") : nullptr;
   k::SparseAttnArgs a;
   a.q = dev_f32(q, "q");
@@ -81,12 +67,8 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   int64_t max_cand = 0;
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
-    if (rings[si].rows() != W || rings[si].row_size() != Dh)
-      fail("sparse_attention: window ring {} must be [{}, {}]", rings[si].shape_str(), W, Dh);
     seqs[si].ring = dev_f32(rings[si], "window ring");
     const int64_t n_comp = m > 0 ? (s.start + s.len) / m : 0;
-    if (n_comp > 0 && (compressed[si].rows() < n_comp || compressed[si].row_size() != Dh))
-      fail("sparse_attention: compressed cache {} holds fewer than {} entries", compressed[si].shape_str(), n_comp);
     seqs[si].comp = n_comp > 0 ? dev_f32(compressed[si], "compressed cache") : nullptr;
     seqs[si].row = s.row;
     seqs[si].start = s.start;
@@ -150,11 +132,11 @@ void GpuBackend::check_attention_errors() {
   if (!e.flag) return;
   const k::AttnError zero{};
   check(gpuMemcpy(dev_ptr(attn_err_), &zero, sizeof zero, gpuMemcpyHostToDevice), "sparse_attention check reset");
-  fail("sparse_attention: query at position {} selects entry {} of {} visible", e.pos, e.entry, e.visible);
+  fail_invisible_entry(e.pos, e.entry, e.visible);
 }
 
 void GpuBackend::window_update(std::span<Tensor> rings, const Tensor& kv, const Batch& b) {
-  if (rings.size() != b.seqs.size()) fail("window_update: {} rings for {} sequences", rings.size(), b.seqs.size());
+  check_window_update(rings, kv, b);
   const float* src = dev_f32(kv, "kv");
   const int64_t rs = kv.row_size();
   std::vector<k::RowCopy> jobs;
@@ -162,11 +144,6 @@ void GpuBackend::window_update(std::span<Tensor> rings, const Tensor& kv, const 
     const SeqSlice& s = b.seqs[si];
     const int64_t W = rings[si].rows();
     if (s.len <= 0) continue;
-    if (rings[si].row_size() != rs)
-      fail("copy_rows: row sizes differ ({} vs {})", rings[si].shape_str(), kv.shape_str());
-    if (W <= 0) fail("window_update: window ring {} has no rows", rings[si].shape_str());
-    if (s.row < 0 || s.row + s.len > kv.rows())
-      fail("window_update: rows [{}, +{}) of sequence {} out of range of kv {}", s.row, s.len, si, kv.shape_str());
     float* ring = dev_f32(rings[si], "window ring");
     // The last min(len, W) rows land in distinct slots, so the copies never race.
     for (int64_t i = std::max<int64_t>(0, s.len - W); i < s.len; ++i)
@@ -181,12 +158,8 @@ void GpuBackend::window_update(std::span<Tensor> rings, const Tensor& kv, const 
 
 Tensor GpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b,
                                  std::span<const Tensor> latent, std::span<const Tensor> k_pe, const MlaParams& p) {
-  expect_rank(q_lat, 3, "mla_attention", "q_lat");
-  expect_rank(q_pe, 3, "mla_attention", "q_pe");
-  const int64_t N = q_lat.dim(0), H = q_lat.dim(1), R = q_lat.dim(2), P = q_pe.dim(2);
-  if (q_pe.dim(0) != N || q_pe.dim(1) != H) fail("mla_attention: q_pe {} for q_lat {}", q_pe.shape_str(), q_lat.shape_str());
-  if (latent.size() != b.seqs.size() || k_pe.size() != b.seqs.size())
-    fail("mla_attention: caches for {} sequences expected", b.seqs.size());
+  const MlaDims d = check_mla_attention(q_lat, q_pe, b, latent, k_pe);
+  const int64_t N = d.N, H = d.H, R = d.R, P = d.P;
   k::MlaArgs a;
   a.q_lat = dev_f32(q_lat, "q_lat");
   a.q_pe = dev_f32(q_pe, "q_pe");
@@ -196,9 +169,6 @@ Tensor GpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
     const int64_t T = s.start + s.len;
-    if (latent[si].rows() < T || latent[si].row_size() != R || k_pe[si].rows() < T || k_pe[si].row_size() != P)
-      fail("mla_attention: caches {} / {} must hold {} rows of {} / {}", latent[si].shape_str(), k_pe[si].shape_str(),
-           T, R, P);
     seqs[si].latent = dev_f32(latent[si], "latent cache");
     seqs[si].k_pe = dev_f32(k_pe[si], "rope key cache");
     seqs[si].row = s.row;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "plumb/backend/backend.h"
+#include "plumb/backend/op_checks.h"
 #include "plumb/backend/cuda/gpu_compat.h"
 #include "plumb/backend/cuda/gpu_staging.h"
 #include "plumb/backend/cuda/weight_ref.h"
@@ -168,8 +169,8 @@ class GpuBackend final : public Backend {
   const ExpertTable& expert_table(std::span<const SwiGluWeights> experts, int64_t D);
   // The table when the grouped kernels take this call (few slots, fast order, one format), else null.
   const ExpertTable* grouped_table(int64_t N, int64_t K, int64_t D, std::span<const SwiGluWeights> experts);
-  Tensor moe_grouped(const Tensor& x, const Routing& r, const ExpertTable& t, const SwiGluWeights& shared,
-                     const MoeParams& p);
+  Tensor moe_grouped(const Tensor& x, const Routing& r, const ExpertTable& t, const backend::MoeDims& d,
+                     const SwiGluWeights& shared, const MoeParams& p);
 
   struct OwnedWeight {
     WeightRef ref;

@@ -1,6 +1,6 @@
 // GPU backend: the KV compressor state machine (MODEL-SPEC 3.4) and the Lightning indexer's
-// top-k (3.5). Host side: the CPU reference's checks and messages (cpu_compress.cpp),
-// per-sequence tables, launches of kernels/compress.cu.
+// top-k (3.5). Host side: the op's checks (op_checks.h), per-sequence tables, launches of
+// kernels/compress.cu.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -13,14 +13,8 @@ namespace plumb::gpu {
 
 Tensor GpuBackend::compress(const Tensor& kv, const Tensor& score, const Batch& b, std::span<CompressorState> states,
                             const CompressorParams& p, Round out) {
+  const CompressDims cd = check_compress(kv, score, b, states, p);
   const int64_t m = p.ratio, d = p.head_dim;
-  const bool overlap = m == 4;
-  const int64_t c = overlap ? 2 : 1, C = c * d, slots = c * m;
-  if (m <= 0 || !p.ape) fail("compress: needs a positive ratio and the ape bias");
-  if (kv.dim(-1) != C || score.dim(-1) != C || kv.rows() != b.rows || score.rows() != b.rows)
-    fail("compress: kv {} / score {} must be [{}, {}]", kv.shape_str(), score.shape_str(), b.rows, C);
-  if (states.size() != b.seqs.size()) fail("compress: {} states for {} sequences", states.size(), b.seqs.size());
-  if (p.ape->numel() != m * C) fail("compress: ape '{}' must be [{}, {}]", p.ape->name, m, C);
 
   k::CompressArgs a;
   a.kv = dev_f32(kv, "compressor kv");
@@ -31,17 +25,13 @@ Tensor GpuBackend::compress(const Tensor& kv, const Tensor& score, const Batch& 
     const SeqSlice& s = b.seqs[si];
     seqs[si].kv = dev_f32(states[si].kv, "compressor kv state");
     seqs[si].score = dev_f32(states[si].score, "compressor score state");
-    if (states[si].kv.numel() != slots * C || states[si].score.numel() != slots * C)
-      fail("compress: state {} must be [{}, {}]", states[si].kv.shape_str(), slots, C);
-    if (s.len > 0 && (s.row < 0 || s.row + s.len > b.rows))
-      fail("compress: sequence {} (rows [{}, +{})) lies outside the {} rows of the batch", si, s.row, s.len, b.rows);
     seqs[si].row = s.row;
     seqs[si].start = s.start;
-    seqs[si].len = std::max<int64_t>(s.len, 0);
+    seqs[si].len = s.len;
     seqs[si].out_base = entries;
     entries += (s.start + s.len) / m - s.start / m;
   }
-  Tensor pooled = alloc(ElemType::F32, {entries, d});
+  Tensor pooled = alloc(ElemType::F32, {cd.entries, d});
   if (seqs.empty() || d == 0) return pooled;
   // The table must stay alive until the kernel has read it: `table` lives to the end of this
   // call, and the allocator only hands its memory out again to later work on the same stream.
@@ -52,7 +42,7 @@ Tensor GpuBackend::compress(const Tensor& kv, const Tensor& score, const Batch& 
   a.out = dev_f32(pooled);
   a.m = m;
   a.d = d;
-  a.overlap = overlap;
+  a.overlap = cd.overlap;
   a.round_out = out == Round::BF16;
   check_launch(k::compress(a, stream()), "compress");
   return pooled;
@@ -60,12 +50,8 @@ Tensor GpuBackend::compress(const Tensor& kv, const Tensor& score, const Batch& 
 
 Tensor GpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, std::span<const Tensor> keys,
                                 const IndexerParams& p) {
-  if (q.rank() != 3) fail("indexer_topk: q must have rank 3, got {}", q.shape_str());
-  const int64_t N = q.dim(0), H = q.dim(1), di = q.dim(2), K = p.top_k, m = p.ratio;
-  if (w.numel() != N * H) fail("indexer_topk: weights {} for q {}", w.shape_str(), q.shape_str());
-  if (keys.size() != b.seqs.size()) fail("indexer_topk: {} key caches for {} sequences", keys.size(), b.seqs.size());
-  if (m <= 0) fail("indexer_topk: ratio must be positive, got {}", m);
-  if (K < 0) fail("indexer_topk: top_k must not be negative, got {}", K);
+  const IndexerDims d = check_indexer_topk(q, w, b, keys, p);
+  const int64_t N = d.N, H = d.H, di = d.di, K = p.top_k, m = p.ratio;
   if (!k::indexer_topk_supported(K)) fail("indexer_topk: top_k {} is too large for the GPU kernel", K);
   k::IndexerArgs a;
   a.q = dev_f32(q, "indexer q");
@@ -77,15 +63,11 @@ Tensor GpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
     const int64_t n_total = (s.start + s.len) / m;
-    if (n_total > 0 && (keys[si].rows() < n_total || keys[si].row_size() != di))
-      fail("indexer_topk: key cache {} holds fewer than {} entries of {}", keys[si].shape_str(), n_total, di);
     seqs[si].keys = n_total > 0 ? dev_f32(keys[si], "indexer keys") : nullptr;
     seqs[si].row = s.row;
     seqs[si].start = s.start;
     seqs[si].len = s.len;
     if (s.len <= 0) continue;
-    if (s.row < 0 || s.row + s.len > N)
-      fail("indexer_topk: sequence {} (rows [{}, +{})) lies outside the {} rows of the batch", si, s.row, s.len, N);
     for (int64_t i = 0; i < s.len; ++i) row_seq[static_cast<std::size_t>(s.row + i)] = static_cast<int32_t>(si);
     max_n = std::max(max_n, n_total);
   }

@@ -1,15 +1,11 @@
-// GPU backend: mHC hc_pre / hc_post / hc_head (MODEL-SPEC 3.2); kernels in kernels/hc.cu. Same
-// checks and messages as cpu/cpu_hc.cpp.
+// GPU backend: mHC hc_pre / hc_post / hc_head (MODEL-SPEC 3.2); kernels in kernels/hc.cu; the
+// op's checks in op_checks.h.
 #include "plumb/backend/cuda/gpu_backend.h"
 #include "plumb/backend/cuda/kernels/hc.h"
 #include "plumb/util/error.h"
 
 namespace plumb::gpu {
 namespace {
-
-void expect_streams(const Tensor& X, const char* op) {
-  if (X.rank() != 3) fail("{}: streams must have rank 3, got {}", op, X.shape_str());
-}
 
 // base and scale are read by flat index (as the CPU's decode_all does), whatever their shape.
 WeightRef flat(WeightRef w) {
@@ -21,12 +17,9 @@ struct HcSite {
   WeightRef fn, base, scale;
 };
 
-// The device copies of one site's parameters, checked as the CPU checks them.
-HcSite load_site(GpuBackend& be, const HcParams& p, int64_t width, int64_t n_out, int64_t n_scale, const char* op) {
-  if (!p.fn || !p.base || !p.scale) fail("{}: missing mHC parameters", op);
-  if (p.fn->rows() != n_out || p.fn->cols() != width || p.base->numel() != n_out ||
-      p.scale->numel() != n_scale)
-    fail("{}: '{}' must be [{}, {}] with {} base and {} scale values", op, p.fn->name, n_out, width, n_out, n_scale);
+// The device copies of one site's parameters (check_hc_pre / check_hc_head have checked them)
+// and the kernel's own limit.
+HcSite load_site(GpuBackend& be, const HcParams& p, int64_t n_out, const char* op) {
   if (n_out > k::kHcMaxOut)
     fail("{}: {} mixes per token exceed the GPU kernel's limit of {} (too many streams)", op, n_out, k::kHcMaxOut);
   return {be.weight(*p.fn), flat(be.weight(*p.base)), flat(be.weight(*p.scale))};
@@ -35,9 +28,9 @@ HcSite load_site(GpuBackend& be, const HcParams& p, int64_t width, int64_t n_out
 }  // namespace
 
 HcPreResult GpuBackend::hc_pre(const Tensor& X, const HcParams& p, Round out) {
-  expect_streams(X, "hc_pre");
-  const int64_t N = X.dim(0), hc = X.dim(1), D = X.dim(2), W = hc * D;
-  const HcSite s = load_site(*this, p, W, (2 + hc) * hc, 3, "hc_pre");
+  const HcDims d = check_hc_pre(X, p);
+  const int64_t N = d.N, hc = d.hc, D = d.D;
+  const HcSite s = load_site(*this, p, (2 + hc) * hc, "hc_pre");
   const float* x = dev_f32(X, "hc_pre streams");
   HcPreResult r{alloc(ElemType::F32, {N, D}), alloc(ElemType::F32, {N, hc}), alloc(ElemType::F32, {N, hc, hc})};
   check_launch(k::hc_mix(x, N, hc, D, s.fn, s.base, s.scale, p.sinkhorn_iters, p.hc_eps, p.norm_eps,
@@ -47,11 +40,8 @@ HcPreResult GpuBackend::hc_pre(const Tensor& X, const HcParams& p, Round out) {
 }
 
 Tensor GpuBackend::hc_post(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb, Round rnd) {
-  expect_streams(X, "hc_post");
-  const int64_t N = X.dim(0), hc = X.dim(1), D = X.dim(2);
-  if (out.numel() != N * D || post.numel() != N * hc || comb.numel() != N * hc * hc)
-    fail("hc_post: shapes out {} streams {} post {} comb {} disagree", out.shape_str(), X.shape_str(), post.shape_str(),
-         comb.shape_str());
+  const HcDims d = check_hc_post(out, X, post, comb);
+  const int64_t N = d.N, hc = d.hc, D = d.D;
   Tensor y = alloc(ElemType::F32, {N, hc, D});
   check_launch(k::hc_post(dev_f32(out, "hc_post output"), dev_f32(X, "hc_post streams"), dev_f32(post, "hc_post post"),
                           dev_f32(comb, "hc_post comb"), N, hc, D, rnd == Round::BF16, dev_f32(y), stream()),
@@ -60,9 +50,9 @@ Tensor GpuBackend::hc_post(const Tensor& out, const Tensor& X, const Tensor& pos
 }
 
 Tensor GpuBackend::hc_head(const Tensor& X, const HcParams& p, Round out) {
-  expect_streams(X, "hc_head");
-  const int64_t N = X.dim(0), hc = X.dim(1), D = X.dim(2), W = hc * D;
-  const HcSite s = load_site(*this, p, W, hc, 1, "hc_head");
+  const HcDims d = check_hc_head(X, p);
+  const int64_t N = d.N, hc = d.hc, D = d.D;
+  const HcSite s = load_site(*this, p, hc, "hc_head");
   const float* x = dev_f32(X, "hc_head streams");
   Tensor y = alloc(ElemType::F32, {N, D});
   check_launch(k::hc_mix(x, N, hc, D, s.fn, s.base, s.scale, 0, p.hc_eps, p.norm_eps, out == Round::BF16, cpu_order(kHc),

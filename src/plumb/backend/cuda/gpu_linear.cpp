@@ -1,4 +1,4 @@
-// GPU backend: linear(). Host side: the CPU backend's checks (cpu_linear.cpp), the activation FP8
+// GPU backend: linear(). Host side: the op's checks (op_checks.h), the activation FP8
 // round trip, and the choice of kernel (kernels/linear.h):
 //   N <= kGemvMaxRows            GEMV (decode; memory-bound, weight bytes read once)
 //   reference (no act_fp8, f32)  SIMT f32 GEMM: exact f32 products like the CPU
@@ -37,24 +37,13 @@ bool bf16_exact(const WeightRef& w) {
 }  // namespace
 
 Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts& o) {
-  if (w.shape.size() != 2) fail("linear: weight '{}' must be 2-D", w.name);
-  const int64_t G = o.groups, K = w.cols();
-  if (G <= 0 || w.rows() % G != 0) fail("linear: weight '{}' rows {} do not split into {} groups", w.name, w.rows(), G);
-  const int64_t R = w.rows() / G;
-  const int64_t in = x.dim(-1);
-  if (in != G * K)
-    fail("linear: input {} has last dim {}, weight '{}' [{}, {}] with {} group(s) needs {}", x.shape_str(), in, w.name,
-         w.rows(), K, G, G * K);
-  if (w.format == WeightFormat::FP4Block32 && K % 2 != 0)
-    fail("linear: FP4 weight '{}' has an odd number of columns ({}): its rows are not byte-aligned", w.name, K);
-  const int64_t N = in == 0 ? 0 : x.numel() / in;
+  const LinearDims d = check_linear(x, w, o);
+  const int64_t G = d.groups, K = d.K, R = d.rows_per_group, in = d.in, N = d.N;
   const float* src = dev_f32(x, "linear input");
   const WeightRef& wr = weight(w);
 
-  Shape shape = x.shape();
-  shape.back() = G * R;
-  if (K == 0) return full(ElemType::F32, shape, 0.f);  // empty sums
-  Tensor y = alloc(ElemType::F32, shape);
+  if (K == 0) return full(ElemType::F32, d.out, 0.f);  // empty sums
+  Tensor y = alloc(ElemType::F32, d.out);
   if (N == 0 || G * R == 0) return y;
 
   k::LinearArgs a;

@@ -352,8 +352,7 @@ void GpuBackend::to_host(const Tensor& t, int32_t* out) {
 }
 
 void GpuBackend::copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) {
-  backend::check_copy_rows(dst, dst_row, src, src_row, n);
-  if (dst.type() != src.type()) fail("copy_rows: element types differ");
+  check_copy_rows(dst, dst_row, src, src_row, n);
   const int64_t rs = dst.row_size();
   auto* d = static_cast<char*>(storage_of(dst, dst.type(), "copy_rows destination")->ptr);
   auto* s = static_cast<const char*>(storage_of(src, src.type(), "copy_rows source")->ptr);

@@ -1,7 +1,7 @@
 // GPU backend: MoE routing and the SwiGLU experts (MODEL-SPEC 3.8); kernels in kernels/moe.cu.
-// The same function, checks and messages as cpu/cpu_moe.cpp. route() runs the gate product and
-// the per-token selection on the device (hash routing looks tid2eid up on the host, where the
-// checkpoint's table lives, so its errors are the CPU's). moe() copies the small routing to the
+// The same function as cpu/cpu_moe.cpp; the op's checks in op_checks.h. route() runs the gate
+// product and the per-token selection on the device (hash routing looks tid2eid up on the host,
+// where the checkpoint's table lives, through the CPU's hash_experts()). moe() copies the small routing to the
 // host, groups the token slots by expert exactly as the CPU does, runs each used expert on its
 // gathered rows through linear() (which applies act_fp8 and the rounding like the CPU's GEMMs),
 // and accumulates the expert outputs into one f32 sum per token in expert-id order, then adds the
@@ -21,32 +21,14 @@
 namespace plumb::gpu {
 namespace {
 
-int64_t hash_expert(const WeightView& t, int64_t id, int64_t k) {
-  const int64_t idx = id * t.cols() + k;
-  if (t.dtype == DType::I64) {
-    int64_t v;
-    std::memcpy(&v, t.data + idx * 8, 8);
-    return v;
-  }
-  int32_t v;
-  std::memcpy(&v, t.data + idx * 4, 4);
-  return v;
-}
-
 constexpr int64_t kMaxSelectShared = 48 * 1024;  // static limit of dynamic shared memory per block
 constexpr int64_t kMaxGridY = 65535;
 
 }  // namespace
 
 Routing GpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams& p) {
-  if (!p.gate) fail("route: no gate weight");
-  const int64_t N = x.rows(), D = x.row_size(), E = p.gate->rows(), K = p.top_k;
-  if (p.gate->cols() != D) fail("route: gate '{}' is [{}, {}], input {}", p.gate->name, E, p.gate->cols(), x.shape_str());
-  if (K <= 0 || K > E) fail("route: top_k {} with {} experts", K, E);
-  const int64_t G = std::max<int64_t>(p.n_group, 1), TG = G > 1 ? p.topk_group : G;
-  if (E % G != 0 || TG < 1 || TG > G || (G > 1 && E / G < 2) || K > TG * (E / G))
-    fail("route: {} experts in {} groups keeping {} cannot give top-{}", E, G, TG, K);
-  if (p.bias && p.bias->numel() != E) fail("route: bias '{}' has {} values for {} experts", p.bias->name, p.bias->numel(), E);
+  const RouteDims d = check_route(x, ids, p);
+  const int64_t N = d.N, D = d.D, E = d.E, K = d.K, G = d.G, TG = d.TG;
   if (k::route_select_shared_bytes(E, G) > kMaxSelectShared)
     fail("route: {} experts exceed the GPU selection kernel's shared memory", E);
   if ((N + k::kRouteGateTokens - 1) / k::kRouteGateTokens > kMaxGridY) fail("route: {} tokens in one call exceed the GPU gate kernel's grid", N);
@@ -56,19 +38,9 @@ Routing GpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
   if (bias.format == WFormat::F32 || bias.format == WFormat::BF16) bias.rows = E, bias.cols = 1;  // flat, as decode_all
   Routing r{alloc(ElemType::I32, {N, K}), alloc(ElemType::F32, {N, K})};
   if (p.tid2eid) {  // hash routing: the table is host memory (the mapped checkpoint)
-    dev_i32(ids, "token ids");
-    if (ids.numel() != N) fail("route: {} token ids for {} rows", ids.numel(), N);
-    if (p.tid2eid->cols() < K) fail("route: tid2eid '{}' has {} experts per token, top_k is {}", p.tid2eid->name, p.tid2eid->cols(), K);
-    std::vector<int32_t> id(static_cast<std::size_t>(N)), ex(static_cast<std::size_t>(N * K));
+    std::vector<int32_t> id(static_cast<std::size_t>(N));
     to_host(ids, id.data());
-    for (int64_t n = 0; n < N; ++n) {
-      if (id[n] < 0 || id[n] >= p.tid2eid->rows()) fail("route: token id {} outside tid2eid", id[n]);
-      for (int64_t k = 0; k < K; ++k) {
-        const int64_t e = hash_expert(*p.tid2eid, id[n], k);
-        if (e < 0 || e >= E) fail("route: tid2eid[{}] names expert {} of {}", id[n], e, E);
-        ex[n * K + k] = static_cast<int32_t>(e);
-      }
-    }
+    const std::vector<int32_t> ex = hash_experts(*p.tid2eid, id, K, E);
     if (N > 0) {
       copy_in(dev_i32(r.experts), ex.data(), ex.size() * 4, "route: uploading hashed experts");
     }
@@ -93,24 +65,12 @@ Routing GpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
 
 namespace {
 
-// I of a SwiGLU expert: w1 and w3 [I, D], w2 [D, I].
-int64_t expert_width(const SwiGluWeights& w, int64_t D, const std::string& which) {
-  if (!w.w1 || !w.w2 || !w.w3) fail("moe: {} expert has missing weights", which);
-  const int64_t I = w.w1->rows();
-  if (w.w1->cols() != D || w.w3->rows() != I || w.w3->cols() != D || w.w2->rows() != D || w.w2->cols() != I)
-    fail("moe: {} expert weights '{}' [{}, {}], '{}' [{}, {}], '{}' [{}, {}] do not form a SwiGLU over {} inputs",
-         which, w.w1->name, w.w1->rows(), w.w1->cols(), w.w3->name, w.w3->rows(), w.w3->cols(), w.w2->name,
-         w.w2->rows(), w.w2->cols(), D);
-  return I;
-}
-
-// One SwiGLU expert on M rows xs [M, D]:
+// One SwiGLU expert (intermediate size I, from check_swiglu) on M rows xs [M, D]:
 // w2(bf16?(weight * silu(min(g, L)) * clamp(u, -L, L))), each GEMM act-quantized and rounded by
 // linear() as the CPU's swiglu() does; the weight is applied after w2 instead (by the
 // accumulation) under MoeParams::weight_after, and silu(.) is rounded under silu_out.
-Tensor swiglu(GpuBackend& be, const SwiGluWeights& w, const Tensor& xs, int64_t M, int64_t D, const float* row_weight,
-              float limit, const MoeParams& p, const std::string& which) {
-  const int64_t I = expert_width(w, D, which);
+Tensor swiglu(GpuBackend& be, const SwiGluWeights& w, int64_t I, const Tensor& xs, int64_t M, const float* row_weight,
+              float limit, const MoeParams& p) {
   LinearOpts lo;
   lo.act_fp8 = p.act_fp8;
   lo.bf16_weight = p.bf16_weight;
@@ -144,7 +104,7 @@ std::vector<uintptr_t> expert_key(std::span<const SwiGluWeights> experts) {
 const GpuBackend::ExpertTable& GpuBackend::expert_table(std::span<const SwiGluWeights> experts, int64_t D) {
   // weight() re-uploads a view whose bytes changed under the same address, and then drops every
   // table; a set is rewritten as a whole, so its first weight stands for it.
-  if (experts.front().w1) weight(*experts.front().w1);
+  weight(*experts.front().w1);
   std::vector<uintptr_t> key = expert_key(experts);
   for (const ExpertTable& t : expert_tables_)
     if (t.key == key) return t;
@@ -154,7 +114,7 @@ const GpuBackend::ExpertTable& GpuBackend::expert_table(std::span<const SwiGluWe
   std::vector<WeightRef> refs;
   refs.reserve(3 * experts.size());
   for (std::size_t e = 0; e < experts.size(); ++e) {
-    const int64_t I = expert_width(experts[e], D, fmt::format("routed expert {}", e));
+    const int64_t I = check_swiglu(experts[e], D, fmt::format("routed expert {}", e));
     for (const WeightView* w : {experts[e].w1, experts[e].w3, experts[e].w2}) refs.push_back(weight(*w));
     if (e == 0) t.width = I, t.format = refs.back().format;
     // One kernel instantiation serves all experts: a mixed set keeps the per-expert path.
@@ -173,13 +133,15 @@ const GpuBackend::ExpertTable* GpuBackend::grouped_table(int64_t N, int64_t K, i
                                                          std::span<const SwiGluWeights> experts) {
   if (cpu_order(kLinear) || moe_path_ == MoePath::PerExpert || experts.empty()) return nullptr;
   if (N * K > kGroupedMoeMaxSlots || D > k::kGroupedMoeMaxVector) return nullptr;
+  for (const SwiGluWeights& e : experts)  // an absent expert (allowed while no row selects it)
+    if (!e.w1 || !e.w2 || !e.w3) return nullptr;
   const ExpertTable& t = expert_table(experts, D);
   return t.uniform && t.width <= k::kGroupedMoeMaxVector ? &t : nullptr;
 }
 
-Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTable& t, const SwiGluWeights& shared,
-                               const MoeParams& p) {
-  const int64_t N = x.rows(), D = x.row_size(), K = r.experts.dim(1);
+Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTable& t, const MoeDims& d,
+                               const SwiGluWeights& shared, const MoeParams& p) {
+  const int64_t N = d.N, D = d.D, K = d.K;
   k::GroupedMoeArgs a;
   a.N = N, a.K = K, a.D = D, a.I = t.width, a.E = t.experts;
   a.format = t.format;
@@ -209,7 +171,7 @@ Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTa
   a.ys = dev_f32(ys);
   check_launch(k::grouped_moe_experts(a, stream_), "moe grouped experts");
   // (t may be dropped from here on: the shared expert's weight() calls can evict tables)
-  const Tensor sh = swiglu(*this, shared, x2, N, D, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p, "shared");
+  const Tensor sh = swiglu(*this, shared, d.shared_I, x2, N, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p);
   Tensor y = alloc(ElemType::F32, {N, D});
   check_launch(k::grouped_moe_combine(a, dev_f32(sh, "shared expert output"), dev_f32(y), stream_), "moe combine");
   return y;
@@ -217,16 +179,13 @@ Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTa
 
 Tensor GpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts,
                        const SwiGluWeights& shared, const MoeParams& p) {
-  const int64_t N = x.rows(), D = x.row_size(), E = static_cast<int64_t>(experts.size());
+  const MoeDims d = check_moe(x, r, shared);
+  const int64_t N = d.N, D = d.D, K = d.K, E = static_cast<int64_t>(experts.size());
   dev_i32(r.experts, "routed experts");
   dev_f32(r.weights, "routing weights");
   const float* xp = dev_f32(x, "moe input");
-  if (r.experts.rank() != 2 || r.experts.dim(0) != N || r.weights.numel() != r.experts.numel())
-    fail("moe: routing experts {} and weights {} do not fit input {}", r.experts.shape_str(), r.weights.shape_str(),
-         x.shape_str());
-  const int64_t K = r.experts.dim(1);
   if (N == 0 || D == 0) return alloc(ElemType::F32, {N, D});
-  if (const ExpertTable* t = grouped_table(N, K, D, experts)) return moe_grouped(x, r, *t, shared, p);
+  if (const ExpertTable* t = grouped_table(N, K, D, experts)) return moe_grouped(x, r, *t, d, shared, p);
   Tensor y = alloc(ElemType::F32, {N, D});
   std::vector<int32_t> ex(static_cast<std::size_t>(N * K));
   std::vector<float> wt(ex.size());
@@ -266,14 +225,15 @@ Tensor GpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGlu
     if (M == 0) continue;
     Tensor xs = alloc(ElemType::F32, {M, D});
     check_launch(k::gather_rows(xp, D, rows_d + begin[e], M, dev_f32(xs), stream()), "moe gather");
-    const Tensor ys = swiglu(*this, experts[static_cast<std::size_t>(e)], xs, M, D, ws_d + begin[e], p.swiglu_limit, p,
-                             fmt::format("routed expert {}", e));
+    const SwiGluWeights& w = experts[static_cast<std::size_t>(e)];
+    const Tensor ys = swiglu(*this, w, check_swiglu(w, D, fmt::format("routed expert {}", e)), xs, M, ws_d + begin[e],
+                             p.swiglu_limit, p);
     check_launch(k::accumulate_rows(dev_f32(acc), dev_f32(ys, "expert output"), rows_d + begin[e],
                                     p.weight_after ? ws_d + begin[e] : nullptr, p.accumulate == Round::BF16, M, D,
                                     stream()),
                  "moe accumulate");
   }
-  const Tensor ys = swiglu(*this, shared, x2, N, D, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p, "shared");
+  const Tensor ys = swiglu(*this, shared, d.shared_I, x2, N, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p);
   check_launch(k::add_round(dev_f32(acc), dev_f32(ys, "shared expert output"), N * D, p.round == Round::BF16,
                             dev_f32(y), stream()),
                "moe sum");

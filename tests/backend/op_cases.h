@@ -1,0 +1,229 @@
+#pragma once
+// The op cases, as data: one list per op of printable parameters, with the tolerance each
+// precision gets against the CPU reference. Two consumers run the same lists, as llama.cpp's
+// test-backend-ops runs its cases in eval and perf modes:
+//   eval: the GPU op harness (tests/backend/gpu_*_test.cpp) runs each case on random inputs
+//         through the CPU reference and the GPU backend and compares within the tolerance;
+//   perf: `plumb_bench --ops` (bench/op_bench.cpp) times each case on one backend.
+// Shapes: the real V4-Flash / V3 dims plus odd edge sizes. No gtest here (the bench links none).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plumb/backend/backend.h"
+
+namespace plumb::test {
+
+// ---- tolerances on max|got - ref| / max|ref| (GpuOps::expect_close)
+inline constexpr double kF32 = 1e-5;      // f32 op, short reductions (<= ~1k terms)
+inline constexpr double kF32Long = 1e-4;  // f32, long reductions (K = 4096+, attention over
+                                          // hundreds of keys): summation order differs between a
+                                          // sequential CPU loop and a tree / warp reduction, and
+                                          // f32 rounding error grows ~ sqrt(K) * 2^-24 * |terms|
+inline constexpr double kBf16Ulp = 8e-3;  // Round::BF16 outputs: a last-bit difference before
+                                          // rounding can flip one bf16 ulp, which is up to 2^-7
+                                          // of the value (at the bottom of a binade), so of max|ref|
+inline constexpr double kBf16Mma = 1e-2;  // bf16 tensor-core path fed arbitrary f32 activations
+
+inline double f32_tol(int64_t reduction) { return reduction > 1024 ? kF32Long : kF32; }
+inline double with_round(double tol, backend::Round r) { return r == backend::Round::BF16 ? tol + kBf16Ulp : tol; }
+
+// ---- projections
+struct LinearCase {  // x [N, G*K], w [G*R, K]
+  int64_t N, R, K, G;
+  const char* what;
+  std::string name() const {
+    return "N=" + std::to_string(N) + " R=" + std::to_string(R) + " K=" + std::to_string(K) + " G=" + std::to_string(G) +
+           " (" + what + ")";
+  }
+};
+// Every weight format, option and path (GpuOps.LinearEveryFormatOptionAndPath).
+inline std::vector<LinearCase> linear_cases() {
+  return {
+      {1, 4096, 4096, 1, "decode row, hidden x hidden"},
+      {5, 1024, 4096, 1, "q_lora from hidden"},
+      {3, 2 * 1024, 4096, 2, "grouped o projection (2 of V4-Flash's 8 groups of 4096 -> 1024)"},
+      {7, 37, 200, 1, "K not a multiple of 128 or 32"},
+      {1, 1, 64, 1, "one output"},
+      {33, 130, 416, 2, "grouped, odd rows"},
+  };
+}
+// LinearOpts::bf16_weight, the V3 release's weight dequantisation to bf16.
+inline std::vector<LinearCase> linear_bf16_weight_cases() {
+  return {{1, 512, 7168, 1, "V3 decode row"}, {3, 130, 200, 1, "odd"}, {70, 96, 416, 1, "GEMM rows"}};
+}
+// The FP8 tensor-core path (sm_90: act_fp8 FP8 weights, K % 128 == 0, R % 64 == 0).
+inline std::vector<LinearCase> linear_fp8_cases() {
+  return {
+      {16, 1024, 4096, 1, "q_lora from hidden, 16 rows"},
+      {200, 512, 1024, 1, "200 rows (partial row tile)"},
+      {33, 2 * 1024, 4096, 2, "grouped o projection"},
+      {64, 3 * 64, 256, 3, "three groups of 64 rows"},
+  };
+}
+
+// ---- elementwise, norms, RoPE, quantization
+inline std::string shape_name(const backend::Shape& s) { return backend::Tensor(nullptr, backend::ElemType::F32, s).shape_str(); }
+// rms_norm, scale, add (the last dim is normalised).
+inline std::vector<backend::Shape> norm_shapes() {
+  return {{1, 4096}, {7, 4096}, {5, 80}, {3, 64, 512}, {2, 4, 1024}};
+}
+
+struct RopeCase {  // x [N, H, Dh], F frequencies rotate the last 2F dims
+  int64_t N, H, Dh, F;
+  std::string name() const {
+    return std::to_string(N) + "x" + std::to_string(H) + "x" + std::to_string(Dh) + " F=" + std::to_string(F);
+  }
+};
+inline std::vector<RopeCase> rope_cases() { return {{4, 64, 512, 32}, {1, 1, 512, 32}, {5, 64, 128, 32}, {3, 2, 12, 4}, {6, 1, 64, 32}}; }
+
+struct QuantFp8Case {  // x [N, D], the first `cols` columns in blocks of `block`
+  int64_t N, D, cols, block;
+  std::string name() const {
+    return std::to_string(D) + " cols " + std::to_string(cols) + " block " + std::to_string(block) + " N=" +
+           std::to_string(N);
+  }
+};
+inline std::vector<QuantFp8Case> quant_fp8_cases() {
+  return {{4, 576, 512, 64}, {3, 4096, 4096, 128}, {2, 200, 200, 128}, {1, 80, 64, 64}, {5, 1024, 1000, 128}};
+}
+inline std::vector<backend::Shape> quant_fp4_shapes() { return {{4, 64, 128}, {1, 128}, {3, 80}, {2, 512}}; }  // block 32
+inline std::vector<backend::Shape> hadamard_shapes() { return {{4, 64, 128}, {1, 128}, {3, 512}, {2, 4096}, {5, 2}}; }
+
+// ---- mHC: hc = 4 streams of D (V4-Flash: 4 x 4096, 20 Sinkhorn iterations)
+struct HcCase {
+  int64_t N, D;
+  std::string name() const { return "N=" + std::to_string(N) + " D=" + std::to_string(D); }
+};
+inline std::vector<HcCase> hc_cases() { return {{1, 4096}, {5, 4096}, {3, 16}, {2, 200}}; }
+
+// ---- ragged batches: sequence s has lens[s] new tokens from position starts[s], stacked in order
+inline backend::Batch make_batch(const std::vector<int64_t>& starts, const std::vector<int64_t>& lens) {
+  backend::Batch b;
+  for (std::size_t s = 0; s < starts.size(); ++s) {
+    b.seqs.push_back({b.rows, lens[s], starts[s]});
+    b.rows += lens[s];
+  }
+  return b;
+}
+
+// ---- compressor and indexer
+struct CompressCase {  // ratio 4 overlaps (c = 2); V4-Flash: ratio 4 and 128 at 512, indexer keys ratio 4 at 128
+  int64_t ratio, d;
+  std::string name() const { return "ratio " + std::to_string(ratio) + " d " + std::to_string(d); }
+};
+inline std::vector<CompressCase> compress_cases() { return {{4, 512}, {128, 512}, {4, 128}, {16, 64}, {4, 6}}; }
+
+struct IndexerCase {
+  int64_t H, di, top_k, ratio;
+  std::vector<int64_t> starts, lens;  // one sequence each
+  bool integer;                       // small integer values: exact scores, many ties
+  backend::Round round;
+  const char* what;
+  std::string name() const { return what; }
+};
+inline std::vector<IndexerCase> indexer_cases() {
+  using backend::Round;
+  return {
+      // V4-Flash: 64 heads x 128, top 512; queries with fewer and with more than 512 entries.
+      {64, 128, 512, 4, {0, 1500, 2600}, {7, 1, 4}, true, Round::None, "real dims, integer-valued (exact scores, many ties)"},
+      {64, 128, 512, 4, {2040, 3}, {3, 2}, true, Round::BF16, "real dims, bf16 scores"},
+      {64, 128, 512, 4, {700, 2900}, {2, 3}, false, Round::None, "real dims, random f32"},
+      {3, 8, 3, 4, {2}, {12}, true, Round::None, "small"},
+      {4, 32, 4, 4, {0, 9, 30}, {5, 1, 3}, true, Round::BF16, "tiny-model dims, ragged, bf16"},
+      {4, 32, 4, 4, {0, 9, 30}, {5, 1, 3}, false, Round::None, "tiny-model dims, ragged, random f32"},
+  };
+}
+
+// ---- attention
+struct AttentionCase {
+  int64_t H, Dh, W, ratio;
+  std::vector<int64_t> starts, lens;
+  int sel_k;         // selected entries per query (0: none; all visible compressed entries when ratio > 0)
+  bool sink, bf16p;  // sink: a real sink logit (else one far below every score); bf16 probabilities
+  backend::Round out;
+  const char* what;
+  std::string name() const { return what; }
+  double tolerance() const { return with_round(bf16p ? kBf16Ulp : f32_tol(Dh * 4), out); }
+};
+inline std::vector<AttentionCase> sparse_attention_cases() {
+  using backend::Round;
+  return {
+      {64, 512, 128, 0, {0, 300, 1000}, {3, 1, 5}, 0, true, false, Round::None, "window only, ragged with rings"},
+      {64, 512, 128, 4, {0, 300, 2100}, {3, 1, 4}, 512, true, false, Round::None, "compressed, top-512 selected"},
+      {64, 512, 128, 128, {0, 300, 2100}, {3, 1, 4}, 0, true, false, Round::None, "compressed all, ratio 128"},
+      {64, 512, 128, 4, {5, 700}, {2, 3}, 512, true, true, Round::BF16, "bf16 probs, bf16 out"},
+      {64, 512, 128, 4, {130}, {1}, 0, false, false, Round::None, "negligible sink, one row, all compressed"},
+      {2, 6, 8, 4, {0, 20, 3}, {5, 3, 1}, 3, true, false, Round::None, "small, selected"},
+      {2, 6, 8, 0, {0, 9}, {9, 1}, 0, true, true, Round::None, "small, window over len > W"},
+  };
+}
+
+// MLA: V3's 128 heads, latent 512, rope 64, ragged with a decode row and a prefill from 0, and
+// small odd ones.
+struct MlaCase {
+  int64_t H, R, P;
+  std::vector<int64_t> starts, lens;
+  std::string name() const { return "H " + std::to_string(H) + " R " + std::to_string(R); }
+  // bf16 (the V3 release's einsums): a last-bit difference in a score sum can flip its bf16
+  // rounding, a 2^-8 change of one logit: a few bf16 ulps of the output.
+  double tolerance(backend::Round r) const { return r == backend::Round::BF16 ? 4 * kBf16Ulp : f32_tol(R * 8); }
+};
+inline std::vector<MlaCase> mla_cases() {
+  return {{128, 512, 64, {0, 17, 200}, {5, 1, 3}}, {16, 512, 64, {0}, {40}}, {3, 10, 4, {5, 0}, {3, 6}}};
+}
+
+// ---- mixture of experts
+struct RouteCase {
+  int64_t N, D, E, K, groups, topk_groups;
+  backend::Scoring scoring;
+  bool bias, hash, exact;  // exact: bf16-exact small values, so every backend sees identical logits
+  float scale;
+  const char* what;
+  std::string name() const { return what; }
+};
+inline std::vector<RouteCase> route_cases() {
+  using backend::Scoring;
+  return {
+      {9, 4096, 256, 6, 1, 1, Scoring::SqrtSoftplus, true, false, true, 1.5f, "V4-Flash sqrt-softplus + bias"},
+      {4, 4096, 256, 6, 1, 1, Scoring::SqrtSoftplus, false, true, true, 1.5f, "V4-Flash hash routing"},
+      {6, 4096, 256, 8, 8, 4, Scoring::Sigmoid, true, false, true, 2.5f, "V3 sigmoid, 8 groups keep 4"},
+      {1, 200, 8, 2, 1, 1, Scoring::SqrtSoftplus, true, false, true, 1.f, "one row, odd D"},
+      {33, 192, 16, 4, 4, 2, Scoring::Sigmoid, false, false, true, 1.f, "groups, no bias"},
+      {17, 512, 64, 6, 1, 1, Scoring::SqrtSoftplus, true, false, false, 1.5f, "random f32 logits"},
+  };
+}
+
+// A MoE layer: N rows of D, E experts of inter I, top K; `distinct` weight sets shared
+// round-robin by the E experts (the real 256 experts at full size would need ~25 GB). format:
+// "fp4", "fp8" (ue8m0 scales, V4), "fp8f32" (f32 scales, V3) or "bf16".
+struct MoeCase {
+  int64_t N, D, I, E, K, distinct;
+  const char* format;
+  const char* what;
+  std::string name() const { return what; }
+};
+inline std::vector<MoeCase> moe_small_cases() {  // every MoeParams option
+  return {{9, 200, 96, 8, 2, 8, "bf16", "moe small bf16"},
+          {5, 256, 64, 8, 3, 4, "fp4", "moe small fp4"},
+          {1, 192, 96, 8, 2, 2, "fp8", "moe one row fp8"},
+          {7, 144, 64, 16, 4, 5, "fp8f32", "moe V3 small fp8 f32-scale"},
+          // more token slots than the GPU's grouped expert kernels take: its per-expert path
+          {40, 128, 64, 8, 2, 8, "fp4", "moe 80 slots fp4"}};
+}
+inline std::vector<MoeCase> moe_real_cases() {  // V4-Flash: 256 FP4 experts of 2048, top 6; V3: 7168, top 8
+  return {{3, 4096, 2048, 256, 6, 6, "fp4", "moe V4-Flash dims"},
+          {1, 4096, 2048, 256, 6, 3, "fp8", "moe V4-Flash dims, one row, fp8"},
+          {3, 7168, 2048, 256, 8, 3, "fp8f32", "moe V3 dims, fp8 f32-scale"}};
+}
+// FP8-quantized activations are exact bf16 inputs: tight. Otherwise a GPU may feed its tensor
+// cores bf16 activations: the bf16 tolerance. Sums of 2048..4096 terms: kF32Long. A bf16
+// accumulation over K experts can move each of its K roundings by an ulp.
+inline double moe_tolerance(const backend::MoeParams& p, int64_t D, int64_t I, int64_t K) {
+  double tol = with_round(p.act_fp8 ? f32_tol(std::max(D, I)) : kBf16Mma, p.round);
+  if (p.accumulate == backend::Round::BF16) tol += static_cast<double>(K) * kBf16Ulp;
+  return tol;
+}
+
+}  // namespace plumb::test
