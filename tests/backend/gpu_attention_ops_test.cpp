@@ -190,9 +190,13 @@ TEST_F(GpuOps, SparseAttention) {
     bool sink, bf16p;
     Round out;
     const char* what;
+    int64_t prob_block = 0;
   };
   const Case cases[] = {
       {64, 512, 128, 0, {0, 300, 1000}, {3, 1, 5}, 0, true, false, Round::None, "window only, ragged with rings"},
+      {64, 512, 128, 4, {5, 700}, {2, 3}, 512, true, true, Round::BF16, "release softmax blocks of 64", 64},
+      {4, 192, 128, 4, {0, 300}, {150, 1}, 40, true, true, Round::BF16, "release blocks: prefill > 64, decode", 64},
+      {2, 6, 8, 2, {0, 9}, {9, 1}, 0, true, true, Round::None, "release blocks of 2, all compressed", 2},
       {64, 512, 128, 4, {0, 300, 2100}, {3, 1, 4}, 512, true, false, Round::None, "compressed, top-512 selected"},
       {64, 512, 128, 128, {0, 300, 2100}, {3, 1, 4}, 0, true, false, Round::None, "compressed all, ratio 128"},
       {64, 512, 128, 4, {5, 700}, {2, 3}, 512, true, true, Round::BF16, "bf16 probs, bf16 out"},
@@ -231,6 +235,7 @@ TEST_F(GpuOps, SparseAttention) {
     p.sink = &sv;
     p.scale = 1.f / std::sqrt(static_cast<float>(c.Dh));
     p.bf16_probs = c.bf16p;
+    p.prob_block = c.prob_block;
     p.out = c.out;
     const double tol = with_round(c.bf16p ? kBf16Ulp : f32_tol(c.Dh * 4), c.out);
     check(std::string("sparse_attention ") + c.what, tol, [&](Backend& be) {
