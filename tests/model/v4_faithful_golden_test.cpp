@@ -4,10 +4,10 @@
 //
 // What to expect, from the release's own noise floors (meta.json, issue 13): its GEMM-order floor
 // (one f32 GEMM instead of the kernels' blockwise promotion) is bitwise at every prompt, but the
-// same release code run by torch on the CPU instead of the GPU scores cosine 0.974-0.9985 at <= 8
-// tokens and 0.986-0.998 at 17-259 tokens against its GPU goldens (release_cpu_vs_gpu): f32
+// same release code run by torch on the CPU instead of the GPU scores cosine 0.974-1.0 at <= 8
+// tokens and 0.986-0.9999 at 17-259 tokens against its GPU goldens (release_cpu_vs_gpu): f32
 // reduction-order differences flip bf16 / FP8 roundings and these tiny random models amplify
-// them. plumb is bitwise at <= 5 tokens and at 0.991-0.99998 beyond, closer to the GPU release
+// them. plumb scores 1.000000 (six digits) at <= 5 tokens and 0.991-1.0 beyond, closer to the GPU release
 // than the release's CPU run at most prompts. So: near-equality where no flip has had room to grow
 // (<= 5 tokens) and cosine >= 0.99 / 80% argmax elsewhere, which already sits at or above the
 // release's own cross-platform spread; a missing or misplaced quantization point costs far more
