@@ -104,9 +104,9 @@ TEST_F(V4ReleaseGolden, LastLogitsAtTheReleaseNoiseFloor) {
 // Greedy: the release's continuation (prefill + one token per forward) fed back as the prompt
 // (teacher forcing). Where plumb's own top-1/top-2 gap exceeds the floor's logit spread the floor
 // cannot flip the choice, so up to the first step that is not so decided plumb must pick the
-// release's token; the rest is printed. (Step 17 of this run is an open discrepancy: plumb picks
-// what the release picks with a two-pass softmax, 7.9 logits above the release's token; see
-// docs/CORRECTNESS.md.)
+// release's token; the rest is printed. (At step 17 plumb picks what the release picks with a
+// two-pass softmax, 7.9 logits above the release's token, with a layer-1 router near-tie at that
+// position: docs/CORRECTNESS.md.)
 TEST_F(V4ReleaseGolden, GreedyFollowsTheReleaseWhereTheFloorCannotDecide) {
   const nlohmann::json m = meta();
   double spread = 0;  // the floor's largest |logit difference| where its argmax held
