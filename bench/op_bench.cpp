@@ -186,7 +186,7 @@ void add_attention(std::vector<TimedCase>& out) {
                      const Tensor q = rand_tensor(be, rng, {b.rows, c.H, c.Dh}), kv = rand_tensor(be, rng, {b.rows, c.Dh});
                      const Tensor st = c.sel_k > 0 ? up(be, sel, {b.rows, c.sel_k}) : Tensor();
                      const backend::AttentionParams p{c.W, c.ratio, sink, 1.f / std::sqrt(static_cast<float>(c.Dh)),
-                                                      c.bf16p, c.out};
+                                                      c.bf16p, c.prob_block, c.out};
                      return [&be, w, q, kv, b, rings, comp, st, p, c] {
                        be.sparse_attention(q, kv, b, rings,
                                            c.ratio ? std::span<const Tensor>(comp) : std::span<const Tensor>(),

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 #include <vector>
 
 #include "op_test_util.h"
 #include "plumb/backend/backend.h"
+#include "plumb/backend/cpu/simquant.h"
 
 namespace plumb::test {
 namespace {
@@ -211,6 +213,106 @@ TEST_F(CpuAttnOps, SparseAttentionWindowRingCompressedAndSink) {
     for (int64_t k = 0; k < Dh; ++k) EXPECT_EQ(rb[(t % W) * Dh + k], kvB_all[t * Dh + k]);
   for (int64_t t = 0; t < 5; ++t) EXPECT_EQ(ra[t * Dh], kvA[t * Dh]);
   EXPECT_EQ(ra[5 * Dh], 7.f);
+}
+
+// AttentionParams::prob_block against a transcription of the release kernel (inference/kernel.py
+// sparse_attn_kernel, 276-352) that walks the release's own index row (model.py
+// get_window_topk_idxs + the selection, -1 kept in place) in blocks of 64 slots. Inputs are
+// multiples of 1/2 (q, kv) and the scale is 1/2, so every score is exact in f32 whatever the
+// summation order; the rest is the kernel's f32 recurrence, so the two must agree to rounding.
+TEST_F(CpuAttnOps, SparseAttentionFollowsTheReleaseOnlineSoftmaxBlocks) {
+  const int64_t H = 2, Dh = 16, W = 72, m = 4, K = 40, B = 64;
+  auto halves = [&](int64_t n) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    std::uniform_int_distribution<int> d(-4, 4);
+    for (float& x : v) x = 0.5f * static_cast<float>(d(rng));
+    return v;
+  };
+  // One prefill of 100 tokens (window part 72 slots wide) and one decode step at position 150.
+  const int64_t L = 100, TD = 150;
+  const std::vector<float> kvP = halves(L * Dh), kvD_all = halves((TD + 1) * Dh), q = halves((L + 1) * H * Dh);
+  const std::vector<float> compP = halves((L / m) * Dh), compD = halves(((TD + 1) / m) * Dh);
+  const std::vector<float> sinks = {0.25f, 2.5f};
+  const OwnedWeight sink = f32_weight({H}, sinks);
+  const WeightView sv = sink.view();
+  std::vector<float> ringP(W * Dh, 9.f), ringD(W * Dh);
+  for (int64_t t = TD - W; t < TD; ++t)
+    std::copy(kvD_all.begin() + t * Dh, kvD_all.begin() + (t + 1) * Dh, ringD.begin() + (t % W) * Dh);
+  std::vector<float> kv(kvP);
+  kv.insert(kv.end(), kvD_all.begin() + TD * Dh, kvD_all.end());
+  std::vector<int32_t> sel;  // a shuffled choice among the visible entries, with -1 gaps inside
+  for (int64_t r = 0; r <= L; ++r) {
+    const int64_t t = r < L ? r : TD, valid = (t + 1) / m;
+    std::vector<int32_t> all(static_cast<std::size_t>(valid));
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng);
+    for (int64_t k = 0; k < K; ++k) sel.push_back(k < valid && k % 5 != 2 ? all[k] : -1);
+  }
+  backend::Batch b;
+  b.seqs = {{0, L, 0}, {L, 1, TD}};
+  b.rows = L + 1;
+  const std::vector<Tensor> rings = {upload(ringP, {W, Dh}), upload(ringD, {W, Dh})};
+  const std::vector<Tensor> comp = {upload(compP, {L / m, Dh}), upload(compD, {(TD + 1) / m, Dh})};
+  backend::AttentionParams p;
+  p.window = W;
+  p.ratio = m;
+  p.sink = &sv;
+  p.scale = 0.5f;
+  p.bf16_probs = true;
+  p.prob_block = B;
+  const Tensor st = be->from_host(sel.data(), {L + 1, K});
+  const std::vector<float> got = host(*be, be->sparse_attention(upload(q, {L + 1, H, Dh}), upload(kv, {L + 1, Dh}), b,
+                                                                rings, comp, &st, p));
+
+  std::vector<double> want, global;  // global: one softmax max per row (the rule before issue 13)
+  for (int64_t r = 0; r <= L; ++r) {
+    const bool prefill = r < L;
+    const int64_t t = prefill ? r : TD;
+    const std::vector<float>& kvs = prefill ? kvP : kvD_all;
+    const std::vector<float>& cp = prefill ? compP : compD;
+    std::vector<const float*> row;  // the index row: window part, then the selection (null = -1)
+    const int64_t wslots = prefill ? std::min(L, W) : W;
+    for (int64_t j = 0; j < wslots; ++j) {
+      const int64_t pos = std::max<int64_t>(0, t - W + 1) + j;
+      row.push_back(pos <= t ? &kvs[pos * Dh] : nullptr);
+    }
+    for (int64_t k = 0; k < K; ++k) row.push_back(sel[r * K + k] >= 0 ? &cp[sel[r * K + k] * Dh] : nullptr);
+    for (int64_t h = 0; h < H; ++h) {
+      const float* qh = &q[(r * H + h) * Dh];
+      auto score = [&](const float* kj) {
+        float d = 0.f;
+        for (int64_t k = 0; k < Dh; ++k) d += qh[k] * kj[k];
+        return d * 0.5f;
+      };
+      for (const int64_t blk : {B, static_cast<int64_t>(row.size())}) {
+        float mx = -INFINITY, l = 0.f;
+        std::vector<float> acc(static_cast<std::size_t>(Dh), 0.f);
+        for (std::size_t s0 = 0; s0 < row.size(); s0 += static_cast<std::size_t>(blk)) {
+          const std::size_t s1 = std::min(row.size(), s0 + static_cast<std::size_t>(blk));
+          float bm = mx;
+          for (std::size_t s = s0; s < s1; ++s)
+            if (row[s]) bm = std::max(bm, score(row[s]));
+          const float alpha = static_cast<float>(std::exp(static_cast<double>(mx - bm)));
+          float bs = 0.f;
+          std::vector<float> part(static_cast<std::size_t>(Dh), 0.f);
+          for (std::size_t s = s0; s < s1; ++s) {
+            if (!row[s]) continue;
+            const float e = static_cast<float>(std::exp(static_cast<double>(score(row[s]) - bm)));
+            bs += e;
+            for (int64_t k = 0; k < Dh; ++k) part[k] += cpu::round_bf16(e) * row[s][k];
+          }
+          l = l * alpha + bs;
+          for (int64_t k = 0; k < Dh; ++k) acc[k] = acc[k] * alpha + part[k];
+          mx = bm;
+        }
+        l += static_cast<float>(std::exp(static_cast<double>(sinks[h] - mx)));
+        for (int64_t k = 0; k < Dh; ++k) (blk == B ? want : global).push_back(acc[k] / l);
+      }
+    }
+  }
+  EXPECT_LT(rel_diff(got, want), 1e-6);
+  // The test can tell the two rules apart: the two-pass softmax misses by far more.
+  EXPECT_GT(rel_diff(got, global), 1e-4);
 }
 
 TEST_F(CpuAttnOps, RoutingAndExperts) {

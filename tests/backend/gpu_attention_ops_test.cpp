@@ -179,6 +179,7 @@ TEST_F(GpuOps, SparseAttention) {
     p.sink = &sv;
     p.scale = 1.f / std::sqrt(static_cast<float>(c.Dh));
     p.bf16_probs = c.bf16p;
+    p.prob_block = c.prob_block;
     p.out = c.out;
     check(std::string("sparse_attention ") + c.what, c.tolerance(), [&](Backend& be) {
       std::vector<Tensor> rt, ct;

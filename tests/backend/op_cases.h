@@ -144,6 +144,7 @@ struct AttentionCase {
   bool sink, bf16p;  // sink: a real sink logit (else one far below every score); bf16 probabilities
   backend::Round out;
   const char* what;
+  int64_t prob_block = 0;  // AttentionParams::prob_block (the release's softmax blocks)
   std::string name() const { return what; }
   double tolerance() const { return with_round(bf16p ? kBf16Ulp : f32_tol(Dh * 4), out); }
 };
@@ -151,6 +152,9 @@ inline std::vector<AttentionCase> sparse_attention_cases() {
   using backend::Round;
   return {
       {64, 512, 128, 0, {0, 300, 1000}, {3, 1, 5}, 0, true, false, Round::None, "window only, ragged with rings"},
+      {64, 512, 128, 4, {5, 700}, {2, 3}, 512, true, true, Round::BF16, "release softmax blocks of 64", 64},
+      {4, 192, 128, 4, {0, 300}, {150, 1}, 40, true, true, Round::BF16, "release blocks: prefill > 64, decode", 64},
+      {2, 6, 8, 2, {0, 9}, {9, 1}, 0, true, true, Round::None, "release blocks of 2, all compressed", 2},
       {64, 512, 128, 4, {0, 300, 2100}, {3, 1, 4}, 512, true, false, Round::None, "compressed, top-512 selected"},
       {64, 512, 128, 128, {0, 300, 2100}, {3, 1, 4}, 0, true, false, Round::None, "compressed all, ratio 128"},
       {64, 512, 128, 4, {5, 700}, {2, 3}, 512, true, true, Round::BF16, "bf16 probs, bf16 out"},

@@ -197,7 +197,7 @@ class BadCalls {
       if (!c.selection.empty()) sel = be.from_host(c.selection.data(), c.selected);
       else if (!c.selected.empty()) sel = i(be, c.selected, -1);
       be.sparse_attention(f(be, c.q), f(be, c.kv), c.b, r, k, sel.defined() ? &sel : nullptr,
-                          {3, 4, s, 0.5f, false, Round::None});
+                          {3, 4, s, 0.5f, false, 0, Round::None});
     };
     auto with = [](auto edit) {
       Call c;

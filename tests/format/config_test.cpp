@@ -128,6 +128,25 @@ TEST(ConfigV4, TruncatedCompressRatiosArePaddedForMtp) {
   EXPECT_EQ(c.attn_type(42), AttnType::Compressed4);
 }
 
+// Issue 13 item 4: what the release (compress_ratios[layer_id]) and HF read by prefix.
+TEST(ConfigV4, LongerCompressRatiosAreReadByPrefixWithAWarning) {
+  json j = read_json("deepseek-v4-flash.json");
+  j["num_hidden_layers"] = 4;  // a truncated-depth model that kept the release's list
+  j["num_nextn_predict_layers"] = 0;
+  const ModelConfig c = parse_model_config(j, "t.json");
+  ASSERT_EQ(c.compress_ratios, (std::vector<int64_t>{0, 0, 4, 128}));
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("compress_ratios has 44 entries"), std::string::npos) << c.warnings[0];
+  EXPECT_NE(c.warnings[0].find("using the first 4"), std::string::npos) << c.warnings[0];
+  EXPECT_TRUE(parse_model_config(read_json("deepseek-v4-flash.json"), "t.json").warnings.empty());
+}
+
+TEST(ConfigV4, IndexerWithoutANopePartIsAccepted) {
+  json j = read_json("deepseek-v4-flash.json");
+  j["index_head_dim"] = 64;  // == qk_rope_head_dim
+  EXPECT_EQ(parse_model_config(j, "t.json").index_head_dim, 64);
+}
+
 TEST(ConfigV4, OtherRatiosAreHcaStyle) {
   // Tiny test models use a small HCA ratio so that short sequences close windows.
   json j = read_json("deepseek-v4-flash.json");
@@ -288,7 +307,7 @@ TEST(ConfigValidation, EachErrorNamesFileAndField) {
       {v4, [](json& j) { j["hc_eps"] = 0.0; }, {"'hc_eps' must be positive"}},
       {v4, [](json& j) { j["rms_norm_eps"] = "1e-6"; }, {"'rms_norm_eps' must be a number, got string"}},
       {v4, [](json& j) { j["index_topk"] = 0; }, {"'index_topk' must be positive"}},
-      {v4, [](json& j) { j["index_head_dim"] = 64; }, {"'index_head_dim'", "qk_rope_head_dim"}},
+      {v4, [](json& j) { j["index_head_dim"] = 32; }, {"'index_head_dim' (32) must be at least qk_rope_head_dim (64)"}},
       {v4, [](json& j) { j["norm_topk_prob"] = "true"; }, {"'norm_topk_prob' must be a boolean, got string"}},
       {v4, [](json& j) { j["scoring_func"] = "relu"; }, {"'scoring_func' is 'relu'", "sqrtsoftplus"}},
       {v4, [](json& j) { j.erase("scoring_func"); }, {"'scoring_func' is missing"}},

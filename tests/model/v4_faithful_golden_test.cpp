@@ -2,15 +2,16 @@
 // (tests/data/golden/v4-faithful/<config>/, made by tools/golden/make_v4_faithful.py on the
 // checkpoints of tests/data/golden/v4/<config>/).
 //
-// What to expect: every quantization point, bf16 rounding point and tie rule is the release's, so
-// intermediates are bit-identical until an fp32 summation-order difference (cuBLAS vs our dot
-// products) flips one bf16 rounding somewhere; on these tiny random models such a flip is then
-// amplified through FP8 re-quantization (a value at a rounding boundary changes code) and the
-// logits drift apart by 1e-2..1e-1 relative after a few layers. The release itself shows the same
-// spread between its own prefill and decode paths. So the test asserts near-equality only where
-// no flip has had room to grow (prompts of <= 5 tokens) and a loose agreement elsewhere; a missing
-// or misplaced quantization point costs far more (the reference profile scores cosine 0.81-0.99
-// against these goldens).
+// What to expect, from the release's own noise floors (meta.json, issue 13): its GEMM-order floor
+// (one f32 GEMM instead of the kernels' blockwise promotion) is bitwise at every prompt, but the
+// same release code run by torch on the CPU instead of the GPU scores cosine 0.974-1.0 at <= 8
+// tokens and 0.986-0.9999 at 17-259 tokens against its GPU goldens (release_cpu_vs_gpu): f32
+// reduction-order differences flip bf16 / FP8 roundings and these tiny random models amplify
+// them. plumb scores 1.000000 (six digits) at <= 5 tokens and 0.991-1.0 beyond, closer to the GPU release
+// than the release's CPU run at most prompts. So: near-equality where no flip has had room to grow
+// (<= 5 tokens) and cosine >= 0.99 / 80% argmax elsewhere, which already sits at or above the
+// release's own cross-platform spread; a missing or misplaced quantization point costs far more
+// (the reference profile scores 0.81-0.99 against these goldens).
 #include <gtest/gtest.h>
 
 #include <algorithm>

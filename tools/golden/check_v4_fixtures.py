@@ -180,6 +180,10 @@ def attention(x, W, p, cfg, layer, pos, taps):
             cand.append(ckv[np.sort(sel)])
             if taps is not None:
                 taps.setdefault(f"L{layer}.indexer_topk", []).append(np.sort(sel))
+                k = cfg["index_topk"]
+                if n_valid > k:  # k-th minus (k+1)-th score, relative to the row's largest |score|
+                    srt = np.sort(score[t, :n_valid])[::-1]
+                    taps.setdefault(f"L{layer}.indexer_gap", {})[t] = (srt[k - 1] - srt[k]) / np.abs(srt).max()
         elif ratio and n_valid:
             cand.append(ckv[:n_valid])
         Kc = np.concatenate(cand)
@@ -195,13 +199,16 @@ def attention(x, W, p, cfg, layer, pos, taps):
     return u @ W[p + "wo_b.weight"].T
 
 
-def moe(x, W, p, cfg, ids, hash_layer):
+def moe(x, W, p, cfg, ids, hash_layer, taps=None):
     lim, k = cfg["swiglu_limit"], cfg["num_experts_per_tok"]
     score = np.sqrt(np.logaddexp(0, x @ W[p + "gate.weight"].T))
     if hash_layer:
         idx = W[p + "gate.tid2eid"][ids]
     else:
         idx = np.argsort(-(score + W[p + "gate.bias"]), axis=-1, kind="stable")[:, :k]
+        if taps is not None:  # k-th minus (k+1)-th biased score per token
+            srt = -np.sort(-(score + W[p + "gate.bias"]), axis=-1)
+            taps[p + "router_gap"] = srt[:, k - 1] - srt[:, k]
     wt = np.take_along_axis(score, idx, -1)
     wt = wt / wt.sum(-1, keepdims=True) * cfg["routed_scaling_factor"]
 
@@ -230,7 +237,7 @@ def forward(W, cfg, ids, taps=None):
         a = attention(rms(y, W[p + "attn_norm.weight"], eps), W, p + "attn.", cfg, i, pos, taps)
         X = hc_post(a, X, post, C)
         y, post, C = hc_pre(X, W[p + "hc_ffn_fn"], W[p + "hc_ffn_base"], W[p + "hc_ffn_scale"], it, hce)
-        m = moe(rms(y, W[p + "ffn_norm.weight"], eps), W, p + "ffn.", cfg, ids, i < cfg["num_hash_layers"])
+        m = moe(rms(y, W[p + "ffn_norm.weight"], eps), W, p + "ffn.", cfg, ids, i < cfg["num_hash_layers"], taps)
         X = hc_post(m, X, post, C)
         if taps is not None:
             taps[f"L{i}.X"] = X

@@ -8,18 +8,26 @@ and saves the logits of every position of every prompt:
     <out>/<config>/meta.json
 
 model.py imports its TileLang kernels from `kernel` and the Hadamard transform from
-`fast_hadamard_transform`; neither runs here, so this script installs stand-ins written from
-their definitions (MODEL-SPEC 2.2, 3.6, 3.2 and the kernels' documented semantics), in plain
-torch on the GPU with TF32 off:
-  act_quant      FP8 e4m3 per block along the last dim, amax floored at 1e-4, scale
-                 amax * (1/448) rounded up to a power of two (ue8m0), x / s clamped, cast, and
-                 for inplace=True multiplied back and stored as bf16;
-  fp4_act_quant  the same with e2m1 (max 6, amax floor 6 * 2^-126, round to nearest even);
-  fp8_gemm       blockwise-scaled FP8 x FP8 product accumulated in f32, bf16 out;
-  fp4_gemm       FP8 activation x FP4 weight (1x32 ue8m0 scales), f32 accumulation, bf16 out;
-  sparse_attn    gather by index (-1 = skip), f32 scores * scale, softmax with the sink logit in
-                 the denominator, probabilities rounded to bf16 for P.V, bf16 out;
-  hc_split_sinkhorn  pre/post sigmoids and the Sinkhorn iterations in f32;
+`fast_hadamard_transform`; neither runs here, so this script installs stand-ins that follow
+kernel.py at 0825add line by line (docs/CORRECTNESS.md "Release kernel semantics" has the line
+references), in plain torch with TF32 off:
+  act_quant      FP8 e4m3 per block along the last dim: amax of the block in f32, floored at 1e-4,
+                 s = amax * f32(1/448), rounded up to a power of two (ue8m0) when scale_fmt is set,
+                 y = e4m3(clamp(x / s, +-448)) (RNE); inplace: bf16(f32(y) * s);
+  fp4_act_quant  the same with e2m1 (max 6, amax floor 6 * 2^-126, always ue8m0, RNE);
+  fp8_gemm       GEMM_ORDER "block" (the kernel): per 128-wide K block an f32 partial product of
+                 the unscaled e4m3 codes, times sa[m, k] * sb[n/128, k] (f32, that order), added to
+                 an f32 accumulator in K order; "fp32": one f32 GEMM of the dequantized operands
+                 (the noise-floor experiment); bf16 out;
+  fp4_gemm       the same with 32-wide K blocks, the partial product times sa[m, k/4] then sb[n, k];
+  sparse_attn    the kernel's online softmax over blocks of 64 slots of topk_idxs (-1 = skip):
+                 s = f32(q.k) * scale; m_b = max(m_{b-1}, block max); alpha = exp(m_{b-1} - m_b);
+                 l = l * alpha + sum_block exp(s - m_b) (f32, unrounded); acc = acc * alpha +
+                 bf16(exp(s - m_b)) . V; at the end l += exp(sink - m), o = bf16(acc / l);
+                 ATTN_ORDER "global" instead rounds exp(s - M) with the row's global max M (the
+                 stand-in before issue 13, kept to measure what the block rule changes);
+  hc_split_sinkhorn  pre/post sigmoids, row softmax + eps, a column normalisation, then iters - 1
+                 (row, column) normalisations, every divisor sum + eps, all f32;
   hadamard_transform normalized Sylvester Walsh-Hadamard in f32, input dtype out.
 A trailing partial quantization block (the tiny dims only) is quantized on its own, as
 MODEL-SPEC 9 states; the real kernels assert full blocks.
@@ -109,16 +117,33 @@ def fp4_act_quant(x, block_size=32, inplace=False):
     return x
 
 
+GEMM_ORDER = "block"   # "block": the kernels' per-K-block promotion; "fp32": one f32 GEMM
+ATTN_ORDER = "online"  # "online": the kernel's 64-slot online softmax; "global": one max per row
+
+
 def _expand_act_scale(a_s: torch.Tensor, K: int, block: int) -> torch.Tensor:
     return a_s.float().repeat_interleave(block, dim=-1)[..., :K]
 
 
+def _blocked_gemm(a2, b2, K, kblock, scale_of_block):
+    """sum over K blocks of (a2[:, blk] @ b2[:, blk]^T) * scale_of_block(k), in K order (f32)."""
+    acc = torch.zeros(a2.size(0), b2.size(0), dtype=torch.float32, device=a2.device)
+    for k, (lo, hi) in enumerate(_blocks(a2, kblock)):
+        acc += (a2[:, lo:hi] @ b2[:, lo:hi].t()) * scale_of_block(k)
+    return acc
+
+
 def fp8_gemm(a, a_s, b, b_s, scale_dtype=torch.float32):
     K = a.size(-1)
-    af = a.float() * _expand_act_scale(a_s, K, 128)
-    sb = b_s.float().repeat_interleave(128, dim=0)[: b.size(0)].repeat_interleave(128, dim=1)[:, :K]
-    bf = b.float() * sb
-    return (af @ bf.t()).to(torch.get_default_dtype())
+    a2, sa = a.reshape(-1, K).float(), a_s.reshape(-1, a_s.size(-1)).float()
+    bf, sb = b.float(), b_s.float()
+    if GEMM_ORDER == "fp32":
+        sbf = sb.repeat_interleave(128, dim=0)[: b.size(0)].repeat_interleave(128, dim=1)[:, :K]
+        c = (a2 * _expand_act_scale(sa, K, 128)) @ (bf * sbf).t()
+    else:  # kernel.py 238-250: Scale_C = sa[m, k] * sb[n / 128, k], C_accum += C_block * Scale_C
+        sb_rows = sb.repeat_interleave(128, dim=0)[: b.size(0)]  # [N, K/128]
+        c = _blocked_gemm(a2, bf, K, 128, lambda k: sa[:, k : k + 1] * sb_rows[:, k][None, :])
+    return c.to(torch.get_default_dtype()).view(*a.shape[:-1], b.size(0))
 
 
 _E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
@@ -126,27 +151,44 @@ _E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -
 
 def fp4_gemm(a, a_s, b, b_s, scale_dtype=torch.float32):
     K = a.size(-1)
-    af = a.float() * _expand_act_scale(a_s, K, 128)
+    a2, sa = a.reshape(-1, K).float(), a_s.reshape(-1, a_s.size(-1)).float()
     raw = b.view(torch.uint8).to(torch.int64)
     lut = torch.tensor(_E2M1, dtype=torch.float32, device=a.device)
     w = torch.stack([lut[raw & 0xF], lut[raw >> 4]], dim=-1).flatten(-2)  # low nibble = even k
-    bf = w * b_s.float().repeat_interleave(32, dim=1)[:, :K]
-    return (af @ bf.t()).to(torch.get_default_dtype())
+    sb = b_s.float()
+    if GEMM_ORDER == "fp32":
+        c = (a2 * _expand_act_scale(sa, K, 128)) @ (w * sb.repeat_interleave(32, dim=1)[:, :K]).t()
+    else:  # kernel.py 491-510: C_accum += C_block * scale_a[m, k / 4] * scale_b[n, k]
+        c = _blocked_gemm(a2, w, K, 32, lambda k: sa[:, k // 4 : k // 4 + 1] * sb[:, k][None, :])
+    return c.to(torch.get_default_dtype()).view(*a.shape[:-1], b.size(0))
 
 
 def sparse_attn(q, kv, attn_sink, topk_idxs, softmax_scale):
     b, s, h, d = q.shape
     idx = topk_idxs.long()
-    valid = idx >= 0
-    gathered = torch.gather(kv.unsqueeze(1).expand(b, s, kv.size(1), d), 2,
-                            idx.clamp_min(0).unsqueeze(-1).expand(b, s, idx.size(-1), d)).float()
-    scores = torch.einsum("bshd,bskd->bshk", q.float(), gathered) * softmax_scale
-    scores = scores.masked_fill(~valid.unsqueeze(2), float("-inf"))
-    m = scores.amax(dim=-1, keepdim=True)
-    p = torch.exp(scores - m)
-    denom = p.sum(dim=-1, keepdim=True) + torch.exp(attn_sink.float().view(1, 1, h, 1) - m)
-    o = torch.einsum("bshk,bskd->bshd", p.to(torch.bfloat16).float(), gathered) / denom
-    return o.to(q.dtype)
+    qf = q.float()
+    sink = attn_sink.float().view(1, 1, h)
+    block = 64 if ATTN_ORDER == "online" else idx.size(-1)  # kernel.py 290
+    f32 = dict(dtype=torch.float32, device=q.device)  # the harness's default dtype is bf16
+    m = torch.full((b, s, h), float("-inf"), **f32)
+    l = torch.zeros((b, s, h), **f32)
+    acc = torch.zeros((b, s, h, d), **f32)
+    for t0 in range(0, idx.size(-1), block):
+        blk = idx[..., t0 : t0 + block]
+        valid = blk >= 0
+        kvb = torch.gather(kv.unsqueeze(1).expand(b, s, kv.size(1), d), 2,
+                           blk.clamp_min(0).unsqueeze(-1).expand(*blk.shape, d)).float()
+        kvb = kvb * valid.unsqueeze(-1)  # kernel.py 325: a skipped slot loads zeros
+        sc = torch.einsum("bshd,bskd->bshk", qf, kvb)
+        sc = sc.masked_fill(~valid.unsqueeze(2), float("-inf")) * softmax_scale  # 327-330
+        m_new = torch.maximum(m, sc.amax(dim=-1))  # 332
+        alpha = torch.exp(m - m_new)  # 334
+        e = torch.exp(sc - m_new.unsqueeze(-1))  # 336
+        l = l * alpha + e.sum(dim=-1)  # 337-339
+        acc = acc * alpha.unsqueeze(-1) + torch.einsum("bshk,bskd->bshd", e.to(torch.bfloat16).float(), kvb)  # 340-343
+        m = m_new
+    l = l + torch.exp(sink - m)  # 346
+    return (acc / l.unsqueeze(-1)).to(q.dtype)  # 348-350
 
 
 def hc_split_sinkhorn(mixes, hc_scale, hc_base, hc_mult=4, sinkhorn_iters=20, eps=1e-6):
@@ -154,7 +196,8 @@ def hc_split_sinkhorn(mixes, hc_scale, hc_base, hc_mult=4, sinkhorn_iters=20, ep
     pre = torch.sigmoid(mixes[..., :hc] * hc_scale[0] + hc_base[:hc]) + eps
     post = 2 * torch.sigmoid(mixes[..., hc:2 * hc] * hc_scale[1] + hc_base[hc:2 * hc])
     comb = (mixes[..., 2 * hc:] * hc_scale[2] + hc_base[2 * hc:]).unflatten(-1, (hc, hc))
-    comb = comb.softmax(dim=-1) + eps
+    e = torch.exp(comb - comb.amax(dim=-1, keepdim=True))  # kernel.py 403-408
+    comb = e / e.sum(dim=-1, keepdim=True) + eps
     comb = comb / (comb.sum(dim=-2, keepdim=True) + eps)
     for _ in range(sinkhorn_iters - 1):
         comb = comb / (comb.sum(dim=-1, keepdim=True) + eps)
@@ -210,9 +253,9 @@ def dequant_fp8(w: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     return w.float() * sf
 
 
-def load_checkpoint(model, path: str):
+def load_checkpoint(model, path: str, device: str = "cuda"):
     from safetensors.torch import load_file
-    sd = load_file(path, device="cuda")
+    sd = load_file(path, device=device)
     params = dict(model.named_parameters())
     params.update(dict(model.named_buffers()))
     done = set()
@@ -249,7 +292,14 @@ def main():
     ap.add_argument("--fixtures", required=True, help="tests/data/golden/v4")
     ap.add_argument("--out", required=True, help="tests/data/golden/v4-faithful")
     ap.add_argument("--configs", nargs="*", default=None)
+    ap.add_argument("--gemm-order", choices=["block", "fp32"], default="block",
+                    help="block: the kernels' per-K-block promotion; fp32: one f32 GEMM (noise floor)")
+    ap.add_argument("--device", default="cuda", help="cuda, or cpu for the implementation-order floor")
+    ap.add_argument("--attn-order", choices=["online", "global"], default="online",
+                    help="online: the kernel's 64-slot online softmax; global: one max per row")
     args = ap.parse_args()
+    global GEMM_ORDER, ATTN_ORDER
+    GEMM_ORDER, ATTN_ORDER = args.gemm_order, args.attn_order
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -271,13 +321,15 @@ def main():
         for L in prompts:
             ids = np.load(os.path.join(src, f"prompt_{L}.ids.npy")).astype(np.int64)
             torch.set_default_dtype(torch.bfloat16)
-            torch.set_default_device("cuda")
+            for cached in (release.precompute_freqs_cis, release.get_window_topk_idxs, release.get_compress_topk_idxs):
+                cached.cache_clear()  # lru_cache'd tensors live on the device they were made on
+            torch.set_default_device(args.device)
             torch.manual_seed(0)
             m = release.Transformer(model_args(release, cfg, max_seq_len=max(prompts) + 64))
-            load_checkpoint(m, os.path.join(src, "model.safetensors"))
+            load_checkpoint(m, os.path.join(src, "model.safetensors"), args.device)
             m.head.get_logits = lambda x, w=m.head.weight: F.linear(x.float(), w)  # every position
             with torch.inference_mode():
-                logits = m(torch.tensor(ids, device="cuda").unsqueeze(0), 0)[0].float().cpu().numpy()
+                logits = m(torch.tensor(ids, device=args.device).unsqueeze(0), 0)[0].float().cpu().numpy()
             torch.set_default_device("cpu")
             torch.set_default_dtype(torch.float32)
             assert logits.shape == (L, cfg["vocab_size"]), logits.shape
@@ -289,8 +341,11 @@ def main():
             "generated_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "command": " ".join(sys.argv),
             "release_model_py_sha256": model_sha,
-            "env": {"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "numpy": np.__version__},
+            "env": {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "numpy": np.__version__},
             "numerics": "the release's inference/model.py with stand-in kernels (see the script docstring)",
+            "gemm_order": GEMM_ORDER,
+            "device": args.device,
+            "attn_order": ATTN_ORDER,
             "checkpoint": f"../../v4/{name}/model.safetensors",
             "prompts": stats,
         }

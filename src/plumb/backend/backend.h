@@ -96,6 +96,14 @@ struct AttentionParams {
   const WeightView* sink = nullptr;  // [H] f32 logits
   float scale = 1.f;
   bool bf16_probs = false;  // round exp(s - max) to bf16 before P.V (the release's kernel)
+  // > 0: the release kernel's online softmax (inference/kernel.py sparse_attn_kernel) over blocks
+  // of prob_block slots. Slots: the window part first, min(len, W) slots wide for a slice that
+  // starts at position 0 (a prefill) and W wide otherwise, its positions oldest first from slot 0;
+  // the compressed candidates follow from that width on. Per block b, with m_b the running max:
+  // e_j = exp(s_j - m_b), alpha_b = exp(m_{b-1} - m_b), l = l * alpha_b + sum_b e_j,
+  // acc = acc * alpha_b + sum_b p_j v_j (p = bf16(e) with bf16_probs); o = acc / (l + exp(sink - m)).
+  // 0: one softmax with the row's global max.
+  int64_t prob_block = 0;
   Round out = Round::None;
 };
 
@@ -230,7 +238,8 @@ class Backend {
   //           (rings[s] [W, Dh], slot = pos % W) for positions < p;
   //   compressed (ratio > 0): entries of compressed[s], either the non-negative indices in
   //           row `selected` [N, K] (i32) or, with selected == null, every e < floor((t+1)/ratio).
-  // o_h = sum_j e^{s_j-M} v_j / (sum_j e^{s_j-M} + e^{sink_h-M}), s_j = scale * q_h . k_j.
+  // o_h = sum_j e^{s_j-M} v_j / (sum_j e^{s_j-M} + e^{sink_h-M}), s_j = scale * q_h . k_j
+  // (blockwise with AttentionParams::prob_block).
   virtual Tensor sparse_attention(const Tensor& q, const Tensor& kv, const Batch& b, std::span<const Tensor> rings,
                                   std::span<const Tensor> compressed, const Tensor* selected,
                                   const AttentionParams& p) = 0;

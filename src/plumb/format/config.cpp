@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -235,9 +236,10 @@ void parse_v4(const Fields& f, ModelConfig& c) {
   c.compress_rope_theta = f.positive_number("compress_rope_theta");
   c.index_n_heads = f.positive("index_n_heads");
   c.index_head_dim = f.positive("index_head_dim");
-  if (c.index_head_dim <= c.qk_rope_head_dim)
+  // Equal is an indexer without a nope part: the release and HF run it (RoPE covers the head).
+  if (c.index_head_dim < c.qk_rope_head_dim)
     f.bad("index_head_dim",
-          fmt::format("({}) must exceed qk_rope_head_dim ({})", c.index_head_dim, c.qk_rope_head_dim));
+          fmt::format("({}) must be at least qk_rope_head_dim ({})", c.index_head_dim, c.qk_rope_head_dim));
   c.index_topk = f.positive("index_topk");
   c.num_hash_layers = f.non_negative("num_hash_layers");
   if (c.num_hash_layers > c.num_hidden_layers)
@@ -253,12 +255,19 @@ void parse_v4(const Fields& f, ModelConfig& c) {
 
   // One entry per layer, MTP layers included. HF-truncated configs carry only the main layers;
   // OFF builds every MTP layer as ratio 0 (sliding window only), so those entries are padded
-  // with 0. Anything else is an inconsistent file.
+  // with 0. A longer list (a truncated-depth config that kept the release's trailing entries) is
+  // read by prefix, as the release (compress_ratios[layer_id]) and HF do. Anything else is an
+  // inconsistent file.
   c.compress_ratios = f.int_list("compress_ratios");
   const auto n = static_cast<int64_t>(c.compress_ratios.size());
   const int64_t total = c.num_hidden_layers + c.num_nextn_predict_layers;
   if (n == c.num_hidden_layers) {
     c.compress_ratios.resize(static_cast<std::size_t>(total), 0);
+  } else if (n > total) {
+    c.warnings.push_back(fmt::format("compress_ratios has {} entries, num_hidden_layers + num_nextn_predict_layers "
+                                     "= {}: using the first {}",
+                                     n, total, total));
+    c.compress_ratios.resize(static_cast<std::size_t>(total));
   } else if (n != total) {
     f.bad("compress_ratios",
           fmt::format("has {} entries, expected num_hidden_layers + num_nextn_predict_layers = {} "
@@ -362,7 +371,9 @@ ModelConfig load_model_config(const std::string& path) {
   } catch (const json::parse_error& e) {
     fail("{}: invalid JSON: {}", file.string(), e.what());
   }
-  return parse_model_config(j, file.string());
+  ModelConfig c = parse_model_config(j, file.string());
+  for (const std::string& w : c.warnings) fmt::print(stderr, "plumb: warning: {}: {}\n", file.string(), w);
+  return c;
 }
 
 }  // namespace plumb

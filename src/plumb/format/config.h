@@ -96,6 +96,10 @@ struct ModelConfig {
   int64_t topk_group = 0;
   int64_t moe_layer_freq = 1;
 
+  // What the file holds that the release and HF accept but that is unusual (one sentence each);
+  // load_model_config prints them to stderr.
+  std::vector<std::string> warnings;
+
   // derived helpers
   // Both throw for a layer outside [0, num_hidden_layers + num_nextn_predict_layers).
   AttnType attn_type(int64_t layer) const;  // V4: from compress_ratios[layer]; throws for V3 (MLA)

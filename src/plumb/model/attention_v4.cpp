@@ -126,6 +126,7 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   ap.sink = &aw.attn_sink;
   ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
   ap.bf16_probs = st.faithful;
+  ap.prob_block = st.faithful ? 64 : 0;  // the release kernel's online softmax blocks (kernel.py 290)
   ap.out = st.R;
   Tensor o = be_.sparse_attention(q, kv, st.batch, rings, compressed, selected.defined() ? &selected : nullptr, ap);
   be_.window_update(rings, kv, st.batch);

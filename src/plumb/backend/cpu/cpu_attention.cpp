@@ -12,6 +12,52 @@
 #include "plumb/backend/cpu/weight_decode.h"
 
 namespace plumb::cpu {
+namespace {
+
+// The release kernel's softmax blocks (AttentionParams::prob_block): slot[j] is where candidate j
+// sits in its index row; block 0 = one block for the whole row.
+struct SlotLayout {
+  std::vector<int64_t> slot;
+  int64_t block = 0;
+  int64_t block_of(int64_t j) const { return slot[static_cast<std::size_t>(j)] / block; }
+};
+
+// o = (sum_j p_j v_j) / (sum_j e_j + e^{sink - m}) over the candidates' scores sc, one softmax
+// block after another (a single block when L.block == 0): per block, with m its running max,
+// e_j = exp(s_j - m), l = l * alpha + sum e_j and acc = acc * alpha + sum p_j v_j, where alpha =
+// exp(m_prev - m) and p_j = e_j (bf16(e_j) with bf16_probs). acc and part hold Dh floats.
+void attend(const std::vector<const float*>& cand, const std::vector<float>& sc, float sink, int64_t Dh,
+            bool bf16_probs, const SlotLayout& L, float* o, std::vector<float>& acc, std::vector<float>& part) {
+  const int64_t n = static_cast<int64_t>(cand.size());
+  float m = -std::numeric_limits<float>::infinity(), l = 0.f;
+  std::fill(acc.begin(), acc.end(), 0.f);
+  for (int64_t j0 = 0, j1 = 0; j0 < n; j0 = j1) {
+    j1 = j0 + 1;
+    if (L.block > 0) {
+      while (j1 < n && L.block_of(j1) == L.block_of(j0)) ++j1;
+    } else {
+      j1 = n;
+    }
+    float bm = m;
+    for (int64_t j = j0; j < j1; ++j) bm = std::max(bm, sc[j]);
+    const float alpha = exp_cr(m - bm);  // 0 for the first block (m = -inf)
+    float bs = 0.f;
+    std::fill(part.begin(), part.end(), 0.f);
+    for (int64_t j = j0; j < j1; ++j) {
+      const float e = exp_cr(sc[j] - bm);
+      bs += e;
+      const float pv = bf16_probs ? round_bf16(e) : e;  // the release multiplies V by bf16 P
+      for (int64_t d = 0; d < Dh; ++d) part[d] += pv * cand[j][d];
+    }
+    l = l * alpha + bs;
+    for (int64_t d = 0; d < Dh; ++d) acc[d] = acc[d] * alpha + part[d];
+    m = bm;
+  }
+  l += exp_cr(sink - m);  // the sink: an extra logit with a zero value vector
+  for (int64_t d = 0; d < Dh; ++d) o[d] = acc[d] / l;
+}
+
+}  // namespace
 
 Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Batch& b, std::span<const Tensor> rings,
                                     std::span<const Tensor> compressed, const Tensor* selected,
@@ -31,14 +77,20 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
     const int64_t n_comp = m > 0 ? (s.start + s.len) / m : 0;
     const float* comp = n_comp > 0 ? f32(compressed[si], "compressed cache") : nullptr;
 
+    // The release's window part: min(len, W) slots in a prefill (start 0), W in a decode step.
+    const int64_t wslots = s.start == 0 ? std::min(s.len, W) : W;
     pool().parallel_for(s.len, 1, [&](int64_t i0, int64_t i1) {
       std::vector<const float*> cand;
-      std::vector<float> sc, acc(static_cast<std::size_t>(Dh));
+      std::vector<float> sc, acc(static_cast<std::size_t>(Dh)), part(acc.size());
+      SlotLayout layout{{}, p.prob_block};
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t t = s.start + i, row = s.row + i;
         cand.clear();
-        for (int64_t j = std::max<int64_t>(0, t - W + 1); j <= t; ++j)
+        layout.slot.clear();
+        for (int64_t j = std::max<int64_t>(0, t - W + 1); j <= t; ++j) {
+          layout.slot.push_back(static_cast<int64_t>(cand.size()));
           cand.push_back(j >= s.start ? kvp + (s.row + j - s.start) * Dh : ring + (j % W) * Dh);
+        }
         if (m > 0) {
           const int64_t visible = (t + 1) / m;  // entries closed at or before t
           if (sel) {
@@ -46,28 +98,22 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
               const int32_t e = sel[row * K + k];
               if (e < 0) continue;
               if (e >= visible) fail_invisible_entry(t, e, visible);
+              layout.slot.push_back(wslots + k);
               cand.push_back(comp + e * Dh);
             }
           } else {
-            for (int64_t e = 0; e < visible; ++e) cand.push_back(comp + e * Dh);
+            for (int64_t e = 0; e < visible; ++e) {
+              layout.slot.push_back(wslots + e);
+              cand.push_back(comp + e * Dh);
+            }
           }
         }
         sc.resize(cand.size());
         for (int64_t h = 0; h < H; ++h) {
           const float* qh = qp + (row * H + h) * Dh;
-          float mx = -std::numeric_limits<float>::infinity();
-          for (std::size_t j = 0; j < cand.size(); ++j) mx = std::max(mx, sc[j] = dot(qh, cand[j], Dh) * p.scale);
-          float sum = 0.f;
-          std::fill(acc.begin(), acc.end(), 0.f);
-          for (std::size_t j = 0; j < cand.size(); ++j) {
-            const float e = exp_cr(sc[j] - mx);
-            sum += e;
-            const float pv = p.bf16_probs ? round_bf16(e) : e;  // the release multiplies V by bf16 P
-            for (int64_t d = 0; d < Dh; ++d) acc[d] += pv * cand[j][d];
-          }
-          sum += exp_cr(sink[h] - mx);  // the sink: an extra logit with a zero value vector
+          for (std::size_t j = 0; j < cand.size(); ++j) sc[j] = dot(qh, cand[j], Dh) * p.scale;
           float* o = op + (row * H + h) * Dh;
-          for (int64_t d = 0; d < Dh; ++d) o[d] = acc[d] / sum;
+          attend(cand, sc, sink[h], Dh, p.bf16_probs, layout, o, acc, part);
           apply_round(o, Dh, p.out);
         }
       }

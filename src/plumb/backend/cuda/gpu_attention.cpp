@@ -105,6 +105,10 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   a.max_cand = max_cand;
   a.scale = p.scale;
   a.bf16_probs = p.bf16_probs;
+  a.prob_block = p.prob_block;
+  if (p.prob_block > 0 && (W + max_cand) / p.prob_block + 1 > k::sparse_attention_max_prob_blocks())
+    fail("sparse_attention: {} candidates in blocks of {} exceed the kernel's {} softmax blocks", max_cand,
+         p.prob_block, k::sparse_attention_max_prob_blocks());
   a.round_out = p.out == Round::BF16;
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     a.row0 = r0;

@@ -1,8 +1,9 @@
 // Attention kernels: sparse attention with sink (MODEL-SPEC 3.6), the window ring update and
 // absorbed MLA (MODEL-SPEC 7). Straightforward first versions: one block per (query row, head),
 // a two-pass softmax whose scores live in shared memory (or a global scratch when a row has more
-// candidates than fit). Two passes, not an online softmax, because bf16_probs rounds
-// exp_cr(s - M) with the final max M, exactly as the CPU reference does.
+// candidates than fit). Two passes; with prob_block the release kernel's online softmax is
+// replayed from the stored scores block by block (running block maxima first), in the CPU
+// reference's order.
 //
 // Rounding: P.V products and sums use __fmul_rn/__fadd_rn (no FMA contraction), the softmax
 // denominator is summed sequentially in candidate order and the sparse attention's q.k dot
@@ -15,7 +16,8 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxWarps = kThreads / 32;  // kWarp is 32 or 64
-constexpr std::size_t kSmemBytes = 48 * 1024;  // dynamic shared memory usable without an opt-in
+constexpr std::size_t kSmemBytes = 48 * 1024;  // shared memory usable without an opt-in
+constexpr int kMaxProbBlocks = 512;  // running block maxima of the blocked softmax (static smem)
 
 // Max over the block; every thread gets the result. `red` holds one float per warp.
 __device__ float block_max(float v, float* red) {
@@ -34,6 +36,7 @@ __device__ float block_max(float v, float* red) {
 struct RowCtx {
   AttnSeq sq;
   int64_t row, t, lo, nwin, visible, nc;
+  int64_t wslots;  // the release's window part of the index row: min(len, W) in a prefill, else W
 };
 
 __device__ RowCtx row_ctx(const SparseAttnArgs& a, int64_t row) {
@@ -45,6 +48,7 @@ __device__ RowCtx row_ctx(const SparseAttnArgs& a, int64_t row) {
   c.nwin = c.t - c.lo + 1;
   c.visible = a.ratio > 0 ? (c.t + 1) / a.ratio : 0;
   c.nc = c.nwin + (a.ratio > 0 ? (a.selected ? a.K : c.visible) : 0);
+  c.wslots = c.sq.start == 0 ? (c.sq.len < a.W ? c.sq.len : a.W) : a.W;
   return c;
 }
 
@@ -67,9 +71,73 @@ __device__ const float* candidate(const SparseAttnArgs& a, const RowCtx& c, int6
   return c.sq.comp + e * a.Dh;
 }
 
+// ---- the release kernel's blocked online softmax (SparseAttnArgs::prob_block, cpu_attention.cpp)
+// Candidate j sits at slot j (window) or wslots + (j - nwin) (compressed) of the index row; block
+// b holds slots [b*B, (b+1)*B), i.e. candidates [first_cand(b), first_cand(b + 1)).
+__device__ int64_t first_cand(const SparseAttnArgs& a, const RowCtx& c, int64_t b) {
+  const int64_t s0 = b * a.prob_block;
+  const int64_t j = s0 < c.nwin ? s0 : (s0 < c.wslots ? c.nwin : c.nwin + (s0 - c.wslots));
+  return j < c.nc ? j : c.nc;
+}
+
+// sc holds the scores (-inf for a skipped slot). Every block's running max goes to bmax, the
+// scores become e_j = exp(s_j - m_b) (then bf16 with bf16_probs), and each thread gets
+// l = sum over blocks of (l * alpha_b + sum e_j) + exp(sink - m), in the CPU's order. A block
+// without a candidate keeps m (alpha = 1) and adds 0, as the CPU's skipping it does.
+__device__ float blocked_softmax(const SparseAttnArgs& a, const RowCtx& c, float sink, float* sc, float* bmax,
+                                 int64_t nb) {
+  for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
+    float mx = -INFINITY;
+    for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) mx = fmaxf(mx, sc[j]);
+    bmax[b] = mx;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int64_t b = 1; b < nb; ++b) bmax[b] = fmaxf(bmax[b - 1], bmax[b]);
+  __syncthreads();
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t j = first_cand(a, c, b) + threadIdx.x; j < first_cand(a, c, b + 1); j += blockDim.x)
+      sc[j] = exp_cr(sc[j] - bmax[b]);
+  __syncthreads();
+  float l = 0.f, m = -INFINITY;
+  for (int64_t b = 0; b < nb; ++b) {
+    float bs = 0.f;
+    for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) bs = __fadd_rn(bs, sc[j]);
+    l = __fadd_rn(__fmul_rn(l, exp_cr(m - bmax[b])), bs);
+    m = bmax[b];
+  }
+  l = __fadd_rn(l, exp_cr(sink - m));
+  if (a.bf16_probs) {
+    __syncthreads();  // every thread has summed the unrounded values
+    for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) sc[j] = round_bf16(sc[j]);
+    __syncthreads();
+  }
+  return l;
+}
+
+// o[d] = acc / l with acc = acc * alpha_b + sum_{j in b} p_j v_j[d], block after block.
+__device__ void blocked_pv(const SparseAttnArgs& a, const RowCtx& c, const float* sc, const float* bmax, int64_t nb,
+                           float l, float* o) {
+  for (int64_t d = threadIdx.x; d < a.Dh; d += blockDim.x) {
+    float acc = 0.f, m = -INFINITY;
+    for (int64_t b = 0; b < nb; ++b) {
+      float part = 0.f;
+      for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) {
+        const float* vj = candidate(a, c, j, nullptr);
+        if (vj) part = __fadd_rn(part, __fmul_rn(sc[j], vj[d]));
+      }
+      acc = __fadd_rn(__fmul_rn(acc, exp_cr(m - bmax[b])), part);
+      m = bmax[b];
+    }
+    const float y = acc / l;
+    o[d] = a.round_out ? round_bf16(y) : y;
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) sparse_attention_kernel(SparseAttnArgs a) {
   extern __shared__ float smem[];  // q [Dh], then the scores [max_cand] unless a.scratch is set
   __shared__ float red[kMaxWarps];
+  __shared__ float bmax[kMaxProbBlocks];
   const int64_t bh = a.row0 * a.H + blockIdx.x, row = bh / a.H, h = bh % a.H;
   const int64_t Dh = a.Dh;
   if (a.row_seq[row] < 0) {  // a row no sequence covers: zeros, as the CPU leaves it
@@ -107,6 +175,13 @@ __global__ void __launch_bounds__(kThreads) sparse_attention_kernel(SparseAttnAr
     sc[j] = __fmul_rn(p, a.scale);
   }
   __syncthreads();
+  if (a.prob_block > 0) {
+    const int64_t last = c.nc - 1, nb = (last < c.nwin ? last : c.wslots + (last - c.nwin)) / a.prob_block + 1;
+    const float sink = weight_at(a.sink, h / a.sink.cols, h % a.sink.cols);
+    const float l = blocked_softmax(a, c, sink, sc, bmax, nb);
+    blocked_pv(a, c, sc, bmax, nb, l, a.out + (row * a.H + h) * Dh);
+    return;
+  }
   float mx = -INFINITY;
   for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) mx = fmaxf(mx, sc[j]);
   mx = block_max(mx, red);  // also a barrier: every score is written
@@ -212,8 +287,10 @@ __global__ void __launch_bounds__(kThreads) mla_kernel(MlaArgs a) {
 }  // namespace
 
 int64_t sparse_attention_smem_cands(int64_t Dh) {
-  return static_cast<int64_t>(kSmemBytes / sizeof(float)) - Dh;
+  return static_cast<int64_t>((kSmemBytes - sizeof(float) * (kMaxProbBlocks + kMaxWarps)) / sizeof(float)) - Dh;
 }
+
+int64_t sparse_attention_max_prob_blocks() { return kMaxProbBlocks; }
 
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s) {
   if (a.rows * a.H > 0) {

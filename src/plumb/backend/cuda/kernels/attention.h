@@ -39,10 +39,13 @@ struct SparseAttnArgs {
   int64_t max_cand = 0;  // upper bound of any row's candidate count (window + compressed)
   float scale = 1.f;
   bool bf16_probs = false, round_out = false;
+  int64_t prob_block = 0;  // AttentionParams::prob_block: the release kernel's online softmax blocks
 };
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
 // Largest candidate count whose scores sparse_attention keeps in shared memory for head dim Dh.
 int64_t sparse_attention_smem_cands(int64_t Dh);
+// Most softmax blocks (index-row slots / prob_block, rounded up) one row may have.
+int64_t sparse_attention_max_prob_blocks();
 
 // One row copy of window_update: kv row src_row goes to dst (a ring slot).
 struct RowCopy {
