@@ -15,6 +15,10 @@
 namespace plumb::test {
 
 inline std::string tokenizer_data(const std::string& relative) { return std::string(PLUMB_TEST_DATA) + "/tokenizer/" + relative; }
+// DeepSeek-V3's tokenizer folder, unpacked into the build tree (tests/CMakeLists.txt).
+inline std::string v3_tokenizer(const std::string& file = "") {
+  return std::string(PLUMB_V3_TOKENIZER_DIR) + (file.empty() ? "" : "/" + file);
+}
 
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -31,7 +35,7 @@ inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
 }
 
 inline std::string v4_tokenizer_json_text() {
-  nlohmann::json v4 = nlohmann::json::parse(read_text(tokenizer_data("deepseek-v3/tokenizer.json")));
+  nlohmann::json v4 = nlohmann::json::parse(read_text(v3_tokenizer("tokenizer.json")));
   v4["added_tokens"] = nlohmann::json::parse(read_text(tokenizer_data("deepseek-v4-flash/added_tokens.json")));
   return v4.dump();
 }
@@ -46,7 +50,7 @@ inline std::string write_v4_dir(const std::filesystem::path& dir) {
 }
 
 inline const Tokenizer& deepseek_v3() {
-  static const Tokenizer t = Tokenizer::load(tokenizer_data("deepseek-v3"));
+  static const Tokenizer t = Tokenizer::load(v3_tokenizer());
   return t;
 }
 
