@@ -2,7 +2,8 @@
 // logprobs are bitwise identical whether it runs alone or among others, under both schedulers,
 // at block sizes 128/256/512, small and large token budgets and chunk caps, under forced
 // preemption, with random arrival times. Greedy requests alone are also checked against
-// ModelV4::generate, the model's own single-sequence loop.
+// ModelV4::generate, the model's own single-sequence loop. A V3 fixture (tests/data/golden/v3/
+// tiny-a, with tiny-kjv's tokenizer for the text) runs the same checks through the V3 adapter.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -14,6 +15,7 @@
 
 #include "fake_engine_model.h"
 #include "plumb/runtime/generate_one.h"
+#include "plumb/model/runner_v3.h"
 #include "plumb/runtime/local_engine.h"
 
 namespace plumb::runtime {
@@ -48,11 +50,14 @@ std::vector<Request> workload(std::uint64_t seed, std::int64_t vocab) {
   return out;
 }
 
-std::vector<RequestResult> run_alone(const std::vector<Request>& reqs) {
+const std::string kV4 = testing::kTinyKjv.string();
+const std::string kV3 = std::string(PLUMB_TEST_DATA) + "/golden/v3/tiny-a";
+
+std::vector<RequestResult> run_alone(const std::vector<Request>& reqs, const std::string& dir = kV4) {
   EngineOptions o;
   o.kv_cache_mib = 256;
   o.scheduler.max_seqs = 1;
-  auto engine = start_engine(load_engine_model(testing::kTinyKjv.string(), kCpu), tokenizer(), o);
+  auto engine = start_engine(load_engine_model(dir, kCpu), tokenizer(), o);
   std::vector<RequestResult> out;
   for (const Request& r : reqs) out.push_back(generate_one(*engine, r));
   return out;
@@ -64,8 +69,9 @@ struct Batched {
 };
 
 // Submits every request from another thread at random moments and waits for all of them.
-Batched run_batched(const std::vector<Request>& reqs, const EngineOptions& o, std::uint64_t seed) {
-  auto engine = start_engine(load_engine_model(testing::kTinyKjv.string(), kCpu), tokenizer(), o);
+Batched run_batched(const std::vector<Request>& reqs, const EngineOptions& o, std::uint64_t seed,
+                    const std::string& dir = kV4) {
+  auto engine = start_engine(load_engine_model(dir, kCpu), tokenizer(), o);
   Batched b;
   b.results.resize(reqs.size());
   std::vector<std::promise<void>> done(reqs.size());
@@ -151,6 +157,32 @@ TEST(EngineBatching, TokensSurvivePreemption) {
     expect_same(alone, b.results, std::string("preemption ") + to_string(policy));
     preemptions += b.stats.preemptions_total;
     EXPECT_EQ(b.stats.kv_blocks_used, 0);
+  }
+  EXPECT_GT(preemptions, 0) << "the workload did not force a preemption";
+}
+
+TEST(EngineBatching, V3AloneMatchesItsLoopAndBatchedMatchesAlone) {
+  const ModelConfig cfg = load_model_config(kV3);
+  const std::vector<Request> reqs = workload(31, cfg.vocab_size);
+  const std::vector<RequestResult> alone = run_alone(reqs, kV3);
+  auto model = v3::ModelV3::load(kV3, kCpu);
+  for (std::size_t i = 0; i < reqs.size(); i += 2) {
+    v4::ModelV4::GenerateOptions g;
+    g.max_new_tokens = reqs[i].max_tokens;
+    const std::vector<int32_t> want = model->generate(std::vector<int32_t>(reqs[i].prompt.begin(), reqs[i].prompt.end()), g);
+    EXPECT_EQ(alone[i].tokens, std::vector<TokenId>(want.begin(), want.end())) << "request " << i;
+  }
+  std::int64_t preemptions = 0;
+  for (SchedulePolicy policy : {SchedulePolicy::kFcfs, SchedulePolicy::kSrpt}) {
+    EngineOptions o;
+    o.kv_block_size = 128;
+    o.kv_blocks = 3;  // forces preemption, as above
+    o.scheduler.policy = policy;
+    o.scheduler.max_seqs = 4;
+    o.scheduler.max_batch_tokens = 24;
+    const Batched b = run_batched(reqs, o, 7, kV3);
+    expect_same(alone, b.results, std::string("v3 ") + to_string(policy));
+    preemptions += b.stats.preemptions_total;
   }
   EXPECT_GT(preemptions, 0) << "the workload did not force a preemption";
 }
