@@ -68,9 +68,10 @@ struct Batched {
   EngineStats stats;
 };
 
-// Submits every request from another thread at random moments and waits for all of them.
+// Submits every request from another thread at random moments (gaps of up to `max_gap_us`) and
+// waits for all of them.
 Batched run_batched(const std::vector<Request>& reqs, const EngineOptions& o, std::uint64_t seed,
-                    const std::string& dir = kV4) {
+                    const std::string& dir = kV4, std::uint64_t max_gap_us = 3000) {
   auto engine = start_engine(load_engine_model(dir, kCpu), tokenizer(), o);
   Batched b;
   b.results.resize(reqs.size());
@@ -78,7 +79,7 @@ Batched run_batched(const std::vector<Request>& reqs, const EngineOptions& o, st
   std::thread client([&] {
     std::mt19937_64 rng(seed);
     for (std::size_t i = 0; i < reqs.size(); ++i) {
-      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % (max_gap_us + 1)));
       engine->submit(reqs[i], [&, i](const Event& e) {
         b.results[i].add(e);
         if (e.final) done[i].set_value();
@@ -153,7 +154,7 @@ TEST(EngineBatching, TokensSurvivePreemption) {
     o.scheduler.policy = policy;
     o.scheduler.max_seqs = 4;
     o.scheduler.max_batch_tokens = 64;
-    const Batched b = run_batched(reqs, o, rng());
+    const Batched b = run_batched(reqs, o, rng(), kV4, 500);  // close together, so that they compete
     expect_same(alone, b.results, std::string("preemption ") + to_string(policy));
     preemptions += b.stats.preemptions_total;
     EXPECT_EQ(b.stats.kv_blocks_used, 0);
@@ -180,7 +181,7 @@ TEST(EngineBatching, V3AloneMatchesItsLoopAndBatchedMatchesAlone) {
     o.scheduler.policy = policy;
     o.scheduler.max_seqs = 4;
     o.scheduler.max_batch_tokens = 24;
-    const Batched b = run_batched(reqs, o, 7, kV3);
+    const Batched b = run_batched(reqs, o, 7, kV3, 0);  // together, so that they compete for blocks
     expect_same(alone, b.results, std::string("v3 ") + to_string(policy));
     preemptions += b.stats.preemptions_total;
   }

@@ -135,7 +135,8 @@ Event RequestOutput::final_event(Event e, FinishReason reason) {
 Event RequestOutput::end(FinishReason reason, const std::string& error) {
   Event e;
   e.error = error;
-  if (!prompt_logprobs_sent_ && reason != FinishReason::kError) e.prompt_logprobs = prompt_logprobs_;
+  // Prompt logprobs come complete or not at all (a request cancelled during its prefill has none).
+  if (request_.prompt_logprobs && !prompt_logprobs_sent_ && !wants_prompt_rows()) e.prompt_logprobs = prompt_logprobs_;
   pending_.clear();  // held-back text may be the start of a stop string: not delivered
   return final_event(std::move(e), reason);
 }

@@ -51,7 +51,7 @@ struct Active {
   std::unique_ptr<Request> request;  // stable: `out` refers to it
   EventFn on_event;
   std::unique_ptr<RequestOutput> out;
-  std::unique_ptr<EngineModel::Sequence> seq;  // created on the engine thread
+  std::unique_ptr<EngineModel::Sequence> seq;  // while running: created at its first chunk, dropped on preemption
   std::vector<TokenId> tokens;                 // prompt + generated: what chunk positions index
   std::int64_t max_new = 0;
 };
@@ -200,7 +200,6 @@ void LocalEngine::admit(std::vector<Active>& fresh) {
     const auto prompt = static_cast<std::int64_t>(a.request->prompt.size());
     const std::int64_t max_new = a.max_new;
     const int priority = a.request->priority;
-    a.seq = model_->new_sequence();
     active_.emplace(id, std::move(a));
     {
       std::lock_guard lk(mu_);
@@ -216,7 +215,7 @@ void LocalEngine::admit(std::vector<Active>& fresh) {
 
 void LocalEngine::step() {
   const StepPlan plan = scheduler_.schedule();
-  for (RequestId id : plan.preempted) active_.at(id).seq = model_->new_sequence();  // recomputed from 0
+  for (RequestId id : plan.preempted) active_.at(id).seq.reset();  // recomputed from position 0
   if (plan.chunks.empty()) {  // cannot happen while validate() refuses what never fits
     while (!active_.empty()) end(active_.begin()->first, FinishReason::kError, "internal: the scheduler made no progress");
     return;
@@ -225,23 +224,29 @@ void LocalEngine::step() {
   std::vector<bool> all_rows;
   for (const ScheduledChunk& c : plan.chunks) {
     Active& a = active_.at(c.id);
+    if (!a.seq) a.seq = model_->new_sequence();  // model state only while running (c.start is 0)
     const auto prompt = static_cast<std::int64_t>(a.request->prompt.size());
     all_rows.push_back(a.out->wants_prompt_rows() && c.start < prompt - 1);
     chunks.push_back({a.seq.get(), std::span(a.tokens).subspan(c.start, c.count), all_rows.back(), c.completes});
   }
+  const auto vocab = static_cast<std::size_t>(vocab_size());
+  std::vector<std::size_t> rows(chunks.size());
+  std::size_t total_rows = 0;
+  for (std::size_t i = 0; i < chunks.size(); ++i)
+    total_rows += rows[i] = all_rows[i] ? chunks[i].tokens.size() : chunks[i].last_logits ? 1 : 0;
   std::vector<float> logits;
   try {
     logits = model_->forward(chunks);
+    if (logits.size() != total_rows * vocab)
+      fail("{} logits, expected {} rows of {}", logits.size(), total_rows, vocab);
   } catch (const std::exception& e) {  // the batch's states are unusable: end its requests only
     for (const ScheduledChunk& c : plan.chunks) end(c.id, FinishReason::kError, std::string("model step failed: ") + e.what());
     return;
   }
-  const auto vocab = static_cast<std::size_t>(vocab_size());
   std::size_t row = 0;
   for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
-    const std::size_t rows = all_rows[i] ? static_cast<std::size_t>(plan.chunks[i].count) : chunks[i].last_logits ? 1 : 0;
-    finish_chunk(plan.chunks[i], std::span(logits).subspan(row * vocab, rows * vocab), all_rows[i]);
-    row += rows;
+    finish_chunk(plan.chunks[i], std::span(logits).subspan(row * vocab, rows[i] * vocab), all_rows[i]);
+    row += rows[i];
   }
 }
 
