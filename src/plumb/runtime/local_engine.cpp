@@ -13,17 +13,6 @@
 
 namespace plumb::runtime {
 
-const char* to_string(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
-  }
-  return "?";
-}
-
 namespace {
 
 // The callback must not throw; if it does, the engine carries on (its other requests must not
