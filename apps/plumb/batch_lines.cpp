@@ -97,13 +97,13 @@ runtime::Request parse_batch_request(const json& line, const Tokenizer& tok, con
 nlohmann::ordered_json batch_result(const json& id, const runtime::RequestResult& r) {
   if (r.finish == runtime::FinishReason::kError) return batch_error(id, r.error);
   nlohmann::ordered_json out = {{"id", id},
-              {"text", r.text},
-              {"token_ids", r.tokens},
-              {"finish_reason", runtime::to_string(r.finish)},
-              {"usage",
-               {{"prompt_tokens", r.prompt_tokens},
-                {"completion_tokens", r.completion_tokens},
-                {"total_tokens", r.prompt_tokens + r.completion_tokens}}}};
+                                {"text", r.text},
+                                {"token_ids", r.tokens},
+                                {"finish_reason", runtime::to_string(r.finish)},
+                                {"usage",
+                                 {{"prompt_tokens", r.prompt_tokens},
+                                  {"completion_tokens", r.completion_tokens},
+                                  {"total_tokens", r.prompt_tokens + r.completion_tokens}}}};
   if (!r.logprobs.empty()) {
     nlohmann::ordered_json lp = nlohmann::ordered_json::array();
     for (std::size_t i = 0; i < r.logprobs.size(); ++i) {

@@ -25,80 +25,87 @@ struct BatchArgs {
 };
 
 struct Line {
-  nlohmann::json id;  // null when the line has none or is not JSON
-  std::string error;  // set: the line did not run (or failed)
+  std::size_t number = 0;  // in the input file, from 1
+  std::string text;
+  nlohmann::json id;   // null when the line has none or is not JSON
+  std::string error;   // set: the line did not run
   runtime::RequestResult result;
-  bool done = false;
 };
 
-std::vector<std::string> read_lines(const std::string& path) {
+// The non-blank lines of the input.
+std::vector<Line> read_lines(const std::string& path) {
   std::ifstream in(path);
   if (!in) fail("{}: cannot open the input file", path);
-  std::vector<std::string> lines;
+  std::vector<Line> lines;
+  std::size_t number = 0;
   for (std::string s; std::getline(in, s);)
-    if (s.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(s);
+    if (++number, s.find_first_not_of(" \t\r") != std::string::npos) lines.push_back({number, s, {}, {}, {}});
   return lines;
 }
 
-int run(const BatchArgs& a) {
-  const std::vector<std::string> text = read_lines(a.input);
-  std::ofstream out(a.output);
-  if (!out) fail("{}: cannot open the output file", a.output);
-  const runtime::EngineOptions options = engine_options(a.engine);
-  const auto tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(a.engine.model));
-  auto model = runtime::load_engine_model(a.engine.model, run_options(a.engine));
-  if (!a.quiet) std::fputs(runtime::engine_memory_table(*model, options).c_str(), stderr);
-  const SamplingParams defaults = sampling_defaults_for(a.engine.model);
-  auto engine = runtime::start_engine(std::move(model), tokenizer, options);
-
-  std::vector<Line> lines(text.size());
-  std::mutex mu;
-  std::condition_variable changed;
-  std::size_t finished = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    Line& l = lines[i];
+// Submits every line; collects each request's events into its line. `finished` counts lines that
+// are done (refused or ended); `changed` is signalled under `mu` when it grows.
+void submit_all(runtime::Engine& engine, const Tokenizer& tokenizer, const SamplingParams& defaults,
+                std::vector<Line>& lines, std::mutex& mu, std::condition_variable& changed, std::size_t& finished) {
+  for (Line& l : lines) {
     try {
-      const nlohmann::json j = nlohmann::json::parse(text[i]);
+      const nlohmann::json j = nlohmann::json::parse(l.text);
       if (j.is_object() && j.contains("id")) l.id = j["id"];
-      engine->submit(parse_batch_request(j, *tokenizer, defaults), [&, i](const runtime::Event& e) {
+      engine.submit(parse_batch_request(j, tokenizer, defaults), [&](const runtime::Event& e) {
         std::lock_guard lk(mu);
-        lines[i].result.add(e);
+        l.result.add(e);
         if (!e.final) return;
-        lines[i].done = true;
         ++finished;
         changed.notify_one();
       });
     } catch (const std::exception& e) {
       std::lock_guard lk(mu);
-      l.error = fmt::format("line {}: {}", i + 1, e.what());
-      l.done = true;
+      l.error = fmt::format("line {}: {}", l.number, e.what());
       ++finished;
     }
   }
-  Progress progress("batch", text.size(), !a.quiet);
-  progress.count_in("requests");
-  for (std::size_t shown = 0;;) {
-    std::unique_lock lk(mu);
-    changed.wait_for(lk, std::chrono::milliseconds(200), [&] { return finished > shown; });
-    progress.advance(finished - shown);
-    shown = finished;
-    if (shown == text.size()) break;
-  }
-  progress.finish();
-  engine->shutdown();
+}
 
+void write_results(const std::vector<Line>& lines, const std::string& path, const runtime::EngineStats& s) {
+  std::ofstream out(path);
+  if (!out) fail("{}: cannot open the output file", path);
   std::size_t errors = 0;
   for (const Line& l : lines) {
     const nlohmann::ordered_json rec = l.error.empty() ? batch_result(l.id, l.result) : batch_error(l.id, l.error);
     errors += rec.contains("error");
     out << rec.dump() << '\n';
   }
-  if (!out.flush()) fail("{}: write failed", a.output);
-  const runtime::EngineStats s = engine->stats();
+  if (!out.flush()) fail("{}: write failed", path);
   std::fprintf(stderr, "batch: %zu requests (%zu errors), %lld prompt + %lld generated tokens, %lld steps, %lld preemptions -> %s\n",
-               text.size(), errors, static_cast<long long>(s.prompt_tokens_total),
+               lines.size(), errors, static_cast<long long>(s.prompt_tokens_total),
                static_cast<long long>(s.generation_tokens_total), static_cast<long long>(s.steps_total),
-               static_cast<long long>(s.preemptions_total), a.output.c_str());
+               static_cast<long long>(s.preemptions_total), path.c_str());
+}
+
+int run(const BatchArgs& a) {
+  std::vector<Line> lines = read_lines(a.input);
+  if (!std::ofstream(a.output)) fail("{}: cannot open the output file", a.output);  // fail before loading
+  const runtime::EngineOptions options = engine_options(a.engine);
+  const auto tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(a.engine.model));
+  auto model = runtime::load_engine_model(a.engine.model, run_options(a.engine));
+  if (!a.quiet) std::fputs(runtime::engine_memory_table(*model, options).c_str(), stderr);
+  auto engine = runtime::start_engine(std::move(model), tokenizer, options);
+
+  std::mutex mu;
+  std::condition_variable changed;
+  std::size_t finished = 0;
+  submit_all(*engine, *tokenizer, sampling_defaults_for(a.engine.model), lines, mu, changed, finished);
+  Progress progress("batch", lines.size(), !a.quiet);
+  progress.count_in("requests");
+  for (std::size_t shown = 0; shown < lines.size();) {
+    std::unique_lock lk(mu);
+    changed.wait_for(lk, std::chrono::milliseconds(200), [&] { return finished > shown; });
+    progress.advance(finished - shown);
+    shown = finished;
+  }
+  progress.finish();
+  engine->shutdown();
+  write_results(lines, a.output, engine->stats());
   return 0;
 }
 }  // namespace

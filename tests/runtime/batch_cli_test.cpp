@@ -57,7 +57,7 @@ TEST(BatchCli, RunsEveryGoodLineAndReportsTheBadOnes) {
 
   const std::string input =
       json({{"id", "ids"}, {"prompt_ids", ids}, {"max_tokens", 12}, {"greedy", true}}).dump() + "\n" +
-      "{not json\n" +
+      "\n{not json\n" +  // a blank line is skipped but counted
       json({{"id", 7}, {"prompt", "In the beginning"}, {"max_tokens", 5}, {"temperature", 0.8}, {"seed", 3}}).dump() +
       "\n" + json({{"id", "typo"}, {"prompt", "x"}, {"max_tokns", 5}}).dump() + "\n" +
       json({{"id", "chat"}, {"messages", {{{"role", "user"}, {"content", "Who made the heaven?"}}}}, {"max_tokens", 6}})
@@ -82,7 +82,7 @@ TEST(BatchCli, RunsEveryGoodLineAndReportsTheBadOnes) {
   EXPECT_TRUE(out[0]["finish_reason"] == "length" || out[0]["finish_reason"] == "stop") << out[0];
 
   EXPECT_TRUE(out[1]["id"].is_null());
-  EXPECT_NE(out[1]["error"].get<std::string>().find("line 2"), std::string::npos) << out[1];
+  EXPECT_NE(out[1]["error"].get<std::string>().find("line 3:"), std::string::npos) << out[1];
 
   EXPECT_EQ(out[2]["id"], 7);
   EXPECT_FALSE(out[2].contains("error")) << out[2];
