@@ -18,6 +18,8 @@ class ModelV3 {
   static std::unique_ptr<ModelV3> load(const std::string& dir, const v4::RunOptions& opt);
 
   const ModelConfig& config() const { return cfg_; }
+  ForwardV3& forward() { return *fwd_; }
+  backend::Backend& backend() { return *be_; }
 
   // Logits [T, vocab] for every position of one prompt (one prefill).
   std::vector<float> prompt_logits(std::span<const int32_t> ids, const Taps& taps = {});

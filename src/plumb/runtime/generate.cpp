@@ -5,46 +5,13 @@
 
 #include <fmt/format.h>
 
-#include "plumb/runtime/stop_strings.h"
-#include "plumb/tokenizer/decode_stream.h"
+#include "plumb/runtime/text_stream.h"
 #include "plumb/util/error.h"
 
 namespace plumb {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Turns sampled tokens into printable text: the streaming detokenizer holds back incomplete
-// characters, the stop strings hold back what could still become a stop.
-class TextStream {
- public:
-  TextStream(const Tokenizer& tokenizer, std::vector<std::string> stops, const TextSink& sink, std::string& text)
-      : detok_(tokenizer), stops_(std::move(stops)), sink_(sink), text_(text) {}
-
-  // Returns true when a stop string was completed.
-  bool push(std::uint32_t token) { return emit(stops_.push(detok_.push(token))); }
-
-  // End without a stop string: flush what is held back (an incomplete character becomes U+FFFD).
-  bool finish() {
-    if (emit(stops_.push(detok_.finish()))) return true;
-    emit({stops_.finish(), false});
-    return false;
-  }
-
- private:
-  bool emit(const StopStrings::Output& out) {
-    if (!out.text.empty()) {
-      text_ += out.text;
-      sink_(out.text);
-    }
-    return out.stopped;
-  }
-
-  StreamingDetokenizer detok_;
-  StopStrings stops_;
-  const TextSink& sink_;
-  std::string& text_;
-};
 
 // Calls `step` and checks its logits: a NaN or infinity means a broken model or kernel, and
 // sampling from it would print plausible-looking garbage.

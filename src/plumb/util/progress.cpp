@@ -66,8 +66,11 @@ void Progress::draw(bool final) {
   std::string bar = std::string(filled, '#') + std::string(kWidth - filled, '.');
   std::string items;
   if (!items_unit_.empty()) items = fmt::format(" {}/{} {}", items_done_, items_total_, items_unit_);
-  std::string line = fmt::format("{} [{}] {:3d}% {} / {}{} {}/s ETA {}", label_, bar, pct, format_bytes(done_),
-                                 format_bytes(total_), items, format_bytes(rate), final ? "0:00" : eta);
+  const std::string amounts = unit_.empty() ? format_bytes(done_) + " / " + format_bytes(total_)
+                                            : fmt::format("{}/{} {}", done_, total_, unit_);
+  const std::string speed = unit_.empty() ? format_bytes(rate) + "/s" : fmt::format("{:.1f} {}/s", rate, unit_);
+  std::string line = fmt::format("{} [{}] {:3d}% {}{} {} ETA {}", label_, bar, pct, amounts, items, speed,
+                                 final ? "0:00" : eta);
   if (tty_)
     std::fprintf(stderr, "\r%s%s", line.c_str(), final ? "\n" : "");
   else

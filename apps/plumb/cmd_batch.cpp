@@ -1,0 +1,123 @@
+// plumb batch --model DIR --input requests.jsonl --output results.jsonl [engine flags]
+// Offline batch generation through the serving engine: every valid line becomes a request, all
+// run together (continuous batching), and the results are written in input order. A line that
+// cannot run (bad JSON, a bad field, a request the engine refuses or one that fails) gets an
+// error record; the others are unaffected.
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+
+#include "batch_lines.h"
+#include "commands.h"
+#include "engine_flags.h"
+#include "plumb/runtime/engine_model.h"
+#include "plumb/util/error.h"
+#include "plumb/util/progress.h"
+
+namespace plumb::cli {
+
+namespace {
+struct BatchArgs {
+  EngineFlags engine;
+  std::string input, output;
+  bool quiet = false;
+};
+
+struct Line {
+  std::size_t number = 0;  // in the input file, from 1
+  std::string text;
+  nlohmann::json id;   // null when the line has none or is not JSON
+  std::string error;   // set: the line did not run
+  runtime::RequestResult result;
+};
+
+// The non-blank lines of the input.
+std::vector<Line> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("{}: cannot open the input file", path);
+  std::vector<Line> lines;
+  std::size_t number = 0;
+  for (std::string s; std::getline(in, s);)
+    if (++number, s.find_first_not_of(" \t\r") != std::string::npos) lines.push_back({number, s, {}, {}, {}});
+  return lines;
+}
+
+// Submits every line; collects each request's events into its line. `finished` counts lines that
+// are done (refused or ended); `changed` is signalled under `mu` when it grows.
+void submit_all(runtime::Engine& engine, const Tokenizer& tokenizer, const SamplingParams& defaults,
+                std::vector<Line>& lines, std::mutex& mu, std::condition_variable& changed, std::size_t& finished) {
+  for (Line& l : lines) {
+    try {
+      const nlohmann::json j = nlohmann::json::parse(l.text);
+      if (j.is_object() && j.contains("id")) l.id = j["id"];
+      engine.submit(parse_batch_request(j, tokenizer, defaults), [&](const runtime::Event& e) {
+        std::lock_guard lk(mu);
+        l.result.add(e);
+        if (!e.final) return;
+        ++finished;
+        changed.notify_one();
+      });
+    } catch (const std::exception& e) {
+      std::lock_guard lk(mu);
+      l.error = fmt::format("line {}: {}", l.number, e.what());
+      ++finished;
+    }
+  }
+}
+
+void write_results(const std::vector<Line>& lines, const std::string& path, const runtime::EngineStats& s) {
+  std::ofstream out(path);
+  if (!out) fail("{}: cannot open the output file", path);
+  std::size_t errors = 0;
+  for (const Line& l : lines) {
+    const nlohmann::ordered_json rec = l.error.empty() ? batch_result(l.id, l.result) : batch_error(l.id, l.error);
+    errors += rec.contains("error");
+    out << rec.dump() << '\n';
+  }
+  if (!out.flush()) fail("{}: write failed", path);
+  std::fprintf(stderr, "batch: %zu requests (%zu errors), %lld prompt + %lld generated tokens, %lld steps, %lld preemptions -> %s\n",
+               lines.size(), errors, static_cast<long long>(s.prompt_tokens_total),
+               static_cast<long long>(s.generation_tokens_total), static_cast<long long>(s.steps_total),
+               static_cast<long long>(s.preemptions_total), path.c_str());
+}
+
+int run(const BatchArgs& a) {
+  std::vector<Line> lines = read_lines(a.input);
+  if (!std::ofstream(a.output)) fail("{}: cannot open the output file", a.output);  // fail before loading
+  const runtime::EngineOptions options = engine_options(a.engine);
+  const auto tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(a.engine.model));
+  auto model = runtime::load_engine_model(a.engine.model, run_options(a.engine));
+  if (!a.quiet) std::fputs(runtime::engine_memory_table(*model, options).c_str(), stderr);
+  auto engine = runtime::start_engine(std::move(model), tokenizer, options);
+
+  std::mutex mu;
+  std::condition_variable changed;
+  std::size_t finished = 0;
+  submit_all(*engine, *tokenizer, sampling_defaults_for(a.engine.model), lines, mu, changed, finished);
+  Progress progress("batch", lines.size(), !a.quiet);
+  progress.count_in("requests");
+  for (std::size_t shown = 0; shown < lines.size();) {
+    std::unique_lock lk(mu);
+    changed.wait_for(lk, std::chrono::milliseconds(200), [&] { return finished > shown; });
+    progress.advance(finished - shown);
+    shown = finished;
+  }
+  progress.finish();
+  engine->shutdown();
+  write_results(lines, a.output, engine->stats());
+  return 0;
+}
+}  // namespace
+
+Runner register_batch(CLI::App& app) {
+  auto* cmd = app.add_subcommand("batch", "Run a JSONL file of requests through the serving engine");
+  auto a = std::make_shared<BatchArgs>();
+  add_engine_flags(*cmd, a->engine);
+  cmd->add_option("--input", a->input, "requests, one JSON object per line")->required();
+  cmd->add_option("--output", a->output, "results, one JSON object per input line, in input order")->required();
+  cmd->add_flag("--quiet", a->quiet, "no memory table and no progress bar on stderr");
+  return [a] { return run(*a); };
+}
+
+}  // namespace plumb::cli

@@ -1,0 +1,61 @@
+#include "engine_flags.h"
+
+#include "commands.h"
+#include "generation_flags.h"
+
+namespace plumb::cli {
+
+void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
+  cmd.add_option("--model", f.model, "model directory (config.json, safetensors, tokenizer.json)")->required();
+  cmd.add_option("--numerics", f.numerics, "reference or faithful")
+      ->check(CLI::IsMember({"reference", "faithful"}))
+      ->capture_default_str();
+  cmd.add_option("--backend", f.backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
+  cmd.add_option("--threads", f.threads, "CPU threads (0: all)")->check(at_least(0))->capture_default_str();
+  cmd.add_option("--scheduler", f.scheduler, "admission order: fcfs, or srpt (shortest remaining work, with aging)")
+      ->check(CLI::IsMember({"fcfs", "srpt"}))
+      ->capture_default_str();
+  cmd.add_option("--srpt-max-wait-steps", f.srpt_max_wait_steps,
+                 "srpt: a request waiting this many steps goes ahead of all that waited less")
+      ->check(at_least(1))
+      ->capture_default_str();
+  cmd.add_option("--max-batch-tokens", f.max_batch_tokens, "tokens per engine step (decode tokens + prefill chunks)")
+      ->check(at_least(1))
+      ->capture_default_str();
+  cmd.add_option("--max-seqs", f.max_seqs, "sequences running at once")->check(at_least(1))->capture_default_str();
+  cmd.add_option("--max-chunk-tokens", f.max_chunk_tokens, "largest prefill chunk of one sequence (0: the step's budget)")
+      ->check(at_least(0))
+      ->capture_default_str();
+  cmd.add_option("--kv-block-size", f.kv_block_size, "token positions per KV block (a multiple of 128)")
+      ->check(at_least(128))
+      ->capture_default_str();
+  cmd.add_option("--kv-cache-mb", f.kv_cache_mb, "MiB for the KV pool and the per-sequence state")
+      ->check(at_least(1))
+      ->capture_default_str();
+  cmd.add_option("--kv-dtype", f.kv_dtype, "KV entry format f32, bf16 or fp8 (default: f32 for reference, fp8 for faithful)")
+      ->check(CLI::IsMember({"f32", "bf16", "fp8"}));
+  cmd.add_option("--kv-index-dtype", f.kv_index_dtype,
+                 "indexer key format f32, bf16 or fp4 (default: f32 for reference, fp4 for faithful)")
+      ->check(CLI::IsMember({"f32", "bf16", "fp4"}));
+}
+
+v4::RunOptions run_options(const EngineFlags& f) { return {f.backend, f.threads, parse_numerics(f.numerics)}; }
+
+runtime::EngineOptions engine_options(const EngineFlags& f) {
+  runtime::EngineOptions o;
+  o.scheduler.policy = runtime::parse_schedule_policy(f.scheduler);
+  o.scheduler.max_batch_tokens = f.max_batch_tokens;
+  o.scheduler.max_seqs = f.max_seqs;
+  o.scheduler.max_chunk_tokens = f.max_chunk_tokens;
+  o.scheduler.srpt_max_wait_steps = f.srpt_max_wait_steps;
+  o.kv_block_size = f.kv_block_size;
+  o.kv_cache_mib = f.kv_cache_mb;
+  o.faithful = parse_numerics(f.numerics) == Numerics::Faithful;
+  runtime::KvFormat format = runtime::default_kv_format(o.faithful);
+  if (!f.kv_dtype.empty()) format.kv = runtime::parse_kv_dtype(f.kv_dtype);
+  if (!f.kv_index_dtype.empty()) format.index_keys = runtime::parse_index_key_dtype(f.kv_index_dtype);
+  o.kv_format = format;
+  return o;
+}
+
+}  // namespace plumb::cli

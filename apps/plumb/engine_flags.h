@@ -1,0 +1,30 @@
+#pragma once
+// The serving engine's flags, shared by every command that runs the engine (plumb batch now; the
+// server and the generating commands when they move onto the engine): model loading, the
+// scheduler and the KV pool.
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "plumb/model/runner_v4.h"
+#include "plumb/runtime/local_engine.h"
+
+namespace plumb::cli {
+
+struct EngineFlags {
+  std::string model, numerics = "reference", backend = "cpu";
+  int threads = 0;
+  std::string scheduler = "fcfs";
+  std::int64_t max_batch_tokens = 2048, max_seqs = 64, max_chunk_tokens = 0, srpt_max_wait_steps = 256;
+  std::int64_t kv_block_size = 256, kv_cache_mb = 4096;
+  std::string kv_dtype, kv_index_dtype;  // empty: the numerics' lossless default
+};
+
+// Adds --model and the model flags (--numerics, --backend, --threads) and the engine flags.
+void add_engine_flags(CLI::App& cmd, EngineFlags& f);
+
+v4::RunOptions run_options(const EngineFlags& f);
+runtime::EngineOptions engine_options(const EngineFlags& f);  // throws plumb::Error on bad names
+
+}  // namespace plumb::cli

@@ -1,0 +1,49 @@
+#pragma once
+// Every call the serving engine makes into a model, in one place: load, a fresh sequence state,
+// the forward of a ragged batch returning logits only for the rows the step needs, and the facts
+// the engine validates requests against. Today it sits over v4::ModelV4 / v3::ModelV3 and their
+// ragged-batch forwards (prefill chunks and decode tokens of different sequences in one call give
+// the same logits as separate calls); it is the one file to port when the model interface changes.
+// The engine's tests implement it with scripted logits.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "plumb/model/runner_v4.h"
+
+namespace plumb::runtime {
+
+class EngineModel {
+ public:
+  // One sequence's model state (its caches); advanced by forward().
+  class Sequence {
+   public:
+    virtual ~Sequence() = default;
+  };
+
+  struct Chunk {
+    Sequence* seq = nullptr;
+    std::span<const std::uint32_t> tokens;  // at least one, continuing the sequence
+    bool all_logits = false;                // logits of every row (prompt logprobs)
+    bool last_logits = false;               // logits of the last row (the next token)
+  };
+
+  virtual ~EngineModel() = default;
+  virtual std::unique_ptr<Sequence> new_sequence() = 0;
+  // Runs the batch as one step. Returns the wanted rows' logits, [rows, vocab] flattened, in
+  // chunk order: every row of an all_logits chunk, else the last row of a last_logits chunk.
+  virtual std::vector<float> forward(std::span<const Chunk> batch) = 0;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual std::int64_t weight_bytes() const = 0;  // checkpoint bytes, for the memory table
+  std::int64_t vocab_size() const { return config().vocab_size; }
+  std::int64_t max_context() const { return config().max_position_embeddings; }
+  std::uint32_t eos_id() const { return static_cast<std::uint32_t>(config().eos_token_id); }
+};
+
+// Loads a deepseek_v4 or deepseek_v3 checkpoint directory (dispatch on config.json model_type).
+std::unique_ptr<EngineModel> load_engine_model(const std::string& dir, const v4::RunOptions& options);
+
+}  // namespace plumb::runtime

@@ -1,0 +1,144 @@
+#include "plumb/runtime/engine_request.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "plumb/util/error.h"
+
+namespace plumb::runtime {
+namespace {
+
+double log_sum_exp(std::span<const float> logits) {
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v) - mx);
+  return mx + std::log(sum);
+}
+
+}  // namespace
+
+float token_logprob(std::span<const float> logits, std::uint32_t token) {
+  return static_cast<float>(logits[token] - log_sum_exp(logits));
+}
+
+std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int n) {
+  std::vector<std::uint32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0u);
+  const std::size_t k = std::min<std::size_t>(static_cast<std::size_t>(n), ids.size());
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                    [&](std::uint32_t a, std::uint32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  const double lse = log_sum_exp(logits);
+  std::vector<TokenLogprob> out;
+  for (std::size_t i = 0; i < k; ++i) out.push_back({ids[i], static_cast<float>(logits[ids[i]] - lse)});
+  return out;
+}
+
+RequestOutput::RequestOutput(RequestId id, const Request& request, const Tokenizer& tokenizer, std::size_t vocab,
+                             std::uint32_t eos, std::int64_t max_new)
+    : id_(id),
+      request_(request),
+      vocab_(vocab),
+      eos_(eos),
+      max_new_(max_new),
+      sampler_(request.sampling, vocab),
+      sink_([this](std::string_view t) { pending_ += t; }),
+      stream_(tokenizer, request.stop_strings, sink_, text_) {
+  sampler_.observe_prompt(request.prompt);
+}
+
+bool RequestOutput::wants_prompt_rows() const {
+  return request_.prompt_logprobs && prompt_logprobs_.size() + 1 < request_.prompt.size();
+}
+
+void RequestOutput::prompt_row(std::int64_t pos, std::span<const float> logits) {
+  if (pos != static_cast<std::int64_t>(prompt_logprobs_.size()) || !wants_prompt_rows()) return;
+  prompt_logprobs_.push_back(token_logprob(logits, request_.prompt[static_cast<std::size_t>(pos) + 1]));
+}
+
+std::uint32_t RequestOutput::pick(std::span<const float> logits) {
+  for (std::size_t i = 0; i < logits.size(); ++i)
+    if (!std::isfinite(logits[i])) fail("the model produced a non-finite logit ({}) for id {}", logits[i], i);
+  if (!request_.constraint) return sampler_.sample(logits);
+  std::unique_ptr<bool[]> allowed(new bool[vocab_]);
+  std::fill(allowed.get(), allowed.get() + vocab_, true);
+  request_.constraint->mask({allowed.get(), vocab_});
+  std::vector<float> masked(logits.begin(), logits.end());
+  bool any = false;
+  for (std::size_t i = 0; i < vocab_; ++i) {
+    if (!allowed[i]) masked[i] = -std::numeric_limits<float>::infinity();
+    any = any || allowed[i];
+  }
+  if (!any) fail("the token constraint allows no token");
+  const std::uint32_t token = sampler_.sample(masked);
+  if (!allowed[token]) fail("sampled id {}, which the token constraint forbids", token);
+  request_.constraint->accept(token);
+  return token;
+}
+
+void RequestOutput::add_logprobs(Event& e, std::span<const float> logits, std::uint32_t token) const {
+  if (request_.top_logprobs < 0) return;
+  e.logprobs.push_back({token, token_logprob(logits, token)});
+  e.top_logprobs.push_back(top_logprobs(logits, request_.top_logprobs));
+}
+
+Event RequestOutput::next_token(std::span<const float> logits) {
+  if (finished_) fail("request {} already finished", id_);
+  if (logits.size() != vocab_) fail("request {}: {} logits, expected the vocabulary's {}", id_, logits.size(), vocab_);
+  const std::uint32_t token = pick(logits);
+  sampler_.observe_generated(token);
+  generated_.push_back(token);
+  Event e;
+  e.id = id_;
+  e.tokens.push_back(token);
+  add_logprobs(e, logits, token);
+  if (!prompt_logprobs_sent_) {
+    e.prompt_logprobs = prompt_logprobs_;
+    prompt_logprobs_sent_ = true;
+  }
+  const bool stop_token = (token == eos_ && !request_.ignore_eos) ||
+                          std::find(request_.stop_token_ids.begin(), request_.stop_token_ids.end(), token) !=
+                              request_.stop_token_ids.end();
+  FinishReason reason = FinishReason::kNone;
+  if (stop_token) {
+    stream_.finish();  // the stop token's own text is not delivered
+    reason = FinishReason::kStop;
+  } else if (stream_.push(token)) {
+    reason = FinishReason::kStop;
+  } else if (request_.constraint && request_.constraint->done()) {
+    stream_.finish();
+    reason = FinishReason::kStop;
+  } else if (generated() == max_new_) {
+    reason = stream_.finish() ? FinishReason::kStop : FinishReason::kLength;
+  }
+  if (reason == FinishReason::kNone) {
+    e.text = std::move(pending_);
+    pending_.clear();
+    return e;
+  }
+  return final_event(std::move(e), reason);
+}
+
+Event RequestOutput::final_event(Event e, FinishReason reason) {
+  e.id = id_;
+  e.text += pending_;
+  pending_.clear();
+  e.final = true;
+  e.finish = reason;
+  e.prompt_tokens = static_cast<std::int64_t>(request_.prompt.size());
+  e.completion_tokens = generated();
+  finished_ = true;
+  return e;
+}
+
+Event RequestOutput::end(FinishReason reason, const std::string& error) {
+  Event e;
+  e.error = error;
+  // Prompt logprobs come complete or not at all (a request cancelled during its prefill has none).
+  if (request_.prompt_logprobs && !prompt_logprobs_sent_ && !wants_prompt_rows()) e.prompt_logprobs = prompt_logprobs_;
+  pending_.clear();  // held-back text may be the start of a stop string: not delivered
+  return final_event(std::move(e), reason);
+}
+
+}  // namespace plumb::runtime

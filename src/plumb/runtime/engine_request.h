@@ -1,0 +1,66 @@
+#pragma once
+// One request's output side inside the engine: its sampler (seeded, with the request's
+// penalties), its constraint, the detokenizer with its stop strings, logprobs and the finish
+// rules. The engine hands it the logits that predict the next token and gets back the event to
+// deliver; it never sees the model or the schedule.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "plumb/runtime/engine.h"
+#include "plumb/runtime/text_stream.h"
+#include "plumb/tokenizer/tokenizer.h"
+
+namespace plumb::runtime {
+
+class RequestOutput {
+ public:
+  // `max_new` is Request::max_tokens already capped by the context. `tokenizer` must outlive it.
+  RequestOutput(RequestId id, const Request& request, const Tokenizer& tokenizer, std::size_t vocab,
+                std::uint32_t eos, std::int64_t max_new);
+
+  // Samples the next token from `logits` (one vocab row) and returns the event that delivers it;
+  // final when the request ended. Throws plumb::Error for this request's failures (a non-finite
+  // logit, a constraint that allows nothing, an id the tokenizer does not know).
+  Event next_token(std::span<const float> logits);
+
+  // Prompt logprobs still missing: rows of positions >= this one are wanted.
+  bool wants_prompt_rows() const;
+  // The logits row of prompt position `pos` (it predicts token pos + 1); rows already seen
+  // (recomputed after a preemption) are ignored.
+  void prompt_row(std::int64_t pos, std::span<const float> logits);
+
+  // The final event of a request that did not finish by itself.
+  Event end(FinishReason reason, const std::string& error = {});
+
+  bool finished() const { return finished_; }
+  std::int64_t generated() const { return static_cast<std::int64_t>(generated_.size()); }
+
+ private:
+  Event final_event(Event e, FinishReason reason);
+  void add_logprobs(Event& e, std::span<const float> logits, std::uint32_t token) const;
+  std::uint32_t pick(std::span<const float> logits);
+
+  RequestId id_;
+  const Request& request_;
+  std::size_t vocab_;
+  std::uint32_t eos_;
+  std::int64_t max_new_;
+  Sampler sampler_;
+  std::string text_;     // everything delivered so far
+  std::string pending_;  // text for the event being built
+  TextSink sink_;
+  TextStream stream_;
+  std::vector<std::uint32_t> generated_;
+  std::vector<float> prompt_logprobs_;
+  bool prompt_logprobs_sent_ = false, finished_ = false;
+};
+
+// log softmax(logits)[token], in double.
+float token_logprob(std::span<const float> logits, std::uint32_t token);
+// The `n` most likely tokens, most likely first (lower id first among equal logits).
+std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int n);
+
+}  // namespace plumb::runtime

@@ -1,0 +1,55 @@
+#pragma once
+// What one KV block and one sequence's fixed state cost, from the model config and the storage
+// formats (MODEL-SPEC 5). A block holds B native token positions of every layer: for a CSA layer
+// (ratio 4) B/4 compressed entries and B/4 indexer keys, for another compressed layer (ratio m:
+// 128 in V4-Flash) B/m entries, for a sliding-window layer nothing; V3 holds B latent + rope rows
+// per layer. Fixed per sequence (V4): every layer's window ring of `sliding_window` entries and
+// the compressor states (f32 running sums). The pool is sized from these numbers; see
+// kv_blocks.h for what the pool does and does not do this round.
+#include <cstdint>
+#include <string>
+
+#include "plumb/format/config.h"
+
+namespace plumb::runtime {
+
+// KV entries: f32, bf16, or the release's fp8 (e4m3 nope dims with a ue8m0 scale per 64 values,
+// bf16 rope dims: 583 B for a 512-d V4-Flash entry).
+enum class KvDtype { kF32, kBF16, kFP8 };
+// CSA indexer keys: f32, bf16, or the release's fp4 (e2m1 pairs with a ue8m0 scale per 32: 68 B
+// for a 128-d key).
+enum class IndexKeyDtype { kF32, kBF16, kFP4 };
+
+KvDtype parse_kv_dtype(const std::string& name);               // "f32" | "bf16" | "fp8"
+IndexKeyDtype parse_index_key_dtype(const std::string& name);  // "f32" | "bf16" | "fp4"
+const char* to_string(KvDtype dtype);
+const char* to_string(IndexKeyDtype dtype);
+
+struct KvFormat {
+  KvDtype kv = KvDtype::kF32;
+  IndexKeyDtype index_keys = IndexKeyDtype::kF32;
+};
+// The numerics' lossless format: faithful -> fp8 + fp4 (the release stores exactly those
+// values), reference -> f32 + f32.
+KvFormat default_kv_format(bool faithful);
+
+struct KvLayout {
+  std::int64_t block_size = 0;           // native token positions per block
+  KvFormat format;
+  std::int64_t bytes_per_block = 0;      // all layers
+  std::int64_t state_bytes_per_seq = 0;  // window rings + compressor states, all layers
+};
+
+// Throws plumb::Error unless block_size is a positive multiple of 128 and of every compress ratio.
+KvLayout kv_layout(const ModelConfig& cfg, std::int64_t block_size, KvFormat format);
+
+// Blocks that fit `cache_mib` MiB after reserving the fixed state of `max_seqs` sequences.
+// Throws when not even one block fits beside that state.
+std::int64_t pool_blocks(const KvLayout& layout, std::int64_t cache_mib, std::int64_t max_seqs);
+
+// The start-up memory table: weights, KV pool, per-sequence state, and how many tokens and
+// sequences fit.
+std::string memory_table(const KvLayout& layout, std::int64_t weight_bytes, std::int64_t blocks,
+                         std::int64_t max_seqs, std::int64_t max_context);
+
+}  // namespace plumb::runtime

@@ -1,0 +1,309 @@
+#include "plumb/runtime/local_engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "plumb/runtime/engine_request.h"
+#include "plumb/util/error.h"
+
+namespace plumb::runtime {
+
+namespace {
+
+// The callback must not throw; if it does, the engine carries on (its other requests must not
+// suffer) and the request keeps its course.
+void deliver(RequestId id, const EventFn& on_event, const Event& e) {
+  try {
+    on_event(e);
+  } catch (const std::exception& ex) {
+    std::fprintf(stderr, "engine: the event callback of request %llu threw: %s\n", static_cast<unsigned long long>(id),
+                 ex.what());
+  }
+}
+
+KvLayout layout_for(const EngineModel& model, const EngineOptions& o) {
+  return kv_layout(model.config(), o.kv_block_size, o.kv_format.value_or(default_kv_format(o.faithful)));
+}
+
+std::int64_t pool_size(const KvLayout& layout, const EngineOptions& o) {
+  return o.kv_blocks > 0 ? o.kv_blocks : pool_blocks(layout, o.kv_cache_mib, o.scheduler.max_seqs);
+}
+
+// A request from submit() to its final event. Owned by the inbox, then by the engine thread.
+struct Active {
+  RequestId id = 0;
+  std::unique_ptr<Request> request;  // stable: `out` refers to it
+  EventFn on_event;
+  std::unique_ptr<RequestOutput> out;
+  std::unique_ptr<EngineModel::Sequence> seq;  // while running: created at its first chunk, dropped on preemption
+  std::vector<TokenId> tokens;                 // prompt + generated: what chunk positions index
+  std::int64_t max_new = 0;
+};
+
+class LocalEngine final : public Engine {
+ public:
+  LocalEngine(std::unique_ptr<EngineModel> model, std::shared_ptr<const Tokenizer> tokenizer, const EngineOptions& options)
+      : model_(std::move(model)),
+        tokenizer_(std::move(tokenizer)),
+        layout_(layout_for(*model_, options)),
+        blocks_(options.kv_block_size, pool_size(layout_, options)),
+        scheduler_(options.scheduler, blocks_) {
+    stats_.kv_blocks_total = blocks_.total_blocks();
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~LocalEngine() override { shutdown(); }
+
+  RequestId submit(Request request, EventFn on_event) override;
+  void cancel(RequestId id) override;
+  EngineStats stats() const override;
+  std::int64_t max_context() const override { return model_->max_context(); }
+  std::int64_t vocab_size() const override { return model_->vocab_size(); }
+  void shutdown() override;
+
+ private:
+  std::int64_t validate(const Request& r) const;  // returns max_tokens capped by the context
+  void loop();
+  void admit(std::vector<Active>& fresh);
+  void step();
+  void finish_chunk(const ScheduledChunk& c, std::span<const float> rows, bool all_rows);
+  void end(RequestId id, FinishReason reason, const std::string& error = {});
+  void finish_request(RequestId id, const Event& final_event);
+  void publish_stats();
+
+  std::unique_ptr<EngineModel> model_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
+  KvLayout layout_;
+  KvBlockManager blocks_;  // block_size and total are constant: validate() reads them on any thread
+  Scheduler scheduler_;    // engine thread only, like active_
+  std::map<RequestId, Active> active_;
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable wake_;
+  std::vector<Active> inbox_;
+  std::vector<RequestId> cancels_;
+  bool stopping_ = false;
+  EngineStats stats_;
+  std::atomic<RequestId> next_id_{1};
+  std::mutex join_mu_;
+  std::thread thread_;
+};
+
+std::int64_t LocalEngine::validate(const Request& r) const {
+  const std::int64_t vocab = vocab_size(), ctx = max_context(), n = static_cast<std::int64_t>(r.prompt.size());
+  if (r.prompt.empty()) fail("request: the prompt is empty");
+  for (std::size_t i = 0; i < r.prompt.size(); ++i)
+    if (r.prompt[i] >= vocab) fail("request: prompt token {} (index {}) is outside the vocabulary of {}", r.prompt[i], i, vocab);
+  if (n >= ctx) fail("request: a prompt of {} tokens leaves no room in the model's context of {}", n, ctx);
+  if (r.max_tokens < 1) fail("request: max_tokens must be at least 1, got {}", r.max_tokens);
+  plumb::validate(r.sampling);
+  if (r.top_logprobs < -1 || r.top_logprobs > 20) fail("request: top_logprobs must be -1 (off) or 0..20, got {}", r.top_logprobs);
+  for (TokenId t : r.stop_token_ids)
+    if (t >= vocab) fail("request: stop token id {} is outside the vocabulary of {}", t, vocab);
+  const std::int64_t max_new = std::min(r.max_tokens, ctx - n);
+  if (!scheduler_.fits_ever(n, max_new))  // reads only the pool's constant sizes
+    fail("request: {} prompt + {} new tokens need {} KV blocks of {} positions; the pool has {} (raise --kv-cache-mb)",
+         n, max_new, blocks_.blocks_for(n + max_new - 1), blocks_.block_size(), blocks_.total_blocks());
+  return max_new;
+}
+
+RequestId LocalEngine::submit(Request request, EventFn on_event) {
+  const std::int64_t max_new = validate(request);
+  if (!on_event) fail("request: no event callback");
+  Active a;
+  a.id = next_id_++;
+  a.request = std::make_unique<Request>(std::move(request));
+  a.on_event = std::move(on_event);
+  a.out = std::make_unique<RequestOutput>(a.id, *a.request, *tokenizer_, static_cast<std::size_t>(vocab_size()),
+                                          model_->eos_id(), max_new);
+  a.tokens = a.request->prompt;
+  a.max_new = max_new;
+  const RequestId id = a.id;
+  {
+    std::lock_guard lk(mu_);
+    if (stopping_) fail("the engine is shut down: request not accepted");
+    inbox_.push_back(std::move(a));
+  }
+  wake_.notify_one();
+  return id;
+}
+
+void LocalEngine::cancel(RequestId id) {
+  {
+    std::lock_guard lk(mu_);
+    cancels_.push_back(id);
+  }
+  wake_.notify_one();
+}
+
+EngineStats LocalEngine::stats() const {
+  std::lock_guard lk(mu_);
+  EngineStats s = stats_;
+  s.waiting += static_cast<std::int64_t>(inbox_.size());
+  return s;
+}
+
+void LocalEngine::shutdown() {
+  std::lock_guard join(join_mu_);
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard lk(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+}
+
+void LocalEngine::loop() {
+  for (;;) {
+    std::vector<Active> fresh;
+    std::vector<RequestId> cancels;
+    bool stop = false;
+    {
+      std::unique_lock lk(mu_);
+      wake_.wait(lk, [&] { return stopping_ || !inbox_.empty() || !cancels_.empty() || !scheduler_.idle(); });
+      fresh.swap(inbox_);
+      cancels.swap(cancels_);
+      stop = stopping_;
+    }
+    admit(fresh);
+    if (stop) {
+      while (!active_.empty()) end(active_.begin()->first, FinishReason::kCancelled);
+      publish_stats();
+      return;
+    }
+    for (RequestId id : cancels)
+      if (active_.count(id)) end(id, FinishReason::kCancelled);
+    if (!scheduler_.idle()) step();
+    publish_stats();
+  }
+}
+
+void LocalEngine::admit(std::vector<Active>& fresh) {
+  for (Active& a : fresh) {
+    const RequestId id = a.id;
+    const auto prompt = static_cast<std::int64_t>(a.request->prompt.size());
+    const std::int64_t max_new = a.max_new;
+    const int priority = a.request->priority;
+    active_.emplace(id, std::move(a));
+    {
+      std::lock_guard lk(mu_);
+      stats_.prompt_tokens_total += prompt;
+    }
+    try {
+      scheduler_.add(id, prompt, max_new, priority);
+    } catch (const std::exception& e) {
+      end(id, FinishReason::kError, e.what());
+    }
+  }
+}
+
+void LocalEngine::step() {
+  const StepPlan plan = scheduler_.schedule();
+  for (RequestId id : plan.preempted) active_.at(id).seq.reset();  // recomputed from position 0
+  if (plan.chunks.empty()) {  // cannot happen while validate() refuses what never fits
+    while (!active_.empty()) end(active_.begin()->first, FinishReason::kError, "internal: the scheduler made no progress");
+    return;
+  }
+  std::vector<EngineModel::Chunk> chunks;
+  std::vector<bool> all_rows;
+  for (const ScheduledChunk& c : plan.chunks) {
+    Active& a = active_.at(c.id);
+    if (!a.seq) a.seq = model_->new_sequence();  // model state only while running (c.start is 0)
+    const auto prompt = static_cast<std::int64_t>(a.request->prompt.size());
+    all_rows.push_back(a.out->wants_prompt_rows() && c.start < prompt - 1);
+    chunks.push_back({a.seq.get(), std::span(a.tokens).subspan(c.start, c.count), all_rows.back(), c.completes});
+  }
+  const auto vocab = static_cast<std::size_t>(vocab_size());
+  std::vector<std::size_t> rows(chunks.size());
+  std::size_t total_rows = 0;
+  for (std::size_t i = 0; i < chunks.size(); ++i)
+    total_rows += rows[i] = all_rows[i] ? chunks[i].tokens.size() : chunks[i].last_logits ? 1 : 0;
+  std::vector<float> logits;
+  try {
+    logits = model_->forward(chunks);
+    if (logits.size() != total_rows * vocab)
+      fail("{} logits, expected {} rows of {}", logits.size(), total_rows, vocab);
+  } catch (const std::exception& e) {  // the batch's states are unusable: end its requests only
+    for (const ScheduledChunk& c : plan.chunks) end(c.id, FinishReason::kError, std::string("model step failed: ") + e.what());
+    return;
+  }
+  std::size_t row = 0;
+  for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
+    finish_chunk(plan.chunks[i], std::span(logits).subspan(row * vocab, rows[i] * vocab), all_rows[i]);
+    row += rows[i];
+  }
+}
+
+// After the forward: prompt logprobs from the chunk's rows and, when the chunk completes the
+// sequence's known tokens, the next token from its last row.
+void LocalEngine::finish_chunk(const ScheduledChunk& c, std::span<const float> rows, bool all_rows) {
+  Active& a = active_.at(c.id);
+  const std::size_t vocab = static_cast<std::size_t>(vocab_size());
+  try {
+    if (all_rows)
+      for (std::int64_t r = 0; r < c.count; ++r) a.out->prompt_row(c.start + r, rows.subspan(static_cast<std::size_t>(r) * vocab, vocab));
+    if (!c.completes) return;
+    const Event e = a.out->next_token(rows.last(vocab));
+    {
+      std::lock_guard lk(mu_);
+      ++stats_.generation_tokens_total;
+    }
+    if (e.final) {
+      finish_request(c.id, e);
+      return;
+    }
+    deliver(a.id, a.on_event, e);
+    a.tokens.push_back(e.tokens.back());
+    scheduler_.append_token(c.id);
+  } catch (const std::exception& e) {
+    end(c.id, FinishReason::kError, e.what());
+  }
+}
+
+void LocalEngine::end(RequestId id, FinishReason reason, const std::string& error) {
+  finish_request(id, active_.at(id).out->end(reason, error));
+}
+
+// Frees everything of the request, then delivers its final event: by then the engine holds no
+// resource of it (engine.h), and stats() says so.
+void LocalEngine::finish_request(RequestId id, const Event& final_event) {
+  const EventFn on_event = std::move(active_.at(id).on_event);
+  scheduler_.finish(id);
+  active_.erase(id);
+  {
+    std::lock_guard lk(mu_);
+    ++stats_.finished_total[static_cast<int>(final_event.finish)];
+  }
+  publish_stats();
+  deliver(id, on_event, final_event);
+}
+
+void LocalEngine::publish_stats() {
+  std::lock_guard lk(mu_);
+  stats_.running = scheduler_.running();
+  stats_.waiting = scheduler_.waiting();
+  stats_.kv_blocks_used = blocks_.used_blocks();
+  stats_.preemptions_total = scheduler_.preemptions();
+  stats_.steps_total = scheduler_.step();
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> start_engine(std::unique_ptr<EngineModel> model, std::shared_ptr<const Tokenizer> tokenizer,
+                                     const EngineOptions& options) {
+  if (!model) fail("start_engine: no model");
+  if (!tokenizer) fail("start_engine: no tokenizer");
+  return std::make_unique<LocalEngine>(std::move(model), std::move(tokenizer), options);
+}
+
+std::string engine_memory_table(const EngineModel& model, const EngineOptions& options) {
+  const KvLayout layout = layout_for(model, options);
+  return memory_table(layout, model.weight_bytes(), pool_size(layout, options), options.scheduler.max_seqs, model.max_context());
+}
+
+}  // namespace plumb::runtime

@@ -1,0 +1,36 @@
+#pragma once
+// The engine in this process: runtime::Engine over an EngineModel, with one engine thread that
+// owns the model and runs steps (schedule -> one ragged forward -> sample each completing
+// sequence -> events) while there is work, and sleeps otherwise.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "plumb/runtime/engine.h"
+#include "plumb/runtime/engine_model.h"
+#include "plumb/runtime/kv_layout.h"
+#include "plumb/runtime/scheduler.h"
+#include "plumb/tokenizer/tokenizer.h"
+
+namespace plumb::runtime {
+
+struct EngineOptions {
+  SchedulerConfig scheduler;
+  std::int64_t kv_block_size = 256;     // native token positions per block (a multiple of 128)
+  std::optional<KvFormat> kv_format;    // default: default_kv_format(numerics)
+  bool faithful = false;                // the numerics the model runs in (for the default format)
+  std::int64_t kv_cache_mib = 4096;     // the KV pool and the per-sequence state
+  std::int64_t kv_blocks = 0;           // > 0: the pool's size in blocks instead (tests, benchmarks)
+};
+
+// Starts the engine thread. Throws plumb::Error on bad options (a block size that is not a
+// multiple of 128, a pool that cannot hold max_seqs sequences' state).
+std::unique_ptr<Engine> start_engine(std::unique_ptr<EngineModel> model, std::shared_ptr<const Tokenizer> tokenizer,
+                                     const EngineOptions& options);
+
+// The start-up memory table of an engine with these options over this model (what start_engine
+// sizes the pool by).
+std::string engine_memory_table(const EngineModel& model, const EngineOptions& options);
+
+}  // namespace plumb::runtime

@@ -1,0 +1,65 @@
+// KV sizes against MODEL-SPEC section 5's V4-Flash figures (worked out there from the release's
+// storage formats, not from this code): 6,880 B/token in bf16, about 3,509 B/token with FP8 +
+// FP4, 128 KiB of bf16 window per layer and 12.2 MB of compressor state per sequence.
+#include <gtest/gtest.h>
+
+#include "plumb/runtime/kv_layout.h"
+#include "plumb/util/error.h"
+
+namespace plumb::runtime {
+namespace {
+
+const ModelConfig kFlash = load_model_config(std::string(PLUMB_TEST_DATA) + "/configs/deepseek-v4-flash.json");
+
+TEST(KvLayout, V4FlashBf16MatchesTheSpec) {
+  const KvLayout l = kv_layout(kFlash, 256, {KvDtype::kBF16, IndexKeyDtype::kBF16});
+  EXPECT_EQ(l.bytes_per_block, 6880 * 256);
+  // Windows: 43 layers x 128 entries x 512 bf16 values; compressors: 21 x (64 + 16) KiB + 20 x 512 KiB.
+  EXPECT_EQ(l.state_bytes_per_seq, 43 * 128 * 1024 + (21 * 80 + 20 * 512) * 1024);
+}
+
+TEST(KvLayout, V4FlashFp8Fp4MatchesTheSpec) {
+  const KvLayout l = kv_layout(kFlash, 128, {KvDtype::kFP8, IndexKeyDtype::kFP4});
+  // Per 128 positions: CSA 32 entries of 583 B + 32 keys of 68 B, HCA one entry of 583 B.
+  EXPECT_EQ(l.bytes_per_block, 21 * (32 * 583 + 32 * 68) + 20 * 583);
+  EXPECT_NEAR(static_cast<double>(l.bytes_per_block) / 128, 3509, 1);
+  const KvLayout f32 = kv_layout(kFlash, 512, {});
+  EXPECT_EQ(f32.bytes_per_block, 2 * 6880 * 512);
+}
+
+TEST(KvLayout, Defaults) {
+  EXPECT_EQ(default_kv_format(true).kv, KvDtype::kFP8);
+  EXPECT_EQ(default_kv_format(true).index_keys, IndexKeyDtype::kFP4);
+  EXPECT_EQ(default_kv_format(false).kv, KvDtype::kF32);
+  EXPECT_EQ(parse_kv_dtype("bf16"), KvDtype::kBF16);
+  EXPECT_EQ(parse_index_key_dtype("fp4"), IndexKeyDtype::kFP4);
+  EXPECT_THROW(parse_kv_dtype("fp4"), Error);
+  EXPECT_THROW(parse_index_key_dtype("fp8"), Error);
+}
+
+TEST(KvLayout, V3StoresTheLatentAndRopeKeyPerToken) {
+  const ModelConfig v3 = load_model_config(std::string(PLUMB_TEST_DATA) + "/configs/deepseek-v3.json");
+  const KvLayout l = kv_layout(v3, 128, {KvDtype::kBF16, IndexKeyDtype::kBF16});
+  EXPECT_EQ(l.bytes_per_block, 61 * 128 * 576 * 2);  // MODEL-SPEC 5: 70,272 B/token in bf16
+  EXPECT_EQ(l.state_bytes_per_seq, 0);
+}
+
+TEST(KvLayout, BlockSizesAndPoolSizing) {
+  EXPECT_THROW(kv_layout(kFlash, 64, {}), Error);
+  EXPECT_THROW(kv_layout(kFlash, 192, {}), Error);
+  const KvLayout l = kv_layout(kFlash, 256, {KvDtype::kBF16, IndexKeyDtype::kBF16});
+  const std::int64_t mib = 1 << 20;
+  // 1 GiB less 4 sequences' state, in blocks of 6880 * 256 bytes.
+  EXPECT_EQ(pool_blocks(l, 1024, 4), (1024 * mib - 4 * l.state_bytes_per_seq) / l.bytes_per_block);
+  try {
+    pool_blocks(l, 64, 8);  // 8 x 16.7 MiB of state do not fit 64 MiB
+    FAIL() << "accepted a pool smaller than its sequences' state";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-seqs"), std::string::npos) << e.what();
+  }
+  const std::string t = memory_table(l, 1000, 10, 4, 1 << 20);
+  EXPECT_NE(t.find("2560 token positions in all and 4 sequences at once; 0 sequences at the full context"), std::string::npos) << t;
+}
+
+}  // namespace
+}  // namespace plumb::runtime
