@@ -27,5 +27,6 @@ Runner register_run(CLI::App& app);
 Runner register_chat(CLI::App& app);
 Runner register_perplexity(CLI::App& app);
 Runner register_verify(CLI::App& app);
+Runner register_serve(CLI::App& app);
 
 }  // namespace plumb::cli
