@@ -52,13 +52,13 @@ std::shared_ptr<const server::TokenTable> table() {
 std::pair<std::string, bool> sample(const Json& schema, std::mt19937_64& rng, int limit = 400) {
   server::JsonConstraint c(server::JsonMatcher(schema, 48), table(), false);
   std::string text;
-  std::vector<bool> allowed_storage(tiny_kjv_tokenizer().id_limit());
+  const std::size_t vocab = tiny_kjv_tokenizer().id_limit();
+  std::unique_ptr<bool[]> allowed(new bool[vocab]);  // std::vector<bool> has no span
   for (int step = 0; step < limit && !c.done(); ++step) {
-    std::unique_ptr<bool[]> allowed(new bool[allowed_storage.size()]);
-    std::fill_n(allowed.get(), allowed_storage.size(), true);
-    c.mask({allowed.get(), allowed_storage.size()});
+    std::fill_n(allowed.get(), vocab, true);
+    c.mask({allowed.get(), vocab});
     std::vector<runtime::TokenId> ids, closing;
-    for (std::size_t id = 0; id < allowed_storage.size(); ++id)
+    for (std::size_t id = 0; id < vocab; ++id)
       if (allowed[id]) {
         ids.push_back(static_cast<runtime::TokenId>(id));
         if (table()->bytes[id].find_first_of("\"}]0123456789el") != std::string::npos) closing.push_back(static_cast<runtime::TokenId>(id));
@@ -125,13 +125,13 @@ TEST(JsonConstraint, MasksWhatCannotComeNext) {
 
 TEST(JsonConstraint, ThinkingModeLeavesTheReasoningFree) {
   server::JsonConstraint c(server::JsonMatcher(Json::parse(R"({"type": "object"})")), table(), true);
-  std::vector<char> allowed(table()->bytes.size(), true);
-  std::unique_ptr<bool[]> a(new bool[allowed.size()]);
-  std::fill_n(a.get(), allowed.size(), true);
-  c.mask({a.get(), allowed.size()});
-  EXPECT_EQ(std::count(a.get(), a.get() + allowed.size(), true), static_cast<long>(allowed.size()));
+  const std::size_t vocab = table()->bytes.size();
+  std::unique_ptr<bool[]> a(new bool[vocab]);
+  std::fill_n(a.get(), vocab, true);
+  c.mask({a.get(), vocab});
+  EXPECT_EQ(std::count(a.get(), a.get() + vocab, true), static_cast<long>(vocab));  // reasoning: anything
   c.accept(*tiny_kjv_tokenizer().token_to_id("</think>"));
-  c.mask({a.get(), allowed.size()});
+  c.mask({a.get(), vocab});
   EXPECT_FALSE(a[*tiny_kjv_tokenizer().token_to_id("<think>")]);  // special tokens are never JSON
   EXPECT_TRUE(a[*tiny_kjv_tokenizer().token_to_id("{")]);
   EXPECT_FALSE(c.done());
