@@ -10,6 +10,7 @@ PKGS=(
   libgtest-dev libgmock-dev
   libpcre2-dev libopenblas-dev
   libsimdjson-dev
+  libboost-dev
   clang libclang-rt-14-dev python3-numpy
 )
 # HIP for the gfx90a (MI250) compile of the GPU backend (no AMD GPU needed to compile)

@@ -28,5 +28,6 @@ Runner register_chat(CLI::App& app);
 Runner register_perplexity(CLI::App& app);
 Runner register_verify(CLI::App& app);
 Runner register_batch(CLI::App& app);
+Runner register_serve(CLI::App& app);
 
 }  // namespace plumb::cli

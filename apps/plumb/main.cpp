@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   add(plumb::cli::register_perplexity(app));
   add(plumb::cli::register_verify(app));  // exits 3 when the comparison fails
   add(plumb::cli::register_batch(app));
+  add(plumb::cli::register_serve(app));
 
   try {
     app.parse(argc, argv);

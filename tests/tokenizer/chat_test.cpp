@@ -29,8 +29,8 @@ TEST(ChatEncoding, SystemPromptFollowsBos) {
   std::vector<ChatMessage> messages = {{Role::kSystem, "Hello"}, {Role::kUser, "question"}};
   EXPECT_EQ(encode(messages, ChatMode::kChat), (Ids{kBos, kHello, kUser, kQuestion, kAssistant, kThinkEnd}));
   std::vector<ChatMessage> two_systems = {{Role::kSystem, "A"}, {Role::kSystem, "B"}, {Role::kUser, "x"}};
-  EXPECT_EQ(render_chat_prompt(two_systems, ChatMode::kChat),
-            "<｜begin▁of▁sentence｜>A\n\nB<｜User｜>x<｜Assistant｜></think>");
+  // The release's encoder writes consecutive system messages back to back, with no separator.
+  EXPECT_EQ(render_chat_prompt(two_systems, ChatMode::kChat), "<｜begin▁of▁sentence｜>AB<｜User｜>x<｜Assistant｜></think>");
 }
 
 TEST(ChatEncoding, EarlierAssistantTurnsEndWithEos) {

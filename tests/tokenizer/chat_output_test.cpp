@@ -1,0 +1,105 @@
+// Completion parsing (reasoning / content / DSML tool calls), whole and streamed in every split,
+// including the failure modes of CHAT-ENCODING.md.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "plumb/tokenizer/chat_output.h"
+#include "plumb/util/error.h"
+
+namespace plumb {
+namespace {
+
+const std::string kEos = "<｜end▁of▁sentence｜>";
+const std::string kCall =
+    "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Rome</｜DSML｜parameter>\n"
+    "<｜DSML｜parameter name=\"days\" string=\"false\">{\"n\": [1, 2]}</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+
+// Streams `text` in pieces of `step` bytes (cutting through markers and characters' bytes is
+// fine: the parser works on bytes) and checks that the deltas add up to the whole parse.
+ParsedCompletion streamed(const std::string& text, ChatMode mode, bool tools, bool ended_by_model, std::size_t step) {
+  CompletionParser parser(mode, tools);
+  std::string reasoning, content;
+  for (std::size_t at = 0; at < text.size(); at += step) {
+    auto d = parser.push(std::string_view(text).substr(at, step));
+    reasoning += d.reasoning, content += d.content;
+  }
+  CompletionParser::Delta last;
+  ParsedCompletion p = parser.finish(ended_by_model, last);
+  reasoning += last.reasoning, content += last.content;
+  if (!p.answer_was_reasoning) {
+    EXPECT_EQ(reasoning, p.reasoning) << "step " << step;
+    EXPECT_EQ(content, p.content) << "step " << step;
+  }
+  return p;
+}
+
+void expect_all_splits(const std::string& text, ChatMode mode, bool tools, bool ended, const std::string& reasoning,
+                       const std::string& content, std::size_t calls) {
+  for (std::size_t step = 1; step <= text.size(); ++step) {
+    ParsedCompletion p = streamed(text, mode, tools, ended, step);
+    ASSERT_EQ(p.reasoning, reasoning) << "step " << step;
+    ASSERT_EQ(p.content, content) << "step " << step;
+    ASSERT_EQ(p.tool_calls.size(), calls) << "step " << step << " " << p.tool_error;
+  }
+}
+
+TEST(ChatOutput, ReasoningThenAnswerWithoutEosText) {
+  expect_all_splits("I think</think>Light." + kEos, ChatMode::kThinking, false, true, "I think", "Light.", 0);
+  expect_all_splits("Light." + kEos, ChatMode::kChat, false, true, "", "Light.", 0);
+  // In chat mode "</think>" is just text.
+  expect_all_splits("a</think>b", ChatMode::kChat, false, true, "", "a</think>b", 0);
+}
+
+TEST(ChatOutput, ToolCallsParsedInEverySplit) {
+  expect_all_splits("Let me see." + kCall + kEos, ChatMode::kChat, true, true, "", "Let me see.", 1);
+  ParsedCompletion p = parse_completion("ok" + kCall, ChatMode::kChat, true, true);
+  ASSERT_EQ(p.tool_calls.size(), 1u);
+  EXPECT_EQ(p.tool_calls[0].name, "get");
+  EXPECT_EQ(nlohmann::json::parse(p.tool_calls[0].arguments), nlohmann::json::parse(R"({"city": "Rome", "days": {"n": [1, 2]}})"));
+  // Without tools offered, the same text is content.
+  EXPECT_EQ(parse_completion("ok" + kCall, ChatMode::kChat, false, true).content, "ok" + kCall);
+}
+
+TEST(ChatOutput, ToolCallsWithoutThinkEndAreNotDropped) {
+  // Failure mode: the model starts the tool-calls block without closing its reasoning.
+  expect_all_splits("I should call get." + kCall + kEos, ChatMode::kThinking, true, true, "I should call get.", "", 1);
+}
+
+TEST(ChatOutput, NoThinkEndMeansTheTextIsTheAnswer) {
+  // Failure mode: no "</think>" at all; the answer must not vanish into the reasoning.
+  ParsedCompletion p = parse_completion("Light is good." + kEos, ChatMode::kThinking, false, true);
+  EXPECT_EQ(p.content, "Light is good.");
+  EXPECT_EQ(p.reasoning, "");
+  EXPECT_TRUE(p.answer_was_reasoning);
+  // Cut off by the length limit it is still unfinished reasoning.
+  ParsedCompletion cut = parse_completion("Light is", ChatMode::kThinking, false, false);
+  EXPECT_EQ(cut.reasoning, "Light is");
+  EXPECT_EQ(cut.content, "");
+}
+
+TEST(ChatOutput, MalformedToolCallsBecomeContentWithTheError) {
+  const std::string broken[] = {
+      "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get\">\n<｜DSML｜parameter name=\"x\" string=\"maybe\">1</｜DSML｜parameter>",
+      "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get\">\n<｜DSML｜parameter name=\"x\" string=\"false\">{bad</｜DSML｜parameter>\n"
+      "</｜DSML｜invoke>\n</｜DSML｜tool_calls>",
+      "\n\n<｜DSML｜tool_calls>\n</｜DSML｜tool_calls>",
+      kCall + "trailing text",
+      "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get\">\n<｜DSML｜parameter name=\"x\" string=\"true\">1</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"x\" string=\"true\">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"};
+  for (const std::string& text : broken) {
+    ParsedCompletion p = parse_completion("pre" + text, ChatMode::kChat, true, true);
+    EXPECT_TRUE(p.tool_calls.empty()) << text;
+    EXPECT_FALSE(p.tool_error.empty()) << text;
+    EXPECT_EQ(p.content, "pre" + text);
+  }
+}
+
+TEST(ChatOutput, ParseDsmlDirectly) {
+  auto calls = parse_dsml_tool_calls(kCall.substr(kCall.find('>') + 1) + "\n");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_THROW(parse_dsml_tool_calls("\n<｜DSML｜invoke name=\"\">\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"), Error);
+}
+
+}  // namespace
+}  // namespace plumb
