@@ -13,8 +13,8 @@
 #include "plumb/model/numerics.h"
 #include "plumb/model/runner_v3.h"
 #include "plumb/model/runner_v4.h"
+#include "plumb/model/taps.h"
 #include "plumb/util/error.h"
-#include "plumb/verify/taps.h"
 
 namespace plumb {
 namespace {

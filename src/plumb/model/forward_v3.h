@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "plumb/backend/backend.h"
-#include "plumb/verify/taps.h"
 #include "plumb/format/config.h"
 #include "plumb/model/numerics.h"
+#include "plumb/model/taps.h"
 #include "plumb/model/weights_v3.h"
 
 namespace plumb::v3 {

@@ -12,8 +12,8 @@
 #include "plumb/format/config.h"
 #include "plumb/model/numerics.h"
 #include "plumb/model/state_v4.h"
+#include "plumb/model/taps.h"
 #include "plumb/model/weights_v4.h"
-#include "plumb/verify/taps.h"
 
 namespace plumb::v4 {
 
