@@ -69,7 +69,7 @@ TEST_F(Cli, BadInputsAreClearErrors) {
   const fs::path ids = tmp.path() / "ids.npy", out = tmp.path() / "o.npy";
   auto logits = [&] { return plumb("logits " + model + " --ids " + ids.string() + " --out " + out.string(), tmp.path()); };
 
-  const std::vector<int32_t> oov = {5, 400};
+  const std::vector<TokenId> oov = {5, 400};
   write_npy(ids.string(), DType::I32, {2}, oov.data());
   CliResult r = logits();
   EXPECT_EQ(r.status, 2);
