@@ -12,8 +12,8 @@
 #include <regex>
 #include <sstream>
 
-#include "../format/safetensors_corpus.h"
 #include "../tokenizer/synthetic_tokenizer.h"
+#include "cli_test_util.h"
 #include "plumb/format/npy.h"
 #include "plumb/model/model.h"
 #include "plumb/tokenizer/chat.h"
@@ -25,17 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kFixture = fs::path(PLUMB_TEST_DATA) / "golden" / "v3" / "tiny-a";
 
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-struct CliResult {
-  int status;
-  std::string out, err;
-};
+using test::CliResult;
 
 class V3GenerationCli : public ::testing::Test {
  protected:
@@ -55,12 +45,7 @@ class V3GenerationCli : public ::testing::Test {
   }
 
   CliResult plumb(const std::string& args, const std::string& input = "") {
-    const fs::path in = tmp_.path() / "stdin.txt", out = tmp_.path() / "stdout.txt", err = tmp_.path() / "stderr.txt";
-    test::write_file(in, input);
-    const std::string cmd = std::string(PLUMB_BINARY) + " " + args + " --model " + model_dir_.string() +
-                            " --threads 2 < " + in.string() + " > " + out.string() + " 2> " + err.string();
-    const int rc = std::system(cmd.c_str());
-    return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, read_file(out), read_file(err)};
+    return test::plumb(args + " --model " + model_dir_.string() + " --threads 2", tmp_.path(), input);
   }
 
   test::TempDir tmp_;

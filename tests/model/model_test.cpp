@@ -179,7 +179,7 @@ TEST_P(ModelInterface, CacheSpecDescribesTheSequenceState) {
       const LayerCacheSpec& ls = spec.layers[l];
       const v4::LayerState& st = v4s->layers[l];
       const int64_t m = cfg.compress_ratio(l);
-      EXPECT_EQ(ls.kind, m == 0 ? LayerKind::SWA : m == 4 ? LayerKind::CSA : LayerKind::HCA) << l;
+      EXPECT_EQ(ls.kind, m == 0 ? AttnType::SWA : m == 4 ? AttnType::CSA : AttnType::HCA) << l;
       EXPECT_EQ(ls.ratio, m) << l;
       EXPECT_EQ(st.window.shape(), (backend::Shape{ls.window, ls.window_row})) << l;
       int64_t fixed = 0, entry = 0;
@@ -196,7 +196,7 @@ TEST_P(ModelInterface, CacheSpecDescribesTheSequenceState) {
     auto* v3s = dynamic_cast<v3::SequenceState*>(s.get());
     ASSERT_NE(v3s, nullptr);
     for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
-      EXPECT_EQ(spec.layers[l].kind, LayerKind::MLA);
+      EXPECT_EQ(spec.layers[l].kind, AttnType::MLA);
       EXPECT_EQ(spec.layers[l].ratio, 1);
       EXPECT_EQ(spec.layers[l].entry, row(v3s->latent[l]) + row(v3s->k_pe[l])) << l;
       EXPECT_GE(v3s->latent[l].rows(), 40);

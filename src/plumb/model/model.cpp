@@ -17,16 +17,6 @@ std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt
   fail("{}: no model implements this architecture", dir);
 }
 
-const char* layer_kind_name(LayerKind k) {
-  switch (k) {
-    case LayerKind::SWA: return "SWA";
-    case LayerKind::CSA: return "CSA";
-    case LayerKind::HCA: return "HCA";
-    case LayerKind::MLA: return "MLA";
-  }
-  return "?";
-}
-
 int64_t CacheSpec::values_after(int64_t tokens) const {
   int64_t n = 0;
   for (const LayerCacheSpec& l : layers) {

@@ -38,16 +38,10 @@ struct SequenceStep {
   std::span<const TokenId> tokens;
 };
 
-// The kinds of per-layer state, named by role: DeepSeek-V4's sliding-window-only layers (SWA),
-// compressed sparse attention with the Lightning indexer (CSA, ratio 4) and heavily compressed
-// attention (HCA, ratio 128 in V4-Flash, any other ratio too); DeepSeek-V3's latent cache (MLA).
-enum class LayerKind { SWA, CSA, HCA, MLA };
-const char* layer_kind_name(LayerKind k);
-
 // What one layer keeps per sequence, in f32 values, so that a cache manager can size its pools:
 // a fixed part (the sliding-window ring, compressor slots) and one entry per `ratio` tokens.
 struct LayerCacheSpec {
-  LayerKind kind = LayerKind::SWA;
+  AttnType kind = AttnType::SWA;  // format/config.h
   int64_t window = 0;      // rows of the sliding-window ring (0: none)
   int64_t window_row = 0;  // values per ring row
   int64_t fixed = 0;       // other values held per sequence (compressor slots: kv and score)

@@ -10,12 +10,11 @@ CacheSpec cache_spec_v4(const ModelConfig& cfg) {
     s.window = cfg.sliding_window;
     s.window_row = Dh;
     const int64_t m = cfg.compress_ratio(l);
-    if (m == 4) {  // CSA: overlapping compressor windows (2m slots of 2 Dh), plus the indexer's
-      s.kind = LayerKind::CSA;
+    s.kind = cfg.attn_type(l);
+    if (s.kind == AttnType::CSA) {  // overlapping compressor windows (2m slots of 2 Dh), plus the indexer's
       s.fixed = 2 * (2 * m) * (2 * Dh) + 2 * (2 * m) * (2 * di);
       s.entry = Dh + di;
-    } else if (m != 0) {  // HCA: m slots of Dh
-      s.kind = LayerKind::HCA;
+    } else if (s.kind == AttnType::HCA) {  // m slots of Dh
       s.fixed = 2 * m * Dh;
       s.entry = Dh;
     }
