@@ -3,7 +3,8 @@
 // architecture's forward. Each architecture names its parts in a traits type (model_v4.h,
 // model_v3.h):
 //   Forward       the forward pass (new_sequence(), forward(batch, logit_rows, taps))
-//   Weights       what bind_weights(Checkpoint, ModelConfig) returns in the traits' namespace
+//   State         the SequenceState subclass Forward::new_sequence() returns
+//   Weights       the bound weights, from bind(Checkpoint, ModelConfig)
 //   kArch, kName  the architecture it runs and the class name errors use
 //   kResidualTap  Model::residual_tap_suffix()
 //   cache_spec()  the CacheSpec of a config
