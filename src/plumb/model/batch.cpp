@@ -1,7 +1,5 @@
 #include "plumb/model/batch.h"
 
-#include <algorithm>
-
 namespace plumb {
 
 BatchLayout lay_out_batch(std::span<const SequenceStep> batch, const ModelConfig& cfg) {
@@ -29,17 +27,16 @@ void advance(std::span<const SequenceStep> batch) {
   for (const SequenceStep& s : batch) s.state->pos += static_cast<int64_t>(s.tokens.size());
 }
 
-bool check_logit_rows(std::span<const int64_t> rows, int64_t n) {
+void check_logit_rows(std::span<const int64_t> rows, int64_t n) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     if (rows[i] < 0 || rows[i] >= n) fail("forward: logit row {} is outside the batch's {} rows", rows[i], n);
     if (i > 0 && rows[i] <= rows[i - 1])
       fail("forward: logit rows must be ascending and distinct, got {} after {}", rows[i], rows[i - 1]);
   }
-  return static_cast<int64_t>(rows.size()) == n;  // ascending, distinct and below n: all of them
 }
 
 backend::Tensor gather_rows(backend::Backend& be, const backend::Tensor& x, std::span<const int64_t> rows) {
-  if (static_cast<int64_t>(rows.size()) == x.rows()) return x;
+  if (static_cast<int64_t>(rows.size()) == x.rows()) return x;  // checked rows: then all of them, in order
   backend::Shape shape = x.shape();
   shape[0] = static_cast<int64_t>(rows.size());
   backend::Tensor out = be.full(x.type(), shape, 0.f);

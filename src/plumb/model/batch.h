@@ -36,9 +36,9 @@ std::vector<State*> states_of(std::span<const SequenceStep> batch, const char* m
 // After the call: every state has advanced by its tokens.
 void advance(std::span<const SequenceStep> batch);
 
-// Checks that `rows` are ascending indices below `n`; true when they are all n rows in order.
-bool check_logit_rows(std::span<const int64_t> rows, int64_t n);
-// Rows `rows` of x [n, ...] (every row: x itself).
+// plumb::Error unless `rows` are ascending, distinct indices below `n`.
+void check_logit_rows(std::span<const int64_t> rows, int64_t n);
+// Rows `rows` (checked) of x [n, ...]; all n of them: x itself.
 backend::Tensor gather_rows(backend::Backend& be, const backend::Tensor& x, std::span<const int64_t> rows);
 
 }  // namespace plumb
