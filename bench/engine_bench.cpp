@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_out, "write the record here");
   CLI11_PARSE(app, argc, argv);
   try {
-    const v4::RunOptions run_opt{backend, threads, parse_numerics(numerics)};
+    const LoadOptions run_opt{backend, threads, parse_numerics(numerics)};
     runtime::EngineOptions opt;
     opt.scheduler.max_seqs = max_seqs;
     opt.scheduler.max_batch_tokens = max_batch_tokens;

@@ -27,7 +27,7 @@
 
 #include "plumb/backend/backend.h"
 #include "plumb/format/safetensors.h"
-#include "plumb/model/runner_v4.h"
+#include "plumb/model/model_v4.h"
 #include "plumb/util/error.h"
 #include "bench_probe.h"
 #include "op_bench.h"
@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (model.empty()) fail("--model is required (or --ops for per-op timings)");
-    v4::RunOptions opt;
+    LoadOptions opt;
     opt.backend = backend_name;
     opt.numerics = parse_numerics(numerics);
     std::fprintf(stderr, "loading %s ...\n", model.c_str());
@@ -145,17 +145,17 @@ int main(int argc, char** argv) {
     std::printf("device copy bandwidth (read+write): %.0f GB/s\n", copy_gbs);
 
     std::mt19937 rng(7);
-    std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(cfg.vocab_size - 1));
+    std::uniform_int_distribution<TokenId> tok(2, static_cast<TokenId>(cfg.vocab_size - 1));
     auto random_ids = [&](int64_t n) {
-      std::vector<int32_t> v(static_cast<std::size_t>(n));
+      std::vector<TokenId> v(static_cast<std::size_t>(n));
       for (auto& x : v) x = tok(rng);
       return v;
     };
-    auto& fwd = m->forward();
+    auto& fwd = m->forward_pass();
     {  // warm-up: uploads every weight, loads kernels
       v4::SequenceState s = fwd.new_sequence();
       const auto ids = random_ids(16);
-      v4::SequenceInput in{&s, ids};
+      SequenceStep in{&s, ids};
       fwd.forward(std::span(&in, 1));
       be.synchronize();
     }
@@ -166,14 +166,14 @@ int main(int argc, char** argv) {
       for (int64_t b = 0; b < B; ++b) seqs.push_back(fwd.new_sequence());
       for (int64_t b = 0; b < B; ++b) {
         const auto ids = random_ids(context);
-        v4::SequenceInput in{&seqs[b], ids};
+        SequenceStep in{&seqs[b], ids};
         fwd.forward(std::span(&in, 1));
       }
       std::vector<std::vector<double>> per_layer(static_cast<std::size_t>(cfg.num_hidden_layers + 1));
       std::vector<double> plain;
       for (int64_t s = 0; s < steps + 2; ++s) {
         const auto ids = random_ids(B);
-        std::vector<v4::SequenceInput> in;
+        std::vector<SequenceStep> in;
         for (int64_t b = 0; b < B; ++b) in.push_back({&seqs[b], std::span(ids).subspan(b, 1)});
         Marks mk{&be, {}};
         const bool marked = s % 2 == 0;
@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
       for (int rep = 0; rep < 3; ++rep) {
         v4::SequenceState s = fwd.new_sequence();
         const auto ids = random_ids(prefill);
-        v4::SequenceInput in{&s, ids};
+        SequenceStep in{&s, ids};
         be.synchronize();
         const auto t0 = Clock::now();
         fwd.forward(std::span(&in, 1));

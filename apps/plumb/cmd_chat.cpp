@@ -13,7 +13,7 @@
 
 #include "commands.h"
 #include "generation_flags.h"
-#include "plumb/model/session_v4.h"
+#include "plumb/model/session.h"
 #include "plumb/tokenizer/chat.h"
 
 namespace plumb::cli {
@@ -56,7 +56,7 @@ class ChatLoop {
 
   void turn(const std::string& user) {
     history_.push_back({ChatMessage::Role::kUser, user});
-    const std::vector<std::uint32_t> prompt =
+    const std::vector<TokenId> prompt =
         encode_chat(m_.tokenizer, history_, a_.think ? ChatMode::kThinking : ChatMode::kChat);
     GenerationOptions options = m_.options;
     options.cached = prompt.size() - session_.resume(prompt).size();
@@ -69,7 +69,7 @@ class ChatLoop {
 
   const ChatArgs& a_;
   LoadedModel& m_;
-  v4::SessionV4 session_;
+  Session session_;
   std::vector<ChatMessage> history_;
 };
 }  // namespace

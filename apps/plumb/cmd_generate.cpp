@@ -5,8 +5,7 @@
 
 #include "commands.h"
 #include "plumb/format/npy.h"
-#include "plumb/model/runner_v3.h"
-#include "plumb/model/runner_v4.h"
+#include "plumb/model/model.h"
 
 namespace plumb::cli {
 
@@ -38,19 +37,16 @@ Runner register_generate(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
   cmd->add_option("--backend", a->backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
   return [a]() {
-    const std::vector<int32_t> ids = read_token_ids(a->ids);
-    const v4::RunOptions opt{a->backend, a->threads, parse_numerics(a->numerics)};
-    const bool v3 = load_model_config(a->model).arch == Arch::DeepseekV3;  // dispatch on model_type
-    auto model4 = v3 ? nullptr : v4::ModelV4::load(a->model, opt);
-    auto model3 = v3 ? v3::ModelV3::load(a->model, opt) : nullptr;
-    v4::ModelV4::GenerateOptions g;
+    const std::vector<TokenId> ids = read_token_ids(a->ids);
+    const std::unique_ptr<Model> model = load_model(a->model, {a->backend, a->threads, parse_numerics(a->numerics)});
+    Model::GenerateOptions g;
     g.max_new_tokens = a->max_new;
     g.greedy = a->greedy;
     g.temperature = a->temperature;
     g.seed = a->seed;
     g.stop_at_eos = !a->ignore_eos;
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<int32_t> out = v3 ? model3->generate(ids, g) : model4->generate(ids, g);
+    const std::vector<TokenId> out = model->generate(ids, g);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     write_npy(a->out, DType::I32, {static_cast<int64_t>(out.size())}, out.data());
     std::fprintf(stderr, "generate: %zu prompt + %zu new tokens in %.3f s -> %s\n", ids.size(), out.size(), s,

@@ -5,8 +5,7 @@
 
 #include "commands.h"
 #include "plumb/format/npy.h"
-#include "plumb/model/runner_v3.h"
-#include "plumb/model/runner_v4.h"
+#include "plumb/model/model.h"
 #include "plumb/util/error.h"
 #include "plumb/verify/tap_dump.h"
 
@@ -32,17 +31,14 @@ Runner register_logits(CLI::App& app) {
   cmd->add_option("--backend", a->backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
   cmd->add_option("--dump-taps", a->taps, "write named intermediates as DIR/<tap>.npy");
   return [a]() {
-    const std::vector<int32_t> ids = read_token_ids(a->ids);
-    const v4::RunOptions opt{a->backend, a->threads, parse_numerics(a->numerics)};
-    const bool v3 = load_model_config(a->model).arch == Arch::DeepseekV3;  // dispatch on model_type
-    auto model4 = v3 ? nullptr : v4::ModelV4::load(a->model, opt);
-    auto model3 = v3 ? v3::ModelV3::load(a->model, opt) : nullptr;
+    const std::vector<TokenId> ids = read_token_ids(a->ids);
+    const std::unique_ptr<Model> model = load_model(a->model, {a->backend, a->threads, parse_numerics(a->numerics)});
     const Taps taps = a->taps.empty() ? Taps() : npy_tap_writer(a->taps);
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<float> logits = v3 ? model3->prompt_logits(ids, taps) : model4->prompt_logits(ids, taps);
+    const std::vector<float> logits = model->prompt_logits(ids, taps);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t T = static_cast<int64_t>(ids.size());
-    write_f32_npy(a->out, {T, (v3 ? model3->config() : model4->config()).vocab_size}, logits.data());
+    write_f32_npy(a->out, {T, model->config().vocab_size}, logits.data());
     std::fprintf(stderr, "logits: %lld tokens in %.3f s (%s, %s) -> %s\n", static_cast<long long>(T), s,
                  a->backend.c_str(), a->numerics.c_str(), a->out.c_str());
     return 0;

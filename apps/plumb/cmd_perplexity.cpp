@@ -12,7 +12,7 @@
 
 #include "commands.h"
 #include "generation_flags.h"
-#include "plumb/model/session_v4.h"
+#include "plumb/model/session.h"
 #include "plumb/runtime/perplexity.h"
 #include "plumb/tokenizer/tokenizer.h"
 #include "plumb/util/error.h"
@@ -72,17 +72,16 @@ class TokenProgress {
 int run_perplexity(const PerplexityArgs& a) {
   const Tokenizer tokenizer = Tokenizer::load(a.model);
   const std::string text = read_text(a.file);
-  const std::vector<std::uint32_t> encoded = tokenizer.encode(text);
-  if (encoded.empty()) fail("{}: no tokens to score (the file is empty)", a.file);
-  const std::vector<int32_t> ids(encoded.begin(), encoded.end());
-  auto model = v4::ModelV4::load(a.model, {a.backend, a.threads, parse_numerics(a.numerics)});
+  const std::vector<TokenId> ids = tokenizer.encode(text);
+  if (ids.empty()) fail("{}: no tokens to score (the file is empty)", a.file);
+  const std::unique_ptr<Model> model = load_model(a.model, {a.backend, a.threads, parse_numerics(a.numerics)});
 
-  PerplexityOptions o{a.context, static_cast<int32_t>(model->config().bos_token_id), a.batch};
+  PerplexityOptions o{a.context, static_cast<TokenId>(model->config().bos_token_id), a.batch};
   const auto n = static_cast<int64_t>(ids.size());
   TokenProgress progress(n, window_count(n, a.context), !a.no_progress);
   const auto t0 = Clock::now();
   const PerplexityResult r = perplexity(
-      ids, o, [&](std::span<const std::vector<int32_t>> inputs) { return v4::score_sequences(*model, inputs); },
+      ids, o, [&](std::span<const std::vector<TokenId>> inputs) { return score_sequences(*model, inputs); },
       [&](const PerplexityResult& so_far) { progress.update(so_far); });
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
 

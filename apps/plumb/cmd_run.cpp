@@ -7,7 +7,7 @@
 #include "commands.h"
 #include "generation_flags.h"
 #include "plumb/format/npy.h"
-#include "plumb/model/session_v4.h"
+#include "plumb/model/session.h"
 #include "plumb/tokenizer/chat.h"
 #include "plumb/util/error.h"
 
@@ -23,11 +23,8 @@ struct RunArgs {
 
 // The prompt's token ids: the chat template around it, or BOS + the raw text (the way the model
 // saw its training rows), or ids read verbatim from a .npy file.
-std::vector<std::uint32_t> prompt_tokens(const RunArgs& a, const LoadedModel& m) {
-  if (!a.prompt_ids.empty()) {
-    const std::vector<int32_t> ids = read_token_ids(a.prompt_ids);
-    return {ids.begin(), ids.end()};
-  }
+std::vector<TokenId> prompt_tokens(const RunArgs& a, const LoadedModel& m) {
+  if (!a.prompt_ids.empty()) return read_token_ids(a.prompt_ids);
   if (a.chat) {
     std::vector<ChatMessage> messages;
     if (!a.system.empty()) messages.push_back({ChatMessage::Role::kSystem, a.system});
@@ -43,8 +40,8 @@ int run(const RunArgs& a) {
   if (a.prompt_flag->count() && a.prompt.empty()) fail("the prompt is empty: give --prompt TEXT");
   LoadedModel m = load_for_generation(a.gen);
   if (a.gen.self_check) report_self_check(m);
-  const std::vector<std::uint32_t> prompt = prompt_tokens(a, m);
-  v4::SessionV4 session(*m.model);
+  const std::vector<TokenId> prompt = prompt_tokens(a, m);
+  Session session(*m.model);
   const GenerationResult r =
       generate([&](auto tokens) { return session.step(tokens); }, m.tokenizer, prompt, m.options, print_now);
   print_now("\n");

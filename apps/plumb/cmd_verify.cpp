@@ -23,9 +23,9 @@ struct VerifyArgs {
 
 // A .npy of int32/int64 ids (what `plumb logits --ids` takes), or for quick runs an inline
 // comma-separated list such as "0,17,42".
-std::vector<int32_t> parse_ids(const std::string& s) {
+std::vector<TokenId> parse_ids(const std::string& s) {
   if (s.find_first_not_of("0123456789, ") == std::string::npos && s.find_first_of("0123456789") != std::string::npos) {
-    std::vector<int32_t> ids;
+    std::vector<TokenId> ids;
     std::size_t i = 0;
     while (i < s.size()) {
       const std::size_t j = s.find(',', i);
@@ -35,7 +35,7 @@ std::vector<int32_t> parse_ids(const std::string& s) {
       const std::string digits = tok.substr(b, e - b + 1);
       if (digits.find(' ') != std::string::npos || digits.size() > 10 || std::stoll(digits) > INT32_MAX)
         fail("--ids {}: '{}' is not a token id", s, digits);
-      ids.push_back(static_cast<int32_t>(std::stoll(digits)));
+      ids.push_back(static_cast<TokenId>(std::stoll(digits)));
       if (j == std::string::npos) break;
       i = j + 1;
     }

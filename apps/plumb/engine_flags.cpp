@@ -39,7 +39,7 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
       ->check(CLI::IsMember({"f32", "bf16", "fp4"}));
 }
 
-v4::RunOptions run_options(const EngineFlags& f) { return {f.backend, f.threads, parse_numerics(f.numerics)}; }
+LoadOptions run_options(const EngineFlags& f) { return {f.backend, f.threads, parse_numerics(f.numerics)}; }
 
 runtime::EngineOptions engine_options(const EngineFlags& f) {
   runtime::EngineOptions o;

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "plumb/model/runner_v4.h"
+#include "plumb/model/model.h"
 #include "plumb/runtime/local_engine.h"
 
 namespace plumb::cli {
@@ -24,7 +24,7 @@ struct EngineFlags {
 // Adds --model and the model flags (--numerics, --backend, --threads) and the engine flags.
 void add_engine_flags(CLI::App& cmd, EngineFlags& f);
 
-v4::RunOptions run_options(const EngineFlags& f);
+LoadOptions run_options(const EngineFlags& f);
 runtime::EngineOptions engine_options(const EngineFlags& f);  // throws plumb::Error on bad names
 
 }  // namespace plumb::cli

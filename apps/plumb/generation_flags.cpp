@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "plumb/model/session_v4.h"
+#include "plumb/model/session.h"
 #include "plumb/util/error.h"
 
 namespace plumb::cli {
@@ -91,7 +91,7 @@ void add_generation_flags(CLI::App& cmd, GenerationFlags& f) {
 
 LoadedModel load_for_generation(const GenerationFlags& f) {
   LoadedModel m{Tokenizer::load(f.model), nullptr, {}};
-  m.model = v4::ModelV4::load(f.model, {f.backend, f.threads, parse_numerics(f.numerics)});
+  m.model = load_model(f.model, {f.backend, f.threads, parse_numerics(f.numerics)});
   m.options.sampling = resolve_sampling(f);
   m.options.max_new_tokens = f.max_new_tokens;
   for (const std::string& stop : f.stops) m.options.stop_strings.push_back(unescape(stop));
@@ -100,9 +100,9 @@ LoadedModel load_for_generation(const GenerationFlags& f) {
 }
 
 void report_self_check(LoadedModel& m) {
-  std::vector<std::uint32_t> prompt = m.tokenizer.encode(kSelfCheckPrompt);
-  prompt.insert(prompt.begin(), static_cast<std::uint32_t>(m.model->config().bos_token_id));
-  const v4::SelfCheckResult r = v4::self_check(*m.model, prompt, kSelfCheckTokens);
+  std::vector<TokenId> prompt = m.tokenizer.encode(kSelfCheckPrompt);
+  prompt.insert(prompt.begin(), static_cast<TokenId>(m.model->config().bos_token_id));
+  const SelfCheckResult r = self_check(*m.model, prompt, kSelfCheckTokens);
   std::fprintf(stderr, "self-check: ok: \"%s\" -> \"%s\" (%d tokens, decode vs prefill logits within %.2g, %.2f s)\n",
                std::string(kSelfCheckPrompt).c_str(), m.tokenizer.decode(r.tokens).c_str(), kSelfCheckTokens,
                r.max_logit_diff, r.seconds);

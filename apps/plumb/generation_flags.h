@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "plumb/model/runner_v4.h"
+#include "plumb/model/model.h"
 #include "plumb/runtime/generate.h"
 #include "plumb/tokenizer/tokenizer.h"
 
@@ -35,14 +35,14 @@ CLI::Validator at_least(long long min);
 
 struct LoadedModel {
   Tokenizer tokenizer;
-  std::unique_ptr<v4::ModelV4> model;
+  std::unique_ptr<Model> model;
   GenerationOptions options;  // sampling defaults from the model directory, then the flags
 };
 
 // Loads the tokenizer and the model of `f.model` and resolves the generation options.
 LoadedModel load_for_generation(const GenerationFlags& f);
 
-// Runs v4::self_check on a fixed prompt and reports it on stderr; throws when it fails.
+// Runs self_check (model/session.h) on a fixed prompt and reports it on stderr; throws when it fails.
 void report_self_check(LoadedModel& m);
 
 // Writes `text` to stdout and flushes, so a reader sees each chunk as it is generated.

@@ -90,17 +90,17 @@ TEST(ConfigV4, RealFlashConfigParsesToSpecValues) {
 TEST(ConfigV4, LayerScheduleMatchesSpec) {
   const ModelConfig c = load_model_config(kConfigs + "deepseek-v4-flash.json");
   ASSERT_EQ(c.compress_ratios.size(), 44u);
-  EXPECT_EQ(c.attn_type(0), AttnType::SlidingWindow);
-  EXPECT_EQ(c.attn_type(1), AttnType::SlidingWindow);
-  EXPECT_EQ(c.attn_type(2), AttnType::Compressed4);
-  EXPECT_EQ(c.attn_type(3), AttnType::Compressed128);
-  EXPECT_EQ(c.attn_type(41), AttnType::Compressed128);
-  EXPECT_EQ(c.attn_type(42), AttnType::Compressed4);
-  EXPECT_EQ(c.attn_type(43), AttnType::SlidingWindow);  // the MTP layer
+  EXPECT_EQ(c.attn_type(0), AttnType::SWA);
+  EXPECT_EQ(c.attn_type(1), AttnType::SWA);
+  EXPECT_EQ(c.attn_type(2), AttnType::CSA);
+  EXPECT_EQ(c.attn_type(3), AttnType::HCA);
+  EXPECT_EQ(c.attn_type(41), AttnType::HCA);
+  EXPECT_EQ(c.attn_type(42), AttnType::CSA);
+  EXPECT_EQ(c.attn_type(43), AttnType::SWA);  // the MTP layer
   int csa = 0, hca = 0;
   for (int64_t l = 0; l < 43; ++l) {
-    csa += c.attn_type(l) == AttnType::Compressed4;
-    hca += c.attn_type(l) == AttnType::Compressed128;
+    csa += c.attn_type(l) == AttnType::CSA;
+    hca += c.attn_type(l) == AttnType::HCA;
     EXPECT_EQ(c.compress_ratio(l), l < 2 ? 0 : (l % 2 == 0 ? 4 : 128)) << l;
   }
   EXPECT_EQ(csa, 21);
@@ -125,7 +125,7 @@ TEST(ConfigV4, TruncatedCompressRatiosArePaddedForMtp) {
   const ModelConfig c = parse_model_config(j, "t.json");
   ASSERT_EQ(c.compress_ratios.size(), 44u);
   EXPECT_EQ(c.compress_ratio(43), 0);
-  EXPECT_EQ(c.attn_type(42), AttnType::Compressed4);
+  EXPECT_EQ(c.attn_type(42), AttnType::CSA);
 }
 
 // Issue 13 item 4: what the release (compress_ratios[layer_id]) and HF read by prefix.
@@ -153,11 +153,11 @@ TEST(ConfigV4, OtherRatiosAreHcaStyle) {
   j["compress_ratios"][3] = 16;
   j["compress_ratios"][5] = 2;
   const ModelConfig c = parse_model_config(j, "t.json");
-  EXPECT_EQ(c.attn_type(3), AttnType::Compressed128);
+  EXPECT_EQ(c.attn_type(3), AttnType::HCA);
   EXPECT_EQ(c.compress_ratio(3), 16);
-  EXPECT_EQ(c.attn_type(5), AttnType::Compressed128);
+  EXPECT_EQ(c.attn_type(5), AttnType::HCA);
   EXPECT_EQ(c.compress_ratio(5), 2);
-  EXPECT_EQ(c.attn_type(4), AttnType::Compressed4);
+  EXPECT_EQ(c.attn_type(4), AttnType::CSA);
 }
 
 TEST(ConfigV4, DefaultsForOptionalFields) {

@@ -102,8 +102,8 @@ TEST(BindV4, TinyCheckpointBindsCompletely) {
   ASSERT_EQ(w.layers.size(), 4u);
   ASSERT_EQ(w.mtp.size(), 1u);
   EXPECT_EQ(w.expert_format, WeightFormat::FP4Block32);
-  EXPECT_EQ(w.layers[0].type, AttnType::SlidingWindow);
-  EXPECT_EQ(w.layers[1].type, AttnType::Compressed4);
+  EXPECT_EQ(w.layers[0].type, AttnType::SWA);
+  EXPECT_EQ(w.layers[1].type, AttnType::CSA);
   EXPECT_TRUE(w.layers[1].attn.indexer.has_value());
   EXPECT_TRUE(w.layers[2].attn.compressor.has_value());
   EXPECT_FALSE(w.layers[2].attn.indexer.has_value());

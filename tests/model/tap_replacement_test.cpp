@@ -11,10 +11,10 @@
 
 #include "plumb/format/config.h"
 #include "plumb/model/numerics.h"
-#include "plumb/model/runner_v3.h"
-#include "plumb/model/runner_v4.h"
+#include "plumb/model/model_v3.h"
+#include "plumb/model/model_v4.h"
+#include "plumb/model/taps.h"
 #include "plumb/util/error.h"
-#include "plumb/verify/taps.h"
 
 namespace plumb {
 namespace {
@@ -22,7 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 
 const fs::path kGolden = fs::path(PLUMB_TEST_DATA) / "golden";
-const std::vector<int32_t> kIds = {5, 9, 17, 3};
+const std::vector<TokenId> kIds = {5, 9, 17, 3};
 
 // Taps that replace `name` with `values` and record nothing.
 Taps replacing(const std::string& name, const std::vector<float>* values) {

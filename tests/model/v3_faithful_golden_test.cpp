@@ -49,8 +49,8 @@
 #include "plumb/format/npy.h"
 #include "plumb/format/safetensors.h"
 #include "plumb/model/forward_v3.h"
-#include "plumb/model/runner_v3.h"
-#include "plumb/model/runner_v4.h"
+#include "plumb/model/model_v3.h"
+#include "plumb/model/model_v4.h"
 #include "plumb/model/weights_v3.h"
 
 namespace plumb {
@@ -129,8 +129,8 @@ TEST(V3FaithfulGolden, LogitsFollowTheRelease) {
       const double cos = cosine(got, want);
       int64_t agree = 0, exact = 0;
       for (int64_t t = 0; t < L; ++t) {
-        agree += v4::argmax(std::span<const float>(got.data() + t * V, V)) ==
-                 v4::argmax(std::span<const float>(want.data() + t * V, V));
+        agree += argmax(std::span<const float>(got.data() + t * V, V)) ==
+                 argmax(std::span<const float>(want.data() + t * V, V));
         exact += std::equal(got.begin() + t * V, got.begin() + (t + 1) * V, want.begin() + t * V);
       }
       std::printf("[v3 faithful golden] %s prompt_%lld: cosine %.6f, argmax agreement %lld/%lld, bit-identical "
@@ -163,18 +163,18 @@ TEST(V3FaithfulGolden, GreedyFollowsTheRelease) {
         ADD_FAILURE() << missing(file);
         continue;
       }
-      const std::vector<int32_t> want = read_token_ids(file.string());
+      const std::vector<TokenId> want = read_token_ids(file.string());
       ASSERT_FALSE(want.empty()) << file;
-      const std::vector<int32_t> prompt = read_token_ids((dir / ("prompt_" + std::to_string(L) + ".ids.npy")).string());
+      const std::vector<TokenId> prompt = read_token_ids((dir / ("prompt_" + std::to_string(L) + ".ids.npy")).string());
       // Prefill, then 1-token decode steps on the bf16 latent cache (the release's generate()).
       v3::SequenceState s = m.fwd->new_sequence();
-      std::vector<int32_t> step(prompt), got;
+      std::vector<TokenId> step(prompt), got;
       std::size_t parted = want.size();
       while (got.size() < want.size()) {
-        const v3::SequenceInput in{&s, step};
+        const SequenceStep in{&s, step};
         const std::vector<float> lg = m.run({&in, 1});
         const std::span<const float> last(lg.data() + lg.size() - V, static_cast<std::size_t>(V));
-        const int32_t best = static_cast<int32_t>(v4::argmax(last));
+        const TokenId best = static_cast<TokenId>(argmax(last));
         if (best != want[got.size()] && parted == want.size()) {
           parted = got.size();
           // Allowed only at a near-tie: the release's choice within two bf16 ulps of our best.
@@ -202,7 +202,7 @@ TEST(V3FaithfulGolden, GreedyFollowsTheRelease) {
 TEST(V3FaithfulGolden, ProfilesShareTheForward) {
   for (const char* name : kConfigs) {
     const fs::path dir = kFixtures / name;
-    const std::vector<int32_t> ids = read_token_ids((dir / "prompt_64.ids.npy").string());
+    const std::vector<TokenId> ids = read_token_ids((dir / "prompt_64.ids.npy").string());
     LoadedV3 ref(dir, Numerics::Reference), fai(dir, Numerics::Faithful);
     const std::vector<float> r = ref.prefill(ids), f = fai.prefill(ids);
     auto runner = v3::ModelV3::load(dir.string(), {"cpu", 2, Numerics::Reference});
@@ -215,7 +215,7 @@ TEST(V3FaithfulGolden, ProfilesShareTheForward) {
     std::printf("[v3 faithful] %s prompt_64: cosine(faithful, reference) %.6f\n", name, cos);
     EXPECT_GT(cos, 0.98) << name;
 
-    const std::vector<int32_t> b(ids.rbegin(), ids.rbegin() + 23);
+    const std::vector<TokenId> b(ids.rbegin(), ids.rbegin() + 23);
     const std::vector<float> want_b = fai.prefill(b);
     const test::RaggedChunked got = test::ragged_chunked(fai, ids, b);
     ASSERT_EQ(got.fed_a, ids.size());
@@ -237,7 +237,7 @@ TEST(V3FaithfulGolden, V31ScaleFmtUe8m0IsAcceptedAndChangesNothing) {
   j["quantization_config"]["scale_fmt"] = "ue8m0";
   test::write_file(tmp.path() / "config.json", j.dump());
   ASSERT_EQ(load_model_config(tmp.path().string()).quantization.scale_fmt, "ue8m0");
-  const std::vector<int32_t> ids = read_token_ids((src / "prompt_7.ids.npy").string());
+  const std::vector<TokenId> ids = read_token_ids((src / "prompt_7.ids.npy").string());
   for (Numerics n : {Numerics::Reference, Numerics::Faithful}) {
     LoadedV3 plain(src, n), v31(tmp.path(), n);
     EXPECT_EQ(v31.prefill(ids), plain.prefill(ids)) << numerics_name(n);

@@ -24,7 +24,7 @@
 #include "plumb/format/safetensors.h"
 #include "plumb/model/checkpoint_summary.h"
 #include "plumb/model/forward_v3.h"
-#include "plumb/model/runner_v4.h"
+#include "plumb/model/model_v4.h"
 #include "plumb/model/weights_v3.h"
 
 namespace plumb {
@@ -97,14 +97,14 @@ TEST(V3Golden, LogitsAndGreedyMatchHf) {
     LoadedV3 m(dir);
     const int64_t V = m.cfg.vocab_size;
     for (int64_t L : {1, 3, 7, 64, 211}) {
-      const std::vector<int32_t> ids = read_token_ids((dir / ("prompt_" + std::to_string(L) + ".ids.npy")).string());
+      const std::vector<TokenId> ids = read_token_ids((dir / ("prompt_" + std::to_string(L) + ".ids.npy")).string());
       const std::vector<float> hf = npy_f32(dir / ("prompt_" + std::to_string(L) + ".logits.npy"));
       const std::vector<float> got = m.prefill(ids);
       ASSERT_EQ(got.size(), hf.size());
       int64_t argmax_diff = 0;
       for (int64_t t = 0; t < L; ++t)
-        argmax_diff += v4::argmax({got.data() + t * V, static_cast<std::size_t>(V)}) !=
-                       v4::argmax({hf.data() + t * V, static_cast<std::size_t>(V)});
+        argmax_diff += argmax({got.data() + t * V, static_cast<std::size_t>(V)}) !=
+                       argmax({hf.data() + t * V, static_cast<std::size_t>(V)});
       const double rel = rel_diff(got, hf);
       std::printf("[golden v3] %s prompt_%lld: max|diff|/max|ref| = %.3g, argmax mismatches %lld\n", name,
                   static_cast<long long>(L), rel, static_cast<long long>(argmax_diff));
@@ -112,14 +112,14 @@ TEST(V3Golden, LogitsAndGreedyMatchHf) {
       EXPECT_EQ(argmax_diff, 0) << name << " prompt_" << L;
     }
     // Greedy: one prefill, then 1-token decode steps reading only the latent / rope-key cache.
-    const std::vector<int32_t> prompt = read_token_ids((dir / "prompt_7.ids.npy").string());
-    const std::vector<int32_t> want = read_token_ids((dir / "greedy_7.ids.npy").string());
+    const std::vector<TokenId> prompt = read_token_ids((dir / "prompt_7.ids.npy").string());
+    const std::vector<TokenId> want = read_token_ids((dir / "greedy_7.ids.npy").string());
     v3::SequenceState s = m.fwd->new_sequence();
-    std::vector<int32_t> step(prompt), got;
+    std::vector<TokenId> step(prompt), got;
     while (got.size() < want.size()) {
-      const v3::SequenceInput in{&s, step};
+      const SequenceStep in{&s, step};
       const std::vector<float> lg = m.run({&in, 1});
-      got.push_back(static_cast<int32_t>(v4::argmax({lg.data() + lg.size() - V, static_cast<std::size_t>(V)})));
+      got.push_back(static_cast<TokenId>(argmax({lg.data() + lg.size() - V, static_cast<std::size_t>(V)})));
       step.assign(1, got.back());
     }
     EXPECT_EQ(got, want) << name;
@@ -129,8 +129,8 @@ TEST(V3Golden, LogitsAndGreedyMatchHf) {
 // Two sequences fed as a ragged batch in uneven chunks give the logits of one prefill each.
 TEST(V3Golden, RaggedChunkedDecodeEqualsPrefill) {
   LoadedV3 m(kGolden / "tiny-b");
-  const std::vector<int32_t> a = read_token_ids((kGolden / "tiny-b" / "prompt_64.ids.npy").string());
-  const std::vector<int32_t> b(a.rbegin(), a.rbegin() + 23);
+  const std::vector<TokenId> a = read_token_ids((kGolden / "tiny-b" / "prompt_64.ids.npy").string());
+  const std::vector<TokenId> b(a.rbegin(), a.rbegin() + 23);
   const std::vector<float> want_a = m.prefill(a), want_b = m.prefill(b);
   const test::RaggedChunked got = test::ragged_chunked(m, a, b);
   ASSERT_EQ(got.fed_a, a.size());

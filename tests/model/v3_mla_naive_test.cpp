@@ -159,7 +159,7 @@ TEST(V3MlaNaive, AbsorbedOpEqualsNaiveAttention) {
 
 // A V3 forward with HF's naive attention; norms, projections, rope and the FFN use the backend's
 // shared ops exactly as ForwardV3 does (those parts are checked against HF by v3_golden_test).
-std::vector<float> naive_logits(Model& m, const std::vector<int32_t>& ids) {
+std::vector<float> naive_logits(Model& m, const std::vector<TokenId>& ids) {
   backend::Backend& be = *m.be;
   const ModelConfig& c = m.cfg;
   const int64_t T = static_cast<int64_t>(ids.size()), H = c.num_attention_heads, R = c.kv_lora_rank;
@@ -175,7 +175,8 @@ std::vector<float> naive_logits(Model& m, const std::vector<int32_t>& ids) {
   auto rotate = [&](const Tensor& t) { return be.scale(be.rope(t, positions, inv_freq, false, none), rope.rope_scale, none); };
   auto swiglu = [](const v3::MlpWeights& w) { return backend::SwiGluWeights{&w.gate_proj, &w.down_proj, &w.up_proj}; };
 
-  Tensor h = be.embed(m.w.embed, be.from_host(ids.data(), {T}));
+  const std::vector<int32_t> ids32(ids.begin(), ids.end());  // the backend's ids are i32
+  Tensor h = be.embed(m.w.embed, be.from_host(ids32.data(), {T}));
   for (const v3::LayerWeights& L : m.w.layers) {
     const v3::MlaWeights& a = L.attn;
     const Tensor x = be.rms_norm(h, &L.input_layernorm, eps, F32, none);
@@ -223,7 +224,7 @@ TEST(V3MlaNaive, ForwardEqualsNaiveForwardInPrefillAndDecode) {
     Model m(dir);
     v3::ForwardV3 fwd(*m.be, m.cfg, m.w);
     for (int64_t L : {7, 64, 211}) {
-      const std::vector<int32_t> ids = read_token_ids((dir / ("prompt_" + std::to_string(L) + ".ids.npy")).string());
+      const std::vector<TokenId> ids = read_token_ids((dir / ("prompt_" + std::to_string(L) + ".ids.npy")).string());
       const std::vector<float> want = naive_logits(m, ids);
       // The naive forward is HF's computation: it matches the golden logits like ForwardV3 does.
       const NpyArray hf = read_npy((dir / ("prompt_" + std::to_string(L) + ".logits.npy")).string());
@@ -232,12 +233,12 @@ TEST(V3MlaNaive, ForwardEqualsNaiveForwardInPrefillAndDecode) {
       std::memcpy(hf_logits.data(), hf.data.data(), hf.data.size());
       EXPECT_LE(rel_diff(want, hf_logits), 1e-4) << name << " prompt_" << L;
       v3::SequenceState s = fwd.new_sequence();
-      const v3::SequenceInput in{&s, ids};
+      const SequenceStep in{&s, ids};
       const double pre = rel_diff(m.host(fwd.forward({&in, 1})), want);
       v3::SequenceState d = fwd.new_sequence();
       std::vector<float> dec;
-      for (const int32_t& id : ids) {
-        const v3::SequenceInput step{&d, {&id, 1}};
+      for (const TokenId& id : ids) {
+        const SequenceStep step{&d, {&id, 1}};
         const std::vector<float> lg = m.host(fwd.forward({&step, 1}));
         dec.insert(dec.end(), lg.begin(), lg.end());
       }

@@ -30,16 +30,16 @@ struct LoadedV3 {
       : cfg(load_model_config(dir.string())), ckpt(Checkpoint::open(dir.string())), w(v3::bind_weights(ckpt, cfg)) {
     fwd = std::make_unique<v3::ForwardV3>(*be, cfg, w, n);
   }
-  std::vector<float> run(std::span<const v3::SequenceInput> in) {
+  std::vector<float> run(std::span<const SequenceStep> in) {
     const backend::Tensor t = fwd->forward(in);
     std::vector<float> out(static_cast<std::size_t>(t.numel()));
     be->to_host(t, out.data());
     return out;
   }
   // The logits of every position of `ids` in one prefill of a fresh sequence.
-  std::vector<float> prefill(std::span<const int32_t> ids) {
+  std::vector<float> prefill(std::span<const TokenId> ids) {
     v3::SequenceState s = fwd->new_sequence();
-    const v3::SequenceInput in{&s, ids};
+    const SequenceStep in{&s, ids};
     return run({&in, 1});
   }
 };
@@ -58,14 +58,14 @@ struct RaggedChunked {
   std::vector<float> a, b;
   std::size_t fed_a = 0, fed_b = 0;
 };
-inline RaggedChunked ragged_chunked(LoadedV3& m, std::span<const int32_t> a, std::span<const int32_t> b) {
+inline RaggedChunked ragged_chunked(LoadedV3& m, std::span<const TokenId> a, std::span<const TokenId> b) {
   const int64_t V = m.cfg.vocab_size;
   v3::SequenceState sa = m.fwd->new_sequence(), sb = m.fwd->new_sequence();
   RaggedChunked r;
   const std::size_t chunks_a[] = {5, 1, 17, 1, 1, 39}, chunks_b[] = {1, 9, 1, 4, 7, 1};
   for (int c = 0; c < 6; ++c) {
-    const std::span<const int32_t> ta = a.subspan(r.fed_a, chunks_a[c]), tb = b.subspan(r.fed_b, chunks_b[c]);
-    const v3::SequenceInput in[2] = {{&sb, tb}, {&sa, ta}};
+    const std::span<const TokenId> ta = a.subspan(r.fed_a, chunks_a[c]), tb = b.subspan(r.fed_b, chunks_b[c]);
+    const SequenceStep in[2] = {{&sb, tb}, {&sa, ta}};
     const std::vector<float> lg = m.run(in);
     r.b.insert(r.b.end(), lg.begin(), lg.begin() + static_cast<int64_t>(tb.size()) * V);
     r.a.insert(r.a.end(), lg.begin() + static_cast<int64_t>(tb.size()) * V, lg.end());

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "../format/safetensors_corpus.h"
-#include "plumb/model/runner_v4.h"
+#include "plumb/model/model.h"
 #include "plumb/model/synth_v4.h"
 
 namespace plumb {
@@ -46,11 +46,11 @@ TEST(V4ConfigVariants, IndexerWithoutNopeAndALongerRatioListRun) {
   TempDir tmp;
   const fs::path a = synth(tmp.path() / "exact", base), b = synth(tmp.path() / "longer", longer);
 
-  std::vector<int32_t> ids(40);
+  std::vector<TokenId> ids(40);
   std::iota(ids.begin(), ids.end(), 7);  // 40 tokens: 10 CSA entries for index_topk 4
   for (Numerics n : {Numerics::Reference, Numerics::Faithful}) {
-    auto ma = v4::ModelV4::load(a.string(), {"cpu", 2, n});
-    auto mb = v4::ModelV4::load(b.string(), {"cpu", 2, n});
+    auto ma = load_model(a.string(), {"cpu", 2, n});
+    auto mb = load_model(b.string(), {"cpu", 2, n});
     EXPECT_EQ(mb->config().compress_ratios, (std::vector<int64_t>{0, 4, 16, 4}));
     EXPECT_EQ(mb->config().warnings.size(), 1u);
     const std::vector<float> la = ma->prompt_logits(ids), lb = mb->prompt_logits(ids);

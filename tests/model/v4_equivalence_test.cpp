@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "../format/safetensors_corpus.h"
-#include "plumb/model/runner_v4.h"
+#include "plumb/model/model_v4.h"
 #include "plumb/model/synth_v4.h"
 
 namespace plumb {
@@ -20,7 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using v4::ModelV4;
-using v4::SequenceInput;
 using v4::SequenceState;
 
 const std::vector<int64_t> kLengths = {1, 2, 3, 4, 5, 7, 8, 127, 128, 129, 131, 255, 256, 257};
@@ -54,22 +53,22 @@ class Equivalence : public ::testing::TestWithParam<Case> {
     V_ = model_->config().vocab_size;
   }
 
-  std::vector<int32_t> prompt(uint64_t seed, int64_t n) const {
+  std::vector<TokenId> prompt(uint64_t seed, int64_t n) const {
     std::mt19937_64 rng(seed);
-    std::uniform_int_distribution<int32_t> d(2, static_cast<int32_t>(V_ - 1));
-    std::vector<int32_t> p(static_cast<std::size_t>(n));
+    std::uniform_int_distribution<TokenId> d(2, static_cast<TokenId>(V_ - 1));
+    std::vector<TokenId> p(static_cast<std::size_t>(n));
     for (auto& t : p) t = d(rng);
     return p;
   }
 
   // Runs one sequence through the given chunk sizes; returns all its logits [sum, V].
-  std::vector<float> chunked(const std::vector<int32_t>& ids, const std::vector<int64_t>& chunks) {
-    SequenceState s = model_->forward().new_sequence();
+  std::vector<float> chunked(const std::vector<TokenId>& ids, const std::vector<int64_t>& chunks) {
+    SequenceState s = model_->forward_pass().new_sequence();
     std::vector<float> out;
     int64_t done = 0;
     for (int64_t c : chunks) {
-      const SequenceInput in{&s, std::span<const int32_t>(ids).subspan(static_cast<std::size_t>(done), static_cast<std::size_t>(c))};
-      append(out, model_->forward().forward({&in, 1}));
+      const SequenceStep in{&s, std::span<const TokenId>(ids).subspan(static_cast<std::size_t>(done), static_cast<std::size_t>(c))};
+      append(out, model_->forward_pass().forward({&in, 1}));
       done += c;
     }
     return out;
@@ -107,23 +106,23 @@ test::TempDir* Equivalence::tmp_ = nullptr;
 constexpr double kTol = 1e-5;
 
 TEST_P(Equivalence, PrefillOfEveryLengthIsAPrefixOfTheFullPrefill) {
-  const std::vector<int32_t> ids = prompt(1, kMax);
+  const std::vector<TokenId> ids = prompt(1, kMax);
   const std::vector<float> full = model_->prompt_logits(ids);
   for (int64_t L : kLengths) {
-    const std::vector<float> part = model_->prompt_logits(std::span<const int32_t>(ids).first(static_cast<std::size_t>(L)));
+    const std::vector<float> part = model_->prompt_logits(std::span<const TokenId>(ids).first(static_cast<std::size_t>(L)));
     EXPECT_LE(rel(part, full, L), kTol) << "length " << L;
   }
 }
 
 TEST_P(Equivalence, TokenByTokenDecode) {
-  const std::vector<int32_t> ids = prompt(2, kMax);
+  const std::vector<TokenId> ids = prompt(2, kMax);
   const std::vector<float> full = model_->prompt_logits(ids);
   const std::vector<float> dec = chunked(ids, std::vector<int64_t>(kMax, 1));
   for (int64_t L : kLengths) EXPECT_LE(rel(dec, full, L), kTol) << "first " << L << " decode steps";
 }
 
 TEST_P(Equivalence, ChunkedPrefillSplitAnywhere) {
-  const std::vector<int32_t> ids = prompt(3, kMax);
+  const std::vector<TokenId> ids = prompt(3, kMax);
   const std::vector<float> full = model_->prompt_logits(ids);
   // Two chunks, split at the window (16), HCA ratios (16, 128) and CSA ratio (4) boundaries +-1.
   for (int64_t s : {1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 130, 131, 255, 256})
@@ -142,14 +141,14 @@ TEST_P(Equivalence, ChunkedPrefillSplitAnywhere) {
   // Every listed length as prefill of all but the last token, then one decode step.
   for (int64_t L : kLengths) {
     if (L < 2) continue;
-    const std::vector<int32_t> p(ids.begin(), ids.begin() + L);
+    const std::vector<TokenId> p(ids.begin(), ids.begin() + L);
     EXPECT_LE(rel(chunked(p, {L - 1, 1}), full, L), kTol) << "length " << L;
   }
 }
 
 TEST_P(Equivalence, RaggedBatches) {
   // One sequence per listed length, each with its own prompt, all in one batch.
-  std::vector<std::vector<int32_t>> prompts;
+  std::vector<std::vector<TokenId>> prompts;
   std::vector<std::vector<float>> ref;
   for (std::size_t i = 0; i < kLengths.size(); ++i) {
     prompts.push_back(prompt(100 + i, kLengths[i]));
@@ -157,11 +156,11 @@ TEST_P(Equivalence, RaggedBatches) {
   }
   {
     std::vector<SequenceState> states;
-    for (std::size_t i = 0; i < prompts.size(); ++i) states.push_back(model_->forward().new_sequence());
-    std::vector<SequenceInput> batch;
+    for (std::size_t i = 0; i < prompts.size(); ++i) states.push_back(model_->forward_pass().new_sequence());
+    std::vector<SequenceStep> batch;
     for (std::size_t i = 0; i < prompts.size(); ++i) batch.push_back({&states[i], prompts[i]});
     std::vector<float> all;
-    append(all, model_->forward().forward(batch));
+    append(all, model_->forward_pass().forward(batch));
     int64_t row = 0;
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       const std::vector<float> mine(all.begin() + row * V_, all.begin() + (row + kLengths[i]) * V_);
@@ -173,21 +172,21 @@ TEST_P(Equivalence, RaggedBatches) {
   // single decode token), so prefill chunks and decode steps of different sequences mix.
   std::mt19937_64 rng(5);
   std::vector<SequenceState> states;
-  for (std::size_t i = 0; i < prompts.size(); ++i) states.push_back(model_->forward().new_sequence());
+  for (std::size_t i = 0; i < prompts.size(); ++i) states.push_back(model_->forward_pass().new_sequence());
   std::vector<std::vector<float>> got(prompts.size());
   for (;;) {
-    std::vector<SequenceInput> batch;
+    std::vector<SequenceStep> batch;
     std::vector<std::size_t> who;
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       const int64_t done = states[i].pos, left = kLengths[i] - done;
       if (left == 0) continue;
       const int64_t c = std::min<int64_t>(left, rng() % 3 == 0 ? 1 + rng() % 50 : 1);
-      batch.push_back({&states[i], std::span<const int32_t>(prompts[i]).subspan(static_cast<std::size_t>(done), static_cast<std::size_t>(c))});
+      batch.push_back({&states[i], std::span<const TokenId>(prompts[i]).subspan(static_cast<std::size_t>(done), static_cast<std::size_t>(c))});
       who.push_back(i);
     }
     if (batch.empty()) break;
     std::vector<float> all;
-    append(all, model_->forward().forward(batch));
+    append(all, model_->forward_pass().forward(batch));
     int64_t row = 0;
     for (std::size_t k = 0; k < who.size(); ++k) {
       const int64_t n = static_cast<int64_t>(batch[k].tokens.size());

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "plumb/format/npy.h"
-#include "plumb/model/runner_v4.h"
+#include "plumb/model/model_v4.h"
 
 namespace plumb {
 namespace {
@@ -56,7 +56,7 @@ TEST(V4FaithfulGolden, LogitsFollowTheRelease) {
       const double cos = dot / std::sqrt(na * nb);
       int64_t agree = 0;
       for (int64_t t = 0; t < L; ++t)
-        agree += v4::argmax(std::span<const float>(got.data() + t * V, V)) == v4::argmax(std::span<const float>(w.data() + t * V, V));
+        agree += argmax(std::span<const float>(got.data() + t * V, V)) == argmax(std::span<const float>(w.data() + t * V, V));
       std::printf("[faithful golden] %s prompt_%lld: cosine %.6f, argmax agreement %lld/%lld\n",
                   cfg_dir.path().filename().c_str(), static_cast<long long>(L), cos, static_cast<long long>(agree),
                   static_cast<long long>(L));

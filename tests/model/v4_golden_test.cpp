@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "plumb/format/npy.h"
-#include "plumb/model/runner_v4.h"
+#include "plumb/model/model_v4.h"
 
 namespace plumb {
 namespace {
@@ -81,7 +81,7 @@ TEST(V4Golden, ReferenceLogitsMatchHf) {
     const auto prompts = numbered(dir, "prompt");
     EXPECT_FALSE(prompts.empty()) << dir;
     for (const auto& [L, ids_path] : prompts) {
-      const std::vector<int32_t> ids = read_token_ids(ids_path.string());
+      const std::vector<TokenId> ids = read_token_ids(ids_path.string());
       std::vector<int64_t> shape;
       const std::vector<float> hf = f32_array(dir / ("prompt_" + std::to_string(L) + ".logits.npy"), &shape);
       ASSERT_EQ(shape, (std::vector<int64_t>{L, V})) << ids_path;
@@ -94,7 +94,7 @@ TEST(V4Golden, ReferenceLogitsMatchHf) {
       int64_t argmax_diff = 0;
       for (int64_t t = 0; t < L; ++t) {
         const std::span<const float> a(got.data() + t * V, V), b(hf.data() + t * V, V);
-        argmax_diff += v4::argmax(a) != v4::argmax(b);
+        argmax_diff += argmax(a) != argmax(b);
       }
       // Informational: how far the release's numerics move the logits on this random model.
       const std::vector<float> f = fai->prompt_logits(ids);
@@ -115,9 +115,9 @@ TEST(V4Golden, GreedyContinuationMatchesHf) {
   for (const auto& [dir, model_dir] : dirs) {
     auto model = v4::ModelV4::load(model_dir.string(), {"cpu", 2, Numerics::Reference});
     for (const auto& [L, path] : numbered(dir, "greedy")) {
-      const std::vector<int32_t> want = read_token_ids(path.string());
-      const std::vector<int32_t> prompt = read_token_ids((dir / ("prompt_" + std::to_string(L) + ".ids.npy")).string());
-      v4::ModelV4::GenerateOptions g;
+      const std::vector<TokenId> want = read_token_ids(path.string());
+      const std::vector<TokenId> prompt = read_token_ids((dir / ("prompt_" + std::to_string(L) + ".ids.npy")).string());
+      Model::GenerateOptions g;
       g.max_new_tokens = static_cast<int64_t>(want.size());
       g.stop_at_eos = false;  // the fixtures continue past EOS
       EXPECT_EQ(model->generate(prompt, g), want) << dir.filename() << " greedy_" << L;

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "plumb/format/npy.h"
-#include "plumb/model/runner_v4.h"
+#include "plumb/model/model.h"
 
 namespace plumb {
 namespace {
@@ -69,28 +69,28 @@ int first_departure(const nlohmann::json& m) {
 
 class V4ReleaseGolden : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { model_ = v4::ModelV4::load(kDir.string(), {"cpu", 2, Numerics::Faithful}).release(); }
+  static void SetUpTestSuite() { model_ = load_model(kDir.string(), {"cpu", 2, Numerics::Faithful}).release(); }
   static void TearDownTestSuite() {
     delete model_;
     model_ = nullptr;
   }
-  static v4::ModelV4* model_;
+  static Model* model_;
 };
-v4::ModelV4* V4ReleaseGolden::model_ = nullptr;
+Model* V4ReleaseGolden::model_ = nullptr;
 
 TEST_F(V4ReleaseGolden, LastLogitsAtTheReleaseNoiseFloor) {
   const nlohmann::json m = meta();
   const int64_t V = model_->config().vocab_size;
   int checked = 0;
   for (const auto& [len, info] : m.at("prompts").items()) {
-    const std::vector<int32_t> ids = read_token_ids((kDir / ("prompt_" + len + ".ids.npy")).string());
+    const std::vector<TokenId> ids = read_token_ids((kDir / ("prompt_" + len + ".ids.npy")).string());
     const std::vector<float> want = npy_floats(kDir / ("golden_" + len + ".logits.npy"));
     ASSERT_EQ(static_cast<int64_t>(want.size()), V);
     const std::vector<float> all = model_->prompt_logits(ids);
     const std::vector<float> got(all.end() - V, all.end());
     const nlohmann::json& floor = info.at("cpu_vs_golden");
     const double cos = cosine(got, want), floor_cos = floor.at("cosine").get<double>();
-    const int64_t a_got = v4::argmax(got), a_want = v4::argmax(want);
+    const int64_t a_got = argmax(got), a_want = argmax(want);
     std::printf("[release golden] prompt_%s: cosine %.7f (the release's CPU run: %.7f), argmax %lld vs %lld\n",
                 len.c_str(), cos, floor_cos, static_cast<long long>(a_got), static_cast<long long>(a_want));
     EXPECT_TRUE(info.at("fp32_vs_golden").at("bitwise").get<bool>()) << "the GEMM-order floor moved: regenerate";
@@ -114,8 +114,8 @@ TEST_F(V4ReleaseGolden, GreedyFollowsTheReleaseWhereTheFloorCannotDecide) {
     if (info.at("cpu_vs_golden").at("argmax_equal").get<bool>())
       spread = std::max(spread, info.at("cpu_vs_golden").at("max_abs_diff").get<double>());
   const std::string len = std::to_string(m.at("greedy").at("prompt").get<int>());
-  std::vector<int32_t> seq = read_token_ids((kDir / ("prompt_" + len + ".ids.npy")).string());
-  const std::vector<int32_t> want = read_token_ids((kDir / ("greedy_" + len + ".ids.npy")).string());
+  std::vector<TokenId> seq = read_token_ids((kDir / ("prompt_" + len + ".ids.npy")).string());
+  const std::vector<TokenId> want = read_token_ids((kDir / ("greedy_" + len + ".ids.npy")).string());
   const int64_t P = static_cast<int64_t>(seq.size()), V = model_->config().vocab_size;
   seq.insert(seq.end(), want.begin(), want.end() - 1);
   const std::vector<float> all = model_->prompt_logits(seq);
@@ -123,7 +123,7 @@ TEST_F(V4ReleaseGolden, GreedyFollowsTheReleaseWhereTheFloorCannotDecide) {
   bool open = true;
   for (std::size_t i = 0; i < want.size(); ++i) {
     std::vector<float> row(all.begin() + (P - 1 + static_cast<int64_t>(i)) * V, all.begin() + (P + static_cast<int64_t>(i)) * V);
-    const int64_t best = v4::argmax(row);
+    const int64_t best = argmax(row);
     std::vector<float> top(row);
     std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
     open = open && top[0] - top[1] > spread;

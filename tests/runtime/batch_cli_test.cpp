@@ -53,7 +53,7 @@ TEST(BatchCli, RunsEveryGoodLineAndReportsTheBadOnes) {
                                 (tmp.path() / "ids.npy").string() + " --out-ids " + (tmp.path() / "out.npy").string(),
                             tmp.path());
   ASSERT_EQ(gen.status, 0) << gen.err;
-  const std::vector<std::int32_t> want = read_token_ids((tmp.path() / "out.npy").string());
+  const std::vector<TokenId> want = read_token_ids((tmp.path() / "out.npy").string());
 
   const std::string input =
       json({{"id", "ids"}, {"prompt_ids", ids}, {"max_tokens", 12}, {"greedy", true}}).dump() + "\n" +
@@ -75,7 +75,7 @@ TEST(BatchCli, RunsEveryGoodLineAndReportsTheBadOnes) {
   ASSERT_EQ(out.size(), 7u);
 
   EXPECT_EQ(out[0]["id"], "ids");
-  EXPECT_EQ(out[0]["token_ids"].get<std::vector<std::int32_t>>(), want);
+  EXPECT_EQ(out[0]["token_ids"].get<std::vector<TokenId>>(), want);
   EXPECT_EQ(out[0]["usage"]["prompt_tokens"], ids.size());
   EXPECT_EQ(out[0]["usage"]["completion_tokens"], want.size());
   EXPECT_EQ(out[0]["usage"]["total_tokens"], ids.size() + want.size());

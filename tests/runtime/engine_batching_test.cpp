@@ -15,13 +15,13 @@
 
 #include "fake_engine_model.h"
 #include "plumb/runtime/generate_one.h"
-#include "plumb/model/runner_v3.h"
+#include "plumb/model/model.h"
 #include "plumb/runtime/local_engine.h"
 
 namespace plumb::runtime {
 namespace {
 
-const v4::RunOptions kCpu{"cpu", 2, Numerics::Reference};
+const LoadOptions kCpu{"cpu", 2, Numerics::Reference};
 
 std::shared_ptr<const Tokenizer> tokenizer() {
   static const auto t = std::make_shared<const Tokenizer>(Tokenizer::load(testing::kTinyKjv.string()));
@@ -105,13 +105,11 @@ void expect_same(const std::vector<RequestResult>& alone, const std::vector<Requ
 TEST(EngineBatching, AloneMatchesTheModelsOwnLoop) {
   const std::vector<Request> reqs = workload(1, load_model_config(testing::kTinyKjv.string()).vocab_size);
   const std::vector<RequestResult> alone = run_alone(reqs);
-  auto model = v4::ModelV4::load(testing::kTinyKjv.string(), kCpu);
+  auto model = load_model(testing::kTinyKjv.string(), kCpu);
   for (std::size_t i = 0; i < reqs.size(); i += 2) {  // the greedy ones
-    v4::ModelV4::GenerateOptions g;
+    Model::GenerateOptions g;
     g.max_new_tokens = reqs[i].max_tokens;
-    const std::vector<int32_t> prompt(reqs[i].prompt.begin(), reqs[i].prompt.end());
-    const std::vector<int32_t> want = model->generate(prompt, g);
-    EXPECT_EQ(alone[i].tokens, std::vector<TokenId>(want.begin(), want.end())) << "request " << i;
+    EXPECT_EQ(alone[i].tokens, model->generate(reqs[i].prompt, g)) << "request " << i;
   }
 }
 
@@ -166,12 +164,11 @@ TEST(EngineBatching, V3AloneMatchesItsLoopAndBatchedMatchesAlone) {
   const ModelConfig cfg = load_model_config(kV3);
   const std::vector<Request> reqs = workload(31, cfg.vocab_size);
   const std::vector<RequestResult> alone = run_alone(reqs, kV3);
-  auto model = v3::ModelV3::load(kV3, kCpu);
+  auto model = load_model(kV3, kCpu);
   for (std::size_t i = 0; i < reqs.size(); i += 2) {
-    v4::ModelV4::GenerateOptions g;
+    Model::GenerateOptions g;
     g.max_new_tokens = reqs[i].max_tokens;
-    const std::vector<int32_t> want = model->generate(std::vector<int32_t>(reqs[i].prompt.begin(), reqs[i].prompt.end()), g);
-    EXPECT_EQ(alone[i].tokens, std::vector<TokenId>(want.begin(), want.end())) << "request " << i;
+    EXPECT_EQ(alone[i].tokens, model->generate(reqs[i].prompt, g)) << "request " << i;
   }
   std::int64_t preemptions = 0;
   for (SchedulePolicy policy : {SchedulePolicy::kFcfs, SchedulePolicy::kSrpt}) {

@@ -13,29 +13,30 @@ namespace {
 
 constexpr std::size_t kVocab = 8;
 
-// Uniform logits for every position; records the inputs it saw, batch by batch.
+// Uniform logits for every predicting position (all but the last); records the inputs it saw,
+// batch by batch.
 struct UniformModel {
-  std::vector<std::vector<std::vector<std::int32_t>>> calls;
+  std::vector<std::vector<std::vector<TokenId>>> calls;
   WindowLogitsFn fn() {
-    return [this](std::span<const std::vector<std::int32_t>> inputs) {
+    return [this](std::span<const std::vector<TokenId>> inputs) {
       calls.emplace_back(inputs.begin(), inputs.end());
       std::vector<std::vector<float>> out;
-      for (const auto& in : inputs) out.emplace_back(in.size() * kVocab, 0.5f);
+      for (const auto& in : inputs) out.emplace_back((in.size() - 1) * kVocab, 0.5f);
       return out;
     };
   }
 };
 
 TEST(Perplexity, WindowsAreBosPlusConsecutiveSlices) {
-  const std::vector<std::int32_t> ids = {1, 2, 3, 4, 5, 6, 7, 0, 1, 2};
+  const std::vector<TokenId> ids = {1, 2, 3, 4, 5, 6, 7, 0, 1, 2};
   UniformModel m;
   PerplexityOptions o{4, 0, 2};
   std::vector<std::int64_t> progress;
   const PerplexityResult r =
       perplexity(ids, o, m.fn(), [&](const PerplexityResult& p) { progress.push_back(p.tokens); });
   ASSERT_EQ(m.calls.size(), 2u);  // 3 windows in batches of 2
-  EXPECT_EQ(m.calls[0], (std::vector<std::vector<std::int32_t>>{{0, 1, 2, 3, 4}, {0, 5, 6, 7, 0}}));
-  EXPECT_EQ(m.calls[1], (std::vector<std::vector<std::int32_t>>{{0, 1, 2}}));
+  EXPECT_EQ(m.calls[0], (std::vector<std::vector<TokenId>>{{0, 1, 2, 3, 4}, {0, 5, 6, 7, 0}}));
+  EXPECT_EQ(m.calls[1], (std::vector<std::vector<TokenId>>{{0, 1, 2}}));
   EXPECT_EQ(progress, (std::vector<std::int64_t>{8, 10}));
   EXPECT_EQ(r.tokens, 10);
   EXPECT_EQ(r.windows, 3);
@@ -48,12 +49,12 @@ TEST(Perplexity, WindowsAreBosPlusConsecutiveSlices) {
 TEST(Perplexity, LogitsAtPositionJPredictTokenJ) {
   // Position j's logits put 2 on id (j + 1) % 4 and 0 elsewhere (vocab 4). Targets chosen to hit
   // that id on the first two positions and miss it on the third.
-  const std::vector<std::int32_t> ids = {1, 2, 0};
-  const WindowLogitsFn fn = [](std::span<const std::vector<std::int32_t>> inputs) {
+  const std::vector<TokenId> ids = {1, 2, 0};
+  const WindowLogitsFn fn = [](std::span<const std::vector<TokenId>> inputs) {
     std::vector<std::vector<float>> out;
     for (const auto& in : inputs) {
-      std::vector<float> l(in.size() * 4, 0.f);
-      for (std::size_t j = 0; j < in.size(); ++j) l[j * 4 + (j + 1) % 4] = 2.f;
+      std::vector<float> l((in.size() - 1) * 4, 0.f);
+      for (std::size_t j = 0; j + 1 < in.size(); ++j) l[j * 4 + (j + 1) % 4] = 2.f;
       out.push_back(l);
     }
     return out;
@@ -72,16 +73,16 @@ TEST(Perplexity, TokenNllIsStableForLargeLogits) {
 
 TEST(Perplexity, RejectsBadInput) {
   UniformModel m;
-  const std::vector<std::int32_t> ids = {1, 2};
+  const std::vector<TokenId> ids = {1, 2};
   EXPECT_THROW(perplexity({}, {}, m.fn()), Error);
   EXPECT_THROW(perplexity(ids, {0, 0, 1}, m.fn()), Error);
   EXPECT_THROW(perplexity(ids, {4, 0, 0}, m.fn()), Error);
-  const WindowLogitsFn short_logits = [](std::span<const std::vector<std::int32_t>> inputs) {
+  const WindowLogitsFn short_logits = [](std::span<const std::vector<TokenId>> inputs) {
     return std::vector<std::vector<float>>(inputs.size(), std::vector<float>(5, 0.f));
   };
-  EXPECT_THROW(perplexity(ids, {}, short_logits), Error);  // 5 logits for 3 positions
-  const WindowLogitsFn nan_logits = [](std::span<const std::vector<std::int32_t>> inputs) {
-    return std::vector<std::vector<float>>(inputs.size(), std::vector<float>(3 * 4, std::nanf("")));
+  EXPECT_THROW(perplexity(ids, {}, short_logits), Error);  // 5 logits for 2 predicting positions
+  const WindowLogitsFn nan_logits = [](std::span<const std::vector<TokenId>> inputs) {
+    return std::vector<std::vector<float>>(inputs.size(), std::vector<float>(2 * 4, std::nanf("")));
   };
   EXPECT_THROW(perplexity(ids, {}, nan_logits), Error);
 }

@@ -335,9 +335,9 @@ AttnType ModelConfig::attn_type(int64_t layer) const {
   if (arch != Arch::DeepseekV4)
     fail("attn_type: {} has no sliding-window or compressed attention layers", arch_name(arch));
   const int64_t ratio = compress_ratio(layer);
-  if (ratio == 0) return AttnType::SlidingWindow;
-  if (ratio == 4) return AttnType::Compressed4;
-  if (ratio >= 2) return AttnType::Compressed128;  // HCA-style at whatever ratio
+  if (ratio == 0) return AttnType::SWA;
+  if (ratio == 4) return AttnType::CSA;
+  if (ratio >= 2) return AttnType::HCA;  // at whatever ratio
   fail("layer {}: compress ratio {} has no attention type", layer, ratio);
 }
 

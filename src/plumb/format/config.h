@@ -33,10 +33,12 @@ struct QuantizationConfig {
   std::vector<int64_t> weight_block_size;  // [128, 128]
 };
 
-// SWA (ratio 0) / CSA (ratio 4: overlap + indexer) / HCA-style (any other ratio >= 2: disjoint
-// windows, no indexer; 128 in V4-Flash, smaller in tiny test models). compress_ratio() gives the
-// actual ratio.
-enum class AttnType { SlidingWindow, Compressed4, Compressed128 };
+// Attention layer kinds, by role. DeepSeek-V4: SWA (ratio 0: the sliding window only), CSA
+// (compressed sparse attention, ratio 4: overlapping windows + the Lightning indexer), HCA
+// (heavily compressed attention, any other ratio >= 2: disjoint windows, no indexer; 128 in
+// V4-Flash, 16 in tiny test models); compress_ratio() gives the actual ratio. DeepSeek-V3: MLA
+// (multi-head latent attention, every layer).
+enum class AttnType { SWA, CSA, HCA, MLA };
 
 struct ModelConfig {
   Arch arch = Arch::DeepseekV4;

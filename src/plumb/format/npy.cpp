@@ -114,11 +114,11 @@ void write_npy(const std::string& path, DType dtype, const std::vector<int64_t>&
   if (!f) fail("{}: write failed", path);
 }
 
-std::vector<int32_t> read_token_ids(const std::string& path) {
+std::vector<TokenId> read_token_ids(const std::string& path) {
   NpyArray a = read_npy(path);
   const bool shape_ok = a.shape.size() == 1 || (a.shape.size() == 2 && a.shape[0] == 1);
   if (!shape_ok) fail("{}: token ids must have shape [T] or [1, T], got [{}]", path, fmt::join(a.shape, ", "));
-  std::vector<int32_t> ids(static_cast<std::size_t>(a.numel()));
+  std::vector<TokenId> ids(static_cast<std::size_t>(a.numel()));
   for (std::size_t i = 0; i < ids.size(); ++i) {
     int64_t v;
     if (a.dtype == DType::I64) {
@@ -131,7 +131,7 @@ std::vector<int32_t> read_token_ids(const std::string& path) {
       fail("{}: token ids must be int32 or int64, got {}", path, dtype_name(a.dtype));
     }
     if (v < 0 || v > INT32_MAX) fail("{}: token id {} at position {} is negative or too large", path, v, i);
-    ids[i] = static_cast<int32_t>(v);
+    ids[i] = static_cast<TokenId>(v);
   }
   return ids;
 }

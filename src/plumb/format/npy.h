@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "plumb/format/dtype.h"
+#include "plumb/util/token_id.h"
 
 namespace plumb {
 
@@ -20,7 +21,7 @@ NpyArray read_npy(const std::string& path);  // plumb::Error naming the file on 
 void write_npy(const std::string& path, DType dtype, const std::vector<int64_t>& shape, const void* data);
 
 // Convenience: token ids from an int32/int64 .npy of shape [T] (or [1, T]); errors name the file.
-std::vector<int32_t> read_token_ids(const std::string& path);
+std::vector<TokenId> read_token_ids(const std::string& path);
 inline void write_f32_npy(const std::string& path, const std::vector<int64_t>& shape, const float* data) {
   write_npy(path, DType::F32, shape, data);
 }

@@ -48,9 +48,10 @@ CheckpointSummary summarize_checkpoint(const Checkpoint& ckpt, const ModelConfig
   for (int64_t i = 0; i < cfg.num_hidden_layers; ++i) {
     if (cfg.arch == Arch::DeepseekV4) {
       switch (cfg.attn_type(i)) {
-        case AttnType::SlidingWindow: s.swa_layers.push_back(i); break;
-        case AttnType::Compressed4: s.csa_layers.push_back(i); break;
-        case AttnType::Compressed128: s.hca_layers.push_back(i); break;
+        case AttnType::SWA: s.swa_layers.push_back(i); break;
+        case AttnType::CSA: s.csa_layers.push_back(i); break;
+        case AttnType::HCA: s.hca_layers.push_back(i); break;
+        case AttnType::MLA: break;  // attn_type() gives it only to V3, which has no compress ratios
       }
       if (cfg.is_hash_layer(i)) s.hash_layers.push_back(i);
     }

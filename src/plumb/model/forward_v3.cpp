@@ -45,6 +45,7 @@
 
 #include <fmt/format.h>
 
+#include "plumb/model/batch.h"
 #include "plumb/model/rope_v4.h"
 #include "plumb/model/tap_emit.h"
 #include "plumb/model/state_v4.h"
@@ -268,29 +269,21 @@ Tensor ForwardV3::ffn(int64_t l, const Tensor& x) {
   return be_.moe(x, r, experts, swiglu(L.moe.shared), mp);
 }
 
-Tensor ForwardV3::forward(std::span<const SequenceInput> batch, const Taps& taps) {
-  if (batch.empty()) fail("forward: empty batch");
-  backend::Batch b;
-  std::vector<SequenceState*> states;
-  std::vector<int32_t> ids, pos;
-  for (const SequenceInput& in : batch) {
-    if (!in.state) fail("forward: sequence without state");
-    if (std::find(states.begin(), states.end(), in.state) != states.end())
-      fail("forward: the same sequence state appears twice in one batch");
-    if (in.tokens.empty()) fail("forward: a sequence has no new tokens");
-    if (static_cast<int64_t>(in.state->latent.size()) != cfg_.num_hidden_layers)
-      fail("forward: sequence state has {} layers, the model {}", in.state->latent.size(), cfg_.num_hidden_layers);
-    for (int32_t id : in.tokens)
-      if (id < 0 || id >= cfg_.vocab_size) fail("token id {} is outside the vocabulary [0, {})", id, cfg_.vocab_size);
-    const int64_t n = static_cast<int64_t>(in.tokens.size());
-    b.seqs.push_back({b.rows, n, in.state->pos});
-    b.rows += n;
-    states.push_back(in.state);
-    ids.insert(ids.end(), in.tokens.begin(), in.tokens.end());
-    for (int64_t i = 0; i < n; ++i) pos.push_back(static_cast<int32_t>(in.state->pos + i));
-  }
-  const Tensor tok = be_.from_host(ids.data(), {b.rows});
-  const Tensor positions = be_.from_host(pos.data(), {b.rows});
+Tensor ForwardV3::forward(std::span<const SequenceStep> batch, const Taps& taps) {
+  return forward(batch, all_rows(batch), taps);
+}
+
+Tensor ForwardV3::forward(std::span<const SequenceStep> batch, std::span<const int64_t> logit_rows,
+                          const Taps& taps) {
+  const BatchLayout layout = lay_out_batch(batch, cfg_);
+  const backend::Batch& b = layout.batch;
+  const std::vector<SequenceState*> states = states_of<SequenceState>(batch, "the V3 model");
+  for (const SequenceState* s : states)
+    if (static_cast<int64_t>(s->latent.size()) != cfg_.num_hidden_layers)
+      fail("forward: sequence state has {} layers, the model {}", s->latent.size(), cfg_.num_hidden_layers);
+  check_logit_rows(logit_rows, b.rows);
+  const Tensor tok = be_.from_host(layout.ids.data(), {b.rows});
+  const Tensor positions = be_.from_host(layout.positions.data(), {b.rows});
   // The release's RMSNorm ignores the config's rms_norm_eps: every norm has the default 1e-6.
   const float eps = faithful_ ? 1e-6f : static_cast<float>(cfg_.rms_norm_eps);
   const auto F32 = backend::NormMath::F32;
@@ -315,12 +308,14 @@ Tensor ForwardV3::forward(std::span<const SequenceInput> batch, const Taps& taps
     emit_tap(be_, tp, prefix + "residual", h);
     h = replaced_by_tap(be_, tp, prefix + "residual", std::move(h));
   }
-  const Tensor y = be_.rms_norm(h, &w_.norm, eps, F32, R16);
+  advance(batch);
+  if (logit_rows.empty()) return be_.full(backend::ElemType::F32, {0, cfg_.vocab_size}, 0.f);
+  // The head runs only on the rows asked for: the final norm and the head are row by row.
+  const Tensor y = be_.rms_norm(gather_rows(be_, h, logit_rows), &w_.norm, eps, F32, R16);
   emit_tap(be_, tp, "final_norm", y);
   // faithful: the release's head is a bf16 Linear and its logits a bf16 tensor.
   const Tensor logits = be_.linear(y, w_.lm_head, {.out = R16, .bf16_weight = faithful_});
   emit_tap(be_, tp, "logits", logits);
-  for (std::size_t i = 0; i < states.size(); ++i) states[i]->pos += b.seqs[i].len;
   return logits;
 }
 

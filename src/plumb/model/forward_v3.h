@@ -14,22 +14,18 @@
 #include <vector>
 
 #include "plumb/backend/backend.h"
-#include "plumb/verify/taps.h"
 #include "plumb/format/config.h"
+#include "plumb/model/model.h"
 #include "plumb/model/numerics.h"
+#include "plumb/model/taps.h"
 #include "plumb/model/weights_v3.h"
 
 namespace plumb::v3 {
 
-struct SequenceState {
-  int64_t pos = 0;                      // tokens processed; the next token's position
+// Per-sequence state: the latent cache (pos, the tokens processed, is plumb::SequenceState's).
+struct SequenceState final : plumb::SequenceState {
   std::vector<backend::Tensor> latent;  // per layer [capacity, kv_lora_rank]
   std::vector<backend::Tensor> k_pe;    // per layer [capacity, qk_rope_head_dim]
-};
-
-struct SequenceInput {
-  SequenceState* state = nullptr;   // advanced by the call
-  std::span<const int32_t> tokens;  // at least one new token
 };
 
 // YaRN as HF applies it to V3 (modeling_rope_utils._compute_yarn_parameters, yarn_apply_mscale).
@@ -55,10 +51,14 @@ class ForwardV3 {
 
   SequenceState new_sequence() const;
 
-  // Logits [sum of new tokens, vocab] (f32), sequences stacked in input order.
-  // Taps, when enabled, receive embed, layer.L.{attn_in, attn.out, ffn_in, ffn.out, residual},
-  // final_norm and logits (rows in batch order).
-  backend::Tensor forward(std::span<const SequenceInput> batch, const Taps& taps = {});
+  // Model::forward: logits [logit_rows.size(), vocab] (f32) of the batch rows `logit_rows`; the
+  // states must be v3::SequenceStates. Taps, when enabled, receive embed, layer.L.{attn_in,
+  // attn.out, ffn_in, ffn.out, residual} (rows in batch order), final_norm and logits (the
+  // `logit_rows` only).
+  backend::Tensor forward(std::span<const SequenceStep> batch, std::span<const int64_t> logit_rows,
+                          const Taps& taps = {});
+  // Logits of every row of the batch.
+  backend::Tensor forward(std::span<const SequenceStep> batch, const Taps& taps = {});
 
  private:
   struct Absorbed {  // kv_b split per head, decoded to f32 (grouped linears, groups = heads; the

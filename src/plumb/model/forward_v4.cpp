@@ -2,11 +2,11 @@
 // 3.2, 3.8-3.9). Attention lives in attention_v4.cpp.
 #include "plumb/model/forward_v4.h"
 
-#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
+#include "plumb/model/batch.h"
 #include "plumb/model/forward_step_v4.h"
 #include "plumb/model/rope_v4.h"
 #include "plumb/model/tap_emit.h"
@@ -80,33 +80,26 @@ Tensor ForwardV4::ffn(int64_t layer, const Tensor& x, Step& st) {
   return be_.moe(x, r, experts, {&m.shared.w1, &m.shared.w2, &m.shared.w3}, mp);
 }
 
-Tensor ForwardV4::forward(std::span<const SequenceInput> batch, const Taps& taps) {
-  if (batch.empty()) fail("forward: empty batch");
+Tensor ForwardV4::forward(std::span<const SequenceStep> batch, const Taps& taps) {
+  return forward(batch, all_rows(batch), taps);
+}
+
+Tensor ForwardV4::forward(std::span<const SequenceStep> batch, std::span<const int64_t> logit_rows,
+                          const Taps& taps) {
+  BatchLayout layout = lay_out_batch(batch, cfg_);
   Step st;
   st.taps = &taps;
   st.faithful = numerics_ == Numerics::Faithful;
   st.R = st.faithful ? Round::BF16 : Round::None;
-  std::vector<int32_t> ids, pos;
-  for (const SequenceInput& in : batch) {
-    if (!in.state) fail("forward: sequence without state");
-    // Each sequence's state advances once per call; twice in one batch would race on it.
-    if (std::find(st.states.begin(), st.states.end(), in.state) != st.states.end())
-      fail("forward: the same sequence state appears twice in one batch");
-    if (in.tokens.empty()) fail("forward: a sequence has no new tokens");
-    if (static_cast<int64_t>(in.state->layers.size()) != cfg_.num_hidden_layers)
-      fail("forward: sequence state has {} layers, the model {}", in.state->layers.size(), cfg_.num_hidden_layers);
-    for (int32_t id : in.tokens)
-      if (id < 0 || id >= cfg_.vocab_size) fail("token id {} is outside the vocabulary [0, {})", id, cfg_.vocab_size);
-    const int64_t n = static_cast<int64_t>(in.tokens.size());
-    st.batch.seqs.push_back({st.batch.rows, n, in.state->pos});
-    st.batch.rows += n;
-    st.states.push_back(in.state);
-    ids.insert(ids.end(), in.tokens.begin(), in.tokens.end());
-    for (int64_t i = 0; i < n; ++i) pos.push_back(static_cast<int32_t>(in.state->pos + i));
-  }
+  st.batch = std::move(layout.batch);
+  st.states = states_of<SequenceState>(batch, "the V4 model");
+  for (const SequenceState* s : st.states)
+    if (static_cast<int64_t>(s->layers.size()) != cfg_.num_hidden_layers)
+      fail("forward: sequence state has {} layers, the model {}", s->layers.size(), cfg_.num_hidden_layers);
+  check_logit_rows(logit_rows, st.batch.rows);
   const int64_t N = st.batch.rows, hc = cfg_.hc_mult;
-  st.ids = be_.from_host(ids.data(), {N});
-  st.positions = be_.from_host(pos.data(), {N});
+  st.ids = be_.from_host(layout.ids.data(), {N});
+  st.positions = be_.from_host(layout.positions.data(), {N});
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
 
   // 3.1: the residual stream holds hc copies of the embedding.
@@ -135,13 +128,16 @@ Tensor ForwardV4::forward(std::span<const SequenceInput> batch, const Taps& taps
     tap(st, st.prefix + "hc", X);
     X = replaced_by_tap(be_, st.taps, st.prefix + "hc", std::move(X));
   }
+  advance(batch);
+  if (logit_rows.empty()) return be_.full(backend::ElemType::F32, {0, cfg_.vocab_size}, 0.f);
+  // The head runs only on the rows asked for: every op after the layers is row by row.
+  X = gather_rows(be_, X, logit_rows);
   const backend::HcParams head_site{&w_.hc_head.fn, &w_.hc_head.base, &w_.hc_head.scale, 0,
                                     static_cast<float>(cfg_.hc_eps), eps};
   Tensor y = be_.rms_norm(be_.hc_head(X, head_site, st.R), &w_.norm, eps, backend::NormMath::F32, st.R);
   tap(st, "final_norm", y);
   Tensor logits = be_.linear(y, w_.head, {});  // f32 head (MODEL-SPEC 2.3)
   tap(st, "logits", logits);
-  for (std::size_t i = 0; i < st.states.size(); ++i) st.states[i]->pos += st.batch.seqs[i].len;
   return logits;
 }
 

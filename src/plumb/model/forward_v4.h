@@ -10,17 +10,13 @@
 
 #include "plumb/backend/backend.h"
 #include "plumb/format/config.h"
+#include "plumb/model/model.h"
 #include "plumb/model/numerics.h"
 #include "plumb/model/state_v4.h"
+#include "plumb/model/taps.h"
 #include "plumb/model/weights_v4.h"
-#include "plumb/verify/taps.h"
 
 namespace plumb::v4 {
-
-struct SequenceInput {
-  SequenceState* state = nullptr;      // advanced by the call
-  std::span<const int32_t> tokens;     // at least one new token
-};
 
 class ForwardV4 {
  public:
@@ -30,9 +26,13 @@ class ForwardV4 {
   // A fresh sequence at position 0 (compressor state kv = 0, score = -inf).
   SequenceState new_sequence() const;
 
-  // Logits [sum of new tokens, vocab] (f32), sequences stacked in input order. Taps, when
-  // enabled, receive the batch's intermediates (rows in the same order).
-  backend::Tensor forward(std::span<const SequenceInput> batch, const Taps& taps = {});
+  // Model::forward: logits [logit_rows.size(), vocab] (f32) of the batch rows `logit_rows`; the
+  // states must be v4::SequenceStates. Taps, when enabled, receive the batch's intermediates
+  // (rows in batch order; final_norm and logits only for `logit_rows`).
+  backend::Tensor forward(std::span<const SequenceStep> batch, std::span<const int64_t> logit_rows,
+                          const Taps& taps = {});
+  // Logits of every row of the batch.
+  backend::Tensor forward(std::span<const SequenceStep> batch, const Taps& taps = {});
 
  private:
   struct Step;  // per-call context (forward_v4.cpp)

@@ -57,7 +57,7 @@ LayerWeights walk_block(V& v, const ModelConfig& c, const std::string& p, int64_
   a.wo_b = v.linear(ap + "wo_b.weight", D, c.o_groups * c.o_lora_rank, false);
   const int64_t ratio = c.compress_ratio(index);
   if (ratio != 0) a.compressor = walk_compressor(v, ap + "compressor.", ratio, Dh, D);
-  if (L.type == AttnType::Compressed4) {
+  if (L.type == AttnType::CSA) {
     IndexerWeights ix;
     const std::string ip = ap + "indexer.";
     ix.wq_b = v.linear(ip + "wq_b.weight", c.index_n_heads * c.index_head_dim, c.q_lora_rank, false);

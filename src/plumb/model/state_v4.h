@@ -2,12 +2,13 @@
 // Per-sequence decode state of DeepSeek-V4 (MODEL-SPEC 5): for every layer the sliding-window
 // ring, and for compressed layers the compressed KV entries, the compressor's raw slots and, in
 // CSA layers, the indexer's keys and compressor slots. All tensors are backend-owned; `pos`
-// (tokens consumed so far) is the only host-side counter: entry counts follow from it
-// (floor(pos / ratio) entries are complete).
+// (tokens consumed so far, plumb::SequenceState) is the only host-side counter: entry counts
+// follow from it (floor(pos / ratio) entries are complete).
 #include <cstdint>
 #include <vector>
 
 #include "plumb/backend/backend.h"
+#include "plumb/model/model.h"
 
 namespace plumb::v4 {
 
@@ -19,8 +20,7 @@ struct LayerState {
   backend::CompressorState index_compressor;     // [2*m, 2*index_head_dim] (CSA)
 };
 
-struct SequenceState {
-  int64_t pos = 0;  // tokens processed; the next token's position
+struct SequenceState final : plumb::SequenceState {
   std::vector<LayerState> layers;
 };
 

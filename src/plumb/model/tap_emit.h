@@ -7,7 +7,7 @@
 
 #include "plumb/backend/backend.h"
 #include "plumb/util/error.h"
-#include "plumb/verify/taps.h"
+#include "plumb/model/taps.h"
 
 namespace plumb {
 

@@ -49,7 +49,7 @@ struct MoeWeights {
 
 struct LayerWeights {
   int64_t index = 0;
-  AttnType type = AttnType::SlidingWindow;
+  AttnType type = AttnType::SWA;
   WeightView attn_norm, ffn_norm;
   HcWeights hc_attn, hc_ffn;
   AttentionWeights attn;

@@ -16,10 +16,11 @@
 #include <vector>
 
 #include "plumb/runtime/sampler.h"
+#include "plumb/util/token_id.h"
 
 namespace plumb::runtime {
 
-using TokenId = std::uint32_t;
+using TokenId = plumb::TokenId;
 using RequestId = std::uint64_t;
 
 // Constrained decoding hook (JSON output, grammars): consulted on the engine thread before each

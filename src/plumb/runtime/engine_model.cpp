@@ -2,7 +2,6 @@
 
 #include <filesystem>
 
-#include "plumb/model/runner_v3.h"
 #include "plumb/util/error.h"
 
 namespace plumb::runtime {
@@ -15,30 +14,27 @@ std::int64_t safetensors_bytes(const std::string& dir) {
   return n;
 }
 
-// V4 and V3 have the same shape of API (a loaded model with a ragged-batch forward over its own
-// SequenceState / SequenceInput), so one adapter serves both.
-template <class Model, class State, class Input>
-class RaggedModel final : public EngineModel {
+// Every architecture behind model/model.h: its forward takes the batch and the rows whose
+// logits the step needs.
+class LoadedModel final : public EngineModel {
  public:
-  RaggedModel(std::unique_ptr<Model> model, std::int64_t weight_bytes)
+  LoadedModel(std::unique_ptr<Model> model, std::int64_t weight_bytes)
       : model_(std::move(model)), weight_bytes_(weight_bytes) {}
 
   std::unique_ptr<Sequence> new_sequence() override {
     auto s = std::make_unique<Seq>();
-    s->state = model_->forward().new_sequence();
+    s->state = model_->new_sequence();
     return s;
   }
 
   std::vector<float> forward(std::span<const Chunk> batch) override {
-    std::vector<std::vector<int32_t>> ids(batch.size());
-    std::vector<Input> inputs(batch.size());
+    std::vector<SequenceStep> steps(batch.size());
     std::vector<int64_t> wanted;  // batch rows whose logits go back
     int64_t row = 0;
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const Chunk& c = batch[i];
       if (c.tokens.empty()) fail("engine model: chunk {} of the batch has no tokens", i);
-      ids[i].assign(c.tokens.begin(), c.tokens.end());
-      inputs[i] = Input{&static_cast<Seq*>(c.seq)->state, ids[i]};
+      steps[i] = SequenceStep{static_cast<Seq*>(c.seq)->state.get(), c.tokens};
       const int64_t n = static_cast<int64_t>(c.tokens.size());
       if (c.all_logits)
         for (int64_t r = 0; r < n; ++r) wanted.push_back(row + r);
@@ -46,18 +42,8 @@ class RaggedModel final : public EngineModel {
         wanted.push_back(row + n - 1);
       row += n;
     }
-    backend::Backend& be = model_->backend();
-    backend::Tensor logits = model_->forward().forward(inputs);
-    const int64_t vocab = logits.dim(-1), rows = static_cast<int64_t>(wanted.size());
-    std::vector<float> out(static_cast<std::size_t>(rows * vocab));
-    if (rows == 0) return out;
-    if (rows != row) {  // gather the wanted rows on the device before the copy to the host
-      backend::Tensor picked = be.full(backend::ElemType::F32, {rows, vocab}, 0.f);
-      for (int64_t r = 0; r < rows; ++r) be.copy_rows(picked, r, logits, wanted[r], 1);
-      logits = std::move(picked);
-    }
-    be.to_host(logits, out.data());
-    return out;
+    if (wanted.empty() && row == 0) return {};
+    return to_host_floats(model_->backend(), model_->forward(steps, wanted));
   }
 
   const ModelConfig& config() const override { return model_->config(); }
@@ -65,7 +51,7 @@ class RaggedModel final : public EngineModel {
 
  private:
   struct Seq final : Sequence {
-    State state;
+    std::unique_ptr<SequenceState> state;
   };
   std::unique_ptr<Model> model_;
   std::int64_t weight_bytes_;
@@ -73,13 +59,8 @@ class RaggedModel final : public EngineModel {
 
 }  // namespace
 
-std::unique_ptr<EngineModel> load_engine_model(const std::string& dir, const v4::RunOptions& options) {
-  const std::int64_t bytes = safetensors_bytes(dir);
-  if (load_model_config(dir).arch == Arch::DeepseekV3)
-    return std::make_unique<RaggedModel<v3::ModelV3, v3::SequenceState, v3::SequenceInput>>(
-        v3::ModelV3::load(dir, options), bytes);
-  return std::make_unique<RaggedModel<v4::ModelV4, v4::SequenceState, v4::SequenceInput>>(
-      v4::ModelV4::load(dir, options), bytes);
+std::unique_ptr<EngineModel> load_engine_model(const std::string& dir, const LoadOptions& options) {
+  return std::make_unique<LoadedModel>(load_model(dir, options), safetensors_bytes(dir));
 }
 
 }  // namespace plumb::runtime

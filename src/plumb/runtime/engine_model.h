@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "plumb/model/runner_v4.h"
+#include "plumb/model/model.h"
 
 namespace plumb::runtime {
 
@@ -44,6 +44,6 @@ class EngineModel {
 };
 
 // Loads a deepseek_v4 or deepseek_v3 checkpoint directory (dispatch on config.json model_type).
-std::unique_ptr<EngineModel> load_engine_model(const std::string& dir, const v4::RunOptions& options);
+std::unique_ptr<EngineModel> load_engine_model(const std::string& dir, const LoadOptions& options);
 
 }  // namespace plumb::runtime

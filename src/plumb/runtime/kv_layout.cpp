@@ -41,7 +41,7 @@ void add_v4_layer(const ModelConfig& c, std::int64_t layer, KvLayout& l) {
   if (m == 0) return;
   if (l.block_size % m != 0)
     fail("KV block size {} is not a multiple of layer {}'s compress ratio {}", l.block_size, layer, m);
-  const bool csa = c.attn_type(layer) == AttnType::Compressed4;
+  const bool csa = c.attn_type(layer) == AttnType::CSA;
   const std::int64_t overlap = csa ? 2 : 1;
   l.bytes_per_block += l.block_size / m * entry;
   l.state_bytes_per_seq += 2 * (overlap * m) * (overlap * d) * 4;  // kv and score sums, f32

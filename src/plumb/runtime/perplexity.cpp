@@ -8,11 +8,11 @@
 namespace plumb {
 namespace {
 
-// The NLL of window `w` from the logits of its input [BOS] + w.
-double window_nll(std::span<const std::int32_t> w, std::span<const float> logits, std::int64_t window_index) {
-  const std::size_t positions = w.size() + 1;
+// The NLL of window `w` from the logits of its input [BOS] + w (every position but the last).
+double window_nll(std::span<const TokenId> w, std::span<const float> logits, std::int64_t window_index) {
+  const std::size_t positions = w.size();
   if (logits.empty() || logits.size() % positions != 0)
-    fail("window {}: got {} logits for {} input positions", window_index, logits.size(), positions);
+    fail("window {}: got {} logits for {} predicting positions", window_index, logits.size(), positions);
   const std::size_t vocab = logits.size() / positions;
   double nll = 0;
   for (std::size_t j = 0; j < w.size(); ++j) {
@@ -37,7 +37,7 @@ double token_nll(std::span<const float> logits, std::int64_t target) {
   return mx + std::log(sum) - static_cast<double>(logits[static_cast<std::size_t>(target)]);
 }
 
-PerplexityResult perplexity(std::span<const std::int32_t> ids, const PerplexityOptions& o, const WindowLogitsFn& logits,
+PerplexityResult perplexity(std::span<const TokenId> ids, const PerplexityOptions& o, const WindowLogitsFn& logits,
                             const PerplexityProgress& progress) {
   if (ids.empty()) fail("no tokens to score");
   if (o.context < 1) fail("context must be at least 1, got {}", o.context);
@@ -45,10 +45,10 @@ PerplexityResult perplexity(std::span<const std::int32_t> ids, const PerplexityO
   const auto n = static_cast<std::int64_t>(ids.size());
   PerplexityResult r;
   while (r.tokens < n) {
-    std::vector<std::vector<std::int32_t>> inputs;
+    std::vector<std::vector<TokenId>> inputs;
     for (std::int64_t t = r.tokens; t < n && static_cast<std::int64_t>(inputs.size()) < o.batch; t += o.context) {
       const auto w = ids.subspan(static_cast<std::size_t>(t), static_cast<std::size_t>(std::min(o.context, n - t)));
-      std::vector<std::int32_t>& in = inputs.emplace_back(1, o.bos);
+      std::vector<TokenId>& in = inputs.emplace_back(1, o.bos);
       in.insert(in.end(), w.begin(), w.end());
     }
     const std::vector<std::vector<float>> out = logits(inputs);

@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "plumb/util/token_id.h"
+
 namespace plumb {
 
 struct PerplexityResult {
@@ -20,16 +22,16 @@ struct PerplexityResult {
   double ppl() const { return tokens > 0 ? std::exp(nll / static_cast<double>(tokens)) : 1.0; }
 };
 
-// Logits for each input, each flattened [input length, vocab] row-major. Inputs are independent
-// sequences; the function may run them as one batch.
-using WindowLogitsFn =
-    std::function<std::vector<std::vector<float>>(std::span<const std::vector<std::int32_t>> inputs)>;
+// Logits for each input of every position that predicts a target, i.e. all but the last, each
+// flattened [input length - 1, vocab] row-major. Inputs are independent sequences; the function
+// may run them as one batch.
+using WindowLogitsFn = std::function<std::vector<std::vector<float>>(std::span<const std::vector<TokenId>> inputs)>;
 // Called after each batch with the totals so far.
 using PerplexityProgress = std::function<void(const PerplexityResult& so_far)>;
 
 struct PerplexityOptions {
   std::int64_t context = 256;  // tokens per window, excluding the BOS
-  std::int32_t bos = 0;
+  TokenId bos = 0;
   std::int64_t batch = 1;  // windows per call of the logits function
 };
 
@@ -41,7 +43,7 @@ double token_nll(std::span<const float> logits, std::int64_t target);
 
 // Throws plumb::Error on empty ids, a bad option, logits of the wrong size, a target outside
 // the logits or a non-finite NLL.
-PerplexityResult perplexity(std::span<const std::int32_t> ids, const PerplexityOptions& options,
+PerplexityResult perplexity(std::span<const TokenId> ids, const PerplexityOptions& options,
                             const WindowLogitsFn& logits, const PerplexityProgress& progress = {});
 
 }  // namespace plumb

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "plumb/util/token_id.h"
 #include "plumb/verify/compare.h"
 
 namespace plumb::verify {
@@ -27,14 +28,14 @@ struct VerifyReport {
   // what was compared
   std::string model, model_type, backend, against, numerics;
   double threshold = 0.999;
-  std::vector<int32_t> ids;
+  std::vector<TokenId> ids;
   // per-tap comparison (empty for models whose runner has no taps; notes say so)
   std::vector<TapResult> taps;
   std::optional<LogitsAgreement> logits;
   // greedy decoding: only when the reference is a live run (dumps hold no tokens)
   bool greedy_compared = false;
   int64_t steps = 0;
-  std::vector<int32_t> greedy_got, greedy_ref;
+  std::vector<TokenId> greedy_got, greedy_ref;
   // audit
   Facts facts_got, facts_ref, audit;
   std::vector<std::string> notes;

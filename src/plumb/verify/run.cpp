@@ -8,9 +8,8 @@
 
 #include "plumb/format/config.h"
 #include "plumb/format/npy.h"
+#include "plumb/model/model.h"
 #include "plumb/model/numerics.h"
-#include "plumb/model/runner_v3.h"
-#include "plumb/model/runner_v4.h"
 #include "plumb/util/error.h"
 
 namespace plumb::verify {
@@ -30,8 +29,9 @@ struct Side {
   std::vector<std::string> order;
   std::map<std::string, Tap> taps;
   std::vector<float> logits;
-  std::vector<int32_t> greedy;
+  std::vector<TokenId> greedy;
   Facts facts;
+  std::string residual;  // the model's residual-stream taps, "layer.L.<residual>"
 };
 
 void progress(const VerifyOptions& o, const std::string& msg) {
@@ -44,43 +44,30 @@ int64_t numel(const std::vector<int64_t>& s) {
   return n;
 }
 
-// Loads the model on `backend`, runs the prompt (collecting taps when the runner has them),
-// then greedy decoding of `steps` tokens; the model is freed before returning so the two sides
-// never hold their weights (or device memory) at the same time.
-Side run_side(const VerifyOptions& o, const ModelConfig& cfg, const std::string& backend, const char* role,
-               const Side* inputs = nullptr) {
+// Loads the model on `backend`, runs the prompt collecting its taps (continuing from `replace`'s
+// residual streams when given), then greedy decoding of `steps` tokens; the model is freed before
+// returning so the two sides never hold their weights (or device memory) at the same time.
+Side run_side(const VerifyOptions& o, const std::string& backend, const char* role, const ReplaceFn& replace = {}) {
   Side s;
-  const v4::RunOptions ro{backend, o.threads, parse_numerics(o.numerics)};
-  const v4::ModelV4::GenerateOptions g{o.steps, true, 1.0, 0, false};  // no EOS stop: equal lengths
+  const LoadOptions lo{backend, o.threads, parse_numerics(o.numerics)};
+  const Model::GenerateOptions g{o.steps, true, 1.0, 0, false};  // no EOS stop: equal lengths
   Taps taps([&s](const std::string& name, const float* data, const std::vector<int64_t>& shape) {
     auto [it, fresh] = s.taps.try_emplace(name);
     if (fresh) s.order.push_back(name);
     it->second.shape = shape;
     it->second.values.assign(data, data + numel(shape));
   });
-  if (inputs)
-    taps.with_replacement([inputs](const std::string& name) -> const std::vector<float>* {
-      const auto it = inputs->taps.find(name);
-      return it == inputs->taps.end() ? nullptr : &it->second.values;
-    });
+  if (replace) taps.with_replacement(replace);
   const auto t0 = std::chrono::steady_clock::now();
   progress(o, fmt::format("{}: loading {} on {}", role, o.model, backend));
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  if (cfg.arch == Arch::DeepseekV3) {
-    auto m = v3::ModelV3::load(o.model, ro);
-    progress(o, fmt::format("{}: prefill of {} tokens ({:.1f} s)", role, o.ids.size(), elapsed()));
-    s.logits = m->prompt_logits(o.ids, taps);
-    if (o.steps > 0) progress(o, fmt::format("{}: {} greedy tokens ({:.1f} s)", role, o.steps, elapsed()));
-    if (o.steps > 0) s.greedy = m->generate(o.ids, g);
-  } else {
-    auto m = v4::ModelV4::load(o.model, ro);
-    s.facts = m->backend().facts();
-    progress(o, fmt::format("{}: prefill of {} tokens with taps ({:.1f} s)", role, o.ids.size(), elapsed()));
-    s.logits = m->prompt_logits(o.ids, taps);
-    if (o.steps > 0) progress(o, fmt::format("{}: {} greedy tokens ({:.1f} s)", role, o.steps, elapsed()));
-    if (o.steps > 0) s.greedy = m->generate(o.ids, g);
-  }
-  if (s.facts.empty()) s.facts = backend::make_backend(backend, 1)->facts();  // V3: the runner hides its backend
+  const std::unique_ptr<Model> m = load_model(o.model, lo);
+  s.facts = m->facts();
+  s.residual = m->residual_tap_suffix();
+  progress(o, fmt::format("{}: prefill of {} tokens with taps ({:.1f} s)", role, o.ids.size(), elapsed()));
+  s.logits = m->prompt_logits(o.ids, taps);
+  if (o.steps > 0) progress(o, fmt::format("{}: {} greedy tokens ({:.1f} s)", role, o.steps, elapsed()));
+  if (o.steps > 0) s.greedy = m->generate(o.ids, g);
   progress(o, fmt::format("{}: done ({:.1f} s)", role, elapsed()));
   return s;
 }
@@ -107,7 +94,7 @@ VerifyReport run_verify(const VerifyOptions& o) {
   parse_numerics(o.numerics);  // bad names fail before any loading
   const ModelConfig cfg = load_model_config(o.model);
   for (std::size_t i = 0; i < o.ids.size(); ++i)
-    if (o.ids[i] < 0 || o.ids[i] >= cfg.vocab_size)
+    if (o.ids[i] >= static_cast<uint64_t>(cfg.vocab_size))
       fail("verify: token id {} at position {} is outside the vocabulary of {} ids", o.ids[i], i, cfg.vocab_size);
   const bool dumps = !o.against_dumps.empty();
   if (dumps && !fs::exists(fs::path(o.against_dumps) / "logits.npy"))
@@ -135,24 +122,35 @@ VerifyReport run_verify(const VerifyOptions& o) {
     ref.facts = {{"source", "dump directory " + o.against_dumps}};
     ref.logits = read_dump(fs::path(o.against_dumps) / "logits.npy").values;
   } else {
-    ref = run_side(o, cfg, o.against, "reference");
+    ref = run_side(o, o.against, "reference");
   }
-  // The residual stream after each layer: V4's mHC streams, V3's residual.
-  const char* residual = cfg.arch == Arch::DeepseekV3 ? "residual" : "hc";
-  if (o.isolate_layers && dumps)  // the residual taps come from the dump directory
-    for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
-      const std::string name = fmt::format("layer.{}.{}", l, residual);
-      const fs::path p = fs::path(o.against_dumps) / (name + ".npy");
-      if (!fs::exists(p)) fail("verify: --isolate-layers needs {} in the dumps", p.string());
-      ref.taps[name] = read_dump(p);
-    }
-  const Side got = run_side(o, cfg, o.backend, "tested", o.isolate_layers ? &ref : nullptr);
+  // --isolate-layers: the tested forward asks for each residual stream it passes; the reference
+  // run's, or the dump directory's (read when first asked for).
+  std::map<std::string, std::vector<float>> dumped;
+  ReplaceFn replace;
+  if (o.isolate_layers && dumps) {
+    replace = [&](const std::string& name) -> const std::vector<float>* {
+      auto [it, fresh] = dumped.try_emplace(name);
+      if (fresh) {
+        const fs::path p = fs::path(o.against_dumps) / (name + ".npy");
+        if (!fs::exists(p)) fail("verify: --isolate-layers needs {} in the dumps", p.string());
+        it->second = read_dump(p).values;
+      }
+      return &it->second;
+    };
+  } else if (o.isolate_layers) {
+    replace = [&ref](const std::string& name) -> const std::vector<float>* {
+      const auto it = ref.taps.find(name);
+      return it == ref.taps.end() ? nullptr : &it->second.values;
+    };
+  }
+  const Side got = run_side(o, o.backend, "tested", replace);
   if (o.isolate_layers)
     r.notes.push_back(
         fmt::format("layers isolated: every layer of the tested backend started from the reference's residual "
                     "stream (its layer.L.{} taps), so each layer is compared on equal inputs; greedy decoding still "
                     "runs free",
-                    residual));
+                    got.residual));
   r.facts_got = got.facts;
   r.facts_ref = ref.facts;
   for (const auto& [key, value] : got.facts)

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "plumb/util/token_id.h"
 #include "plumb/verify/report.h"
 
 namespace plumb::verify {
@@ -16,7 +17,7 @@ struct VerifyOptions {
   std::string against = "cpu";  // reference backend (ignored when against_dumps is set)
   std::string against_dumps;    // DIR of <tap>.npy written by `plumb logits --dump-taps DIR`
   std::string numerics = "reference";
-  std::vector<int32_t> ids;
+  std::vector<TokenId> ids;
   int threads = 0;
   int64_t steps = 16;
   double threshold = 0.999;

@@ -2,7 +2,7 @@
 // A Taps sink that writes every tap to DIR/<name>.npy (f32, the tap's shape).
 #include <string>
 
-#include "plumb/verify/taps.h"
+#include "plumb/model/taps.h"
 
 namespace plumb {
 

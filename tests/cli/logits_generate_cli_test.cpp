@@ -13,7 +13,7 @@
 #include <sstream>
 #include <vector>
 
-#include "../format/safetensors_corpus.h"
+#include "cli_test_util.h"
 #include "plumb/format/npy.h"
 
 namespace plumb {
@@ -22,20 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kFixture = fs::path(PLUMB_TEST_DATA) / "golden" / "v4" / "tiny-b";
 
-struct CliResult {
-  int status;
-  std::string err;
-};
-
-CliResult plumb(const std::string& args, const fs::path& tmp) {
-  const fs::path err = tmp / "stderr.txt";
-  const std::string cmd = std::string(PLUMB_BINARY) + " " + args + " 2> " + err.string() + " > /dev/null";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream f(err);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
-}
+using test::CliResult;
+using test::plumb;
 
 class Cli : public ::testing::Test {
  protected:
@@ -69,7 +57,7 @@ TEST_F(Cli, BadInputsAreClearErrors) {
   const fs::path ids = tmp.path() / "ids.npy", out = tmp.path() / "o.npy";
   auto logits = [&] { return plumb("logits " + model + " --ids " + ids.string() + " --out " + out.string(), tmp.path()); };
 
-  const std::vector<int32_t> oov = {5, 400};
+  const std::vector<TokenId> oov = {5, 400};
   write_npy(ids.string(), DType::I32, {2}, oov.data());
   CliResult r = logits();
   EXPECT_EQ(r.status, 2);

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "convert_test_util.h"
+#include "../convert/convert_test_util.h"
 #include "plumb/format/npy.h"
 
 namespace plumb::test {

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sys/wait.h>
 
-#include "test_tokenizers.h"
+#include "../tokenizer/test_tokenizers.h"
 
 namespace plumb {
 namespace {

@@ -13,7 +13,7 @@
 #include <regex>
 #include <sstream>
 
-#include "../format/safetensors_corpus.h"
+#include "cli_test_util.h"
 #include "plumb/tokenizer/utf8.h"
 
 namespace plumb {
@@ -23,17 +23,8 @@ namespace fs = std::filesystem;
 const fs::path kModel = fs::path(PLUMB_SOURCE_DIR) / "models" / "tiny-kjv";
 const fs::path kGolden = fs::path(PLUMB_TEST_DATA) / "golden" / "v4" / "tiny-kjv";
 
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-struct CliResult {
-  int status;
-  std::string out, err;
-};
+using test::CliResult;
+using test::read_file;
 
 class RunCli : public ::testing::Test {
  protected:
@@ -43,14 +34,7 @@ class RunCli : public ::testing::Test {
   }
 
   // Runs plumb with `args` (shell words), `input` on stdin; stdout and stderr kept apart.
-  CliResult plumb(const std::string& args, const std::string& input = "") {
-    const fs::path in = tmp_.path() / "stdin.txt", out = tmp_.path() / "stdout.txt", err = tmp_.path() / "stderr.txt";
-    test::write_file(in, input);
-    const std::string cmd =
-        std::string(PLUMB_BINARY) + " " + args + " < " + in.string() + " > " + out.string() + " 2> " + err.string();
-    const int rc = std::system(cmd.c_str());
-    return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, read_file(out), read_file(err)};
-  }
+  CliResult plumb(const std::string& args, const std::string& input = "") { return test::plumb(args, tmp_.path(), input); }
 
   const std::string model_ = "--model " + kModel.string() + " --threads 2";
   nlohmann::json meta_;

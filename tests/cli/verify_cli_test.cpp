@@ -14,7 +14,7 @@
 #include <sstream>
 #include <vector>
 
-#include "../format/safetensors_corpus.h"
+#include "cli_test_util.h"
 #include "plumb/backend/backend.h"
 #include "plumb/format/config.h"
 #include "plumb/format/npy.h"
@@ -26,27 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kModels = fs::path(PLUMB_SOURCE_DIR) / "models";
 
-struct CliResult {
-  int status;
-  std::string err;
-};
-
-CliResult plumb(const std::string& args, const fs::path& tmp) {
-  const fs::path err = tmp / "stderr.txt";
-  const std::string cmd = std::string(PLUMB_BINARY) + " " + args + " 2> " + err.string() + " > /dev/null";
-  const int rc = std::system(cmd.c_str());
-  std::ifstream f(err);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, ss.str()};
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using test::CliResult;
+using test::plumb;
+using test::read_file;
 
 class VerifyCli : public ::testing::Test {
  protected:
@@ -60,7 +42,7 @@ class VerifyCli : public ::testing::Test {
     write_npy(p.string(), DType::I32, {static_cast<int64_t>(ids.size())}, ids.data());
     return p;
   }
-  nlohmann::json report(const fs::path& dir) { return nlohmann::json::parse(slurp(dir / "verify.json")); }
+  nlohmann::json report(const fs::path& dir) { return nlohmann::json::parse(read_file(dir / "verify.json")); }
 };
 
 void expect_complete_report(const nlohmann::json& j, const fs::path& dir) {
@@ -71,8 +53,8 @@ void expect_complete_report(const nlohmann::json& j, const fs::path& dir) {
     EXPECT_TRUE(j["audit"].contains(k)) << k;
   EXPECT_TRUE(j["facts"]["tested"].contains("backend"));
   EXPECT_NE(j["audit"]["command_line"].get<std::string>().find("verify"), std::string::npos);
-  EXPECT_NE(slurp(dir / "verify.md").find("## Taps"), std::string::npos);
-  const std::string html = slurp(dir / "verify.html");
+  EXPECT_NE(read_file(dir / "verify.md").find("## Taps"), std::string::npos);
+  const std::string html = read_file(dir / "verify.html");
   EXPECT_NE(html.find("<svg"), std::string::npos);
   // self-contained: nothing is loaded from elsewhere
   EXPECT_EQ(html.find("src=\""), std::string::npos);
@@ -193,7 +175,7 @@ TEST_F(VerifyCli, GpuAgainstCpu) {
                                   backend::gpu_backend_name() + " --against cpu --numerics " + numerics + " --ids " +
                                   ids_file().string() + " --report " + out.string() + " --steps 8",
                               tmp.path());
-    EXPECT_EQ(r.status, 0) << numerics << "\n" << r.err << "\n" << slurp(out / "verify.md");
+    EXPECT_EQ(r.status, 0) << numerics << "\n" << r.err << "\n" << read_file(out / "verify.md");
     const nlohmann::json j = report(out);
     EXPECT_TRUE(j["facts"]["tested"].contains("device")) << j["facts"].dump();
   }

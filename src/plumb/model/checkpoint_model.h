@@ -1,0 +1,65 @@
+#pragma once
+// The one implementation of Model: a checkpoint (config, bound weights) on a backend, run by an
+// architecture's forward. Each architecture names its parts in a traits type (model_v4.h,
+// model_v3.h):
+//   Forward       the forward pass (new_sequence(), forward(batch, logit_rows, taps))
+//   State         the SequenceState subclass Forward::new_sequence() returns
+//   Weights       the bound weights, from bind(Checkpoint, ModelConfig)
+//   kArch, kName  the architecture it runs and the class name errors use
+//   kResidualTap  Model::residual_tap_suffix()
+//   cache_spec()  the CacheSpec of a config
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "plumb/backend/backend.h"
+#include "plumb/format/config.h"
+#include "plumb/format/safetensors.h"
+#include "plumb/model/model.h"
+#include "plumb/util/error.h"
+
+namespace plumb {
+
+template <class Traits>
+class CheckpointModel final : public Model {
+ public:
+  static std::unique_ptr<CheckpointModel> load(const std::string& dir, const LoadOptions& opt) {
+    std::unique_ptr<CheckpointModel> m(new CheckpointModel());
+    m->cfg_ = load_model_config(dir);
+    if (m->cfg_.arch != Traits::kArch)
+      fail("{}: {} runs {} checkpoints (got {})", dir, Traits::kName, arch_name(Traits::kArch), m->cfg_.model_type);
+    m->ckpt_ = Checkpoint::open(dir);
+    m->weights_ = Traits::bind(m->ckpt_, m->cfg_);
+    m->cache_ = Traits::cache_spec(m->cfg_);
+    m->be_ = backend::make_backend(opt.backend, opt.threads);
+    m->fwd_ = std::make_unique<typename Traits::Forward>(*m->be_, m->cfg_, m->weights_, opt.numerics);
+    return m;
+  }
+
+  const ModelConfig& config() const override { return cfg_; }
+  backend::Backend& backend() override { return *be_; }
+  const CacheSpec& cache_spec() const override { return cache_; }
+  const char* residual_tap_suffix() const override { return Traits::kResidualTap; }
+  std::unique_ptr<SequenceState> new_sequence() const override {
+    return std::make_unique<typename Traits::State>(fwd_->new_sequence());
+  }
+  backend::Tensor forward(std::span<const SequenceStep> batch, std::span<const int64_t> logit_rows,
+                          const Taps& taps = {}) override {
+    return fwd_->forward(batch, logit_rows, taps);
+  }
+
+  // The forward itself, with its concrete sequence states (tests of an architecture's numerics).
+  typename Traits::Forward& forward_pass() { return *fwd_; }
+
+ private:
+  CheckpointModel() = default;
+  Checkpoint ckpt_;
+  ModelConfig cfg_;
+  typename Traits::Weights weights_;
+  CacheSpec cache_;
+  std::unique_ptr<backend::Backend> be_;
+  std::unique_ptr<typename Traits::Forward> fwd_;
+};
+
+}  // namespace plumb
