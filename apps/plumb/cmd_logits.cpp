@@ -4,10 +4,12 @@
 #include <memory>
 
 #include "commands.h"
+#include "generation_flags.h"
 #include "plumb/format/npy.h"
 #include "plumb/model/runner_v3.h"
 #include "plumb/model/runner_v4.h"
 #include "plumb/util/error.h"
+#include "plumb/util/finite.h"
 #include "plumb/verify/tap_dump.h"
 
 namespace plumb::cli {
@@ -28,13 +30,15 @@ Runner register_logits(CLI::App& app) {
   cmd->add_option("--numerics", a->numerics, "reference (f32, what HF computes) or faithful (the release's numerics)")
       ->check(CLI::IsMember({"reference", "faithful"}))
       ->capture_default_str();
-  cmd->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "CPU threads (0: all)")->check(thread_count())->capture_default_str();
   cmd->add_option("--backend", a->backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
   cmd->add_option("--dump-taps", a->taps, "write named intermediates as DIR/<tap>.npy");
   return [a]() {
     const std::vector<int32_t> ids = read_token_ids(a->ids);
     const v4::RunOptions opt{a->backend, a->threads, parse_numerics(a->numerics)};
-    const bool v3 = load_model_config(a->model).arch == Arch::DeepseekV3;  // dispatch on model_type
+    const ModelConfig cfg = load_model_config(a->model);
+    check_fits_context(static_cast<int64_t>(ids.size()), cfg, "the prompt (--ids)");
+    const bool v3 = cfg.arch == Arch::DeepseekV3;  // dispatch on model_type
     auto model4 = v3 ? nullptr : v4::ModelV4::load(a->model, opt);
     auto model3 = v3 ? v3::ModelV3::load(a->model, opt) : nullptr;
     const Taps taps = a->taps.empty() ? Taps() : npy_tap_writer(a->taps);
@@ -42,6 +46,7 @@ Runner register_logits(CLI::App& app) {
     const std::vector<float> logits = v3 ? model3->prompt_logits(ids, taps) : model4->prompt_logits(ids, taps);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t T = static_cast<int64_t>(ids.size());
+    require_finite(logits, "logits (a NaN or infinity in the weights?)");
     write_f32_npy(a->out, {T, (v3 ? model3->config() : model4->config()).vocab_size}, logits.data());
     std::fprintf(stderr, "logits: %lld tokens in %.3f s (%s, %s) -> %s\n", static_cast<long long>(T), s,
                  a->backend.c_str(), a->numerics.c_str(), a->out.c_str());

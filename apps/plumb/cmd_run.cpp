@@ -44,6 +44,8 @@ int run(const RunArgs& a) {
   LoadedModel m = load_for_generation(a.gen);
   if (a.gen.self_check) report_self_check(m);
   const std::vector<std::uint32_t> prompt = prompt_tokens(a, m);
+  check_fits_context(static_cast<std::int64_t>(prompt.size()) + m.options.max_new_tokens, m.model->config(),
+                     "the prompt + --max-new-tokens");
   v4::SessionV4 session(*m.model);
   const GenerationResult r =
       generate([&](auto tokens) { return session.step(tokens); }, m.tokenizer, prompt, m.options, print_now);

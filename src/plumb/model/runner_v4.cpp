@@ -4,6 +4,7 @@
 #include <random>
 
 #include "plumb/util/error.h"
+#include "plumb/util/finite.h"
 
 namespace plumb::v4 {
 
@@ -60,6 +61,7 @@ std::vector<int32_t> generate_with(std::span<const int32_t> prompt, const ModelV
   while (static_cast<int64_t>(out.size()) < g.max_new_tokens) {
     const std::vector<float> all = step_fn(step);
     std::copy(all.end() - V, all.end(), last.begin());  // the last position predicts the next token
+    require_finite(last, fmt::format("generate: step {}: logits (a NaN or infinity in the weights?)", out.size()));
     int32_t next;
     if (g.greedy) {
       next = static_cast<int32_t>(argmax(last));
