@@ -29,10 +29,10 @@ std::string one_line(std::string_view s) {
   return out;
 }
 
-// A SAX pass that only tracks object keys, one set per open object (and the key being read, to
-// name the field of a syntax error). (nlohmann's callback parser
+// A SAX pass that only tracks object keys, one set per open object. (nlohmann's callback parser
 // would do this in one pass, but it rescans the parent object after every nested object: quadratic,
-// minutes on a 70k-tensor header.) Syntax errors are reported here too, with nlohmann's position.
+// minutes on a 70k-tensor header.) Syntax errors are reported here too, with nlohmann's position
+// and the field whose value was being read.
 class DuplicateKeyCheck : public nlohmann::json_sax<nlohmann::json> {
  public:
   explicit DuplicateKeyCheck(const std::string& label) : label_(label) {}

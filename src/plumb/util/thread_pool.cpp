@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <exception>
-#include <system_error>
 
 #include "plumb/util/error.h"
 
@@ -16,8 +15,9 @@ ThreadPool::ThreadPool(int threads) {
          threads, kMaxThreads, hardware);
   try {
     for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
-  } catch (const std::system_error& e) {
-    // The OS refused a thread: stop the ones already started, or ~thread would terminate.
+  } catch (const std::exception& e) {
+    // The OS refused a thread (std::system_error): stop the ones already started, or ~thread
+    // would terminate the process.
     const auto started = workers_.size();
     stop_workers();
     fail("thread pool: could only start {} of {} threads: {}", started + 1, threads, e.what());
