@@ -5,8 +5,10 @@
 // (weights symlinked, the small files copied and edited).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -343,6 +345,23 @@ TEST(BadInputSynth, KeepsAnUnrelatedTmpDirectory) {
   int siblings = 0;
   for (const auto& e : fs::directory_iterator(out.parent_path())) siblings += e.path().filename().string().starts_with("ckpt");
   EXPECT_EQ(siblings, 2) << "only ckpt and the unrelated ckpt.tmp, no ckpt.tmp-<pid> left";
+}
+
+// ... and on a write error (here a file size limit, as a full disk would give) it removes its own
+// temporary directory and leaves no OUT.
+TEST(BadInputSynth, RemovesItsTemporaryDirectoryOnAWriteError) {
+  const Scratch s;
+  const fs::path out = s.path("ckpt");
+  const std::string cmd = "bash -c 'trap \"\" XFSZ; ulimit -f 64; exec " + std::string(PLUMB_BINARY) + " synth --config " +
+                          std::string(PLUMB_SOURCE_DIR) + "/tools/tiny-v4/config.json --out " + out.string() + "' > " +
+                          s.path("log") + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  const std::string log = read_bytes(s.path("log"));
+  ASSERT_TRUE(WIFEXITED(status)) << log;
+  EXPECT_EQ(WEXITSTATUS(status), 2) << log;
+  EXPECT_NE(log.find("plumb: error: "), std::string::npos) << log;
+  for (const auto& e : fs::directory_iterator(out.parent_path()))
+    EXPECT_FALSE(e.path().filename().string().starts_with("ckpt")) << e.path() << " left behind\n" << log;
 }
 
 // Issue #19: one invalid UTF-8 line ended the chat (exit 2) and lost the conversation. Now that
