@@ -7,7 +7,9 @@
 // When the re-encoded history differs from what was fed (thinking mode drops earlier reasoning, a
 // stop string cut the answer, or the answer re-tokenizes differently), the conversation is
 // re-read from the start, which gives the same result, only slower.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 
@@ -15,6 +17,7 @@
 #include "generation_flags.h"
 #include "plumb/model/session.h"
 #include "plumb/tokenizer/chat.h"
+#include "plumb/util/error.h"
 
 namespace plumb::cli {
 
@@ -43,6 +46,8 @@ class ChatLoop {
         turn(line);
       }
     }
+    // getline fails on a read error (stdin a directory, an I/O error) as it does at the end.
+    if (std::cin.bad() || std::ferror(stdin)) fail("stdin: read error: {}", std::strerror(errno));
     print_now("\n");
     return 0;
   }
@@ -56,8 +61,17 @@ class ChatLoop {
 
   void turn(const std::string& user) {
     history_.push_back({ChatMessage::Role::kUser, user});
-    const std::vector<TokenId> prompt =
-        encode_chat(m_.tokenizer, history_, a_.think ? ChatMode::kThinking : ChatMode::kChat);
+    std::vector<TokenId> prompt;
+    try {  // a message that cannot be encoded (invalid UTF-8) or does not fit is rejected alone
+      prompt = encode_chat(m_.tokenizer, history_, a_.think ? ChatMode::kThinking : ChatMode::kChat);
+      check_fits_context(static_cast<std::int64_t>(prompt.size()) + m_.options.max_new_tokens, m_.model->config(),
+                         "the conversation + --max-new-tokens");
+    } catch (const Error& e) {
+      history_.pop_back();
+      std::fprintf(stderr, "chat: error: %s (message ignored; the conversation is kept, /reset clears it)\n",
+                   e.what());
+      return;
+    }
     GenerationOptions options = m_.options;
     options.cached = prompt.size() - session_.resume(prompt).size();
     const GenerationResult r =

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "generation_flags.h"
 #include "plumb/format/npy.h"
 #include "plumb/model/model.h"
 
@@ -29,15 +30,17 @@ Runner register_generate(CLI::App& app) {
   cmd->add_option("--out-ids", a->out, "output .npy, int32 [new tokens]")->required();
   cmd->add_flag("--greedy", a->greedy, "argmax decoding (default: sample softmax(logits / temperature))");
   cmd->add_option("--temperature", a->temperature, "sampling temperature")->capture_default_str();
-  cmd->add_option("--seed", a->seed, "sampling seed")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "sampling seed")->check(at_least(0))->capture_default_str();
   cmd->add_flag("--ignore-eos", a->ignore_eos, "keep generating after the end-of-sequence token");
   cmd->add_option("--numerics", a->numerics, "reference or faithful")
       ->check(CLI::IsMember({"reference", "faithful"}))
       ->capture_default_str();
-  cmd->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "CPU threads (0: all)")->check(thread_count())->capture_default_str();
   cmd->add_option("--backend", a->backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
   return [a]() {
     const std::vector<TokenId> ids = read_token_ids(a->ids);
+    check_fits_context(static_cast<int64_t>(ids.size()) + a->max_new, load_model_config(a->model),
+                       "the prompt (--ids) + --max-new-tokens");
     const std::unique_ptr<Model> model = load_model(a->model, {a->backend, a->threads, parse_numerics(a->numerics)});
     Model::GenerateOptions g;
     g.max_new_tokens = a->max_new;

@@ -4,9 +4,11 @@
 #include <memory>
 
 #include "commands.h"
+#include "generation_flags.h"
 #include "plumb/format/npy.h"
 #include "plumb/model/model.h"
 #include "plumb/util/error.h"
+#include "plumb/util/finite.h"
 #include "plumb/verify/tap_dump.h"
 
 namespace plumb::cli {
@@ -27,17 +29,19 @@ Runner register_logits(CLI::App& app) {
   cmd->add_option("--numerics", a->numerics, "reference (f32, what HF computes) or faithful (the release's numerics)")
       ->check(CLI::IsMember({"reference", "faithful"}))
       ->capture_default_str();
-  cmd->add_option("--threads", a->threads, "CPU threads (0: all)")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "CPU threads (0: all)")->check(thread_count())->capture_default_str();
   cmd->add_option("--backend", a->backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
   cmd->add_option("--dump-taps", a->taps, "write named intermediates as DIR/<tap>.npy");
   return [a]() {
     const std::vector<TokenId> ids = read_token_ids(a->ids);
+    check_fits_context(static_cast<int64_t>(ids.size()), load_model_config(a->model), "the prompt (--ids)");
     const std::unique_ptr<Model> model = load_model(a->model, {a->backend, a->threads, parse_numerics(a->numerics)});
     const Taps taps = a->taps.empty() ? Taps() : npy_tap_writer(a->taps);
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<float> logits = model->prompt_logits(ids, taps);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t T = static_cast<int64_t>(ids.size());
+    require_finite(logits, "logits (a NaN or infinity in the weights?)");
     write_f32_npy(a->out, {T, model->config().vocab_size}, logits.data());
     std::fprintf(stderr, "logits: %lld tokens in %.3f s (%s, %s) -> %s\n", static_cast<long long>(T), s,
                  a->backend.c_str(), a->numerics.c_str(), a->out.c_str());

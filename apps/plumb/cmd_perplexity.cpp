@@ -4,9 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -16,6 +14,7 @@
 #include "plumb/runtime/perplexity.h"
 #include "plumb/tokenizer/tokenizer.h"
 #include "plumb/util/error.h"
+#include "plumb/util/read_file.h"
 
 namespace plumb::cli {
 
@@ -29,13 +28,8 @@ struct PerplexityArgs {
   bool no_progress = false;
 };
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("{}: cannot open", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+// The text is encoded whole; 1 GiB is far more than a perplexity run can score in reasonable time.
+constexpr std::uint64_t kMaxTextBytes = 1ull << 30;
 
 // Windows and tokens done, rate and ETA on stderr: redrawn in place on a terminal, one line per
 // 10% otherwise (logs stay short). plumb::Progress counts bytes, so it does not fit here.
@@ -71,10 +65,11 @@ class TokenProgress {
 
 int run_perplexity(const PerplexityArgs& a) {
   const Tokenizer tokenizer = Tokenizer::load(a.model);
-  const std::string text = read_text(a.file);
+  const std::string text = read_regular_file(a.file, kMaxTextBytes, "text file");
   const std::vector<TokenId> ids = tokenizer.encode(text);
   if (ids.empty()) fail("{}: no tokens to score (the file is empty)", a.file);
   const std::unique_ptr<Model> model = load_model(a.model, {a.backend, a.threads, parse_numerics(a.numerics)});
+  check_fits_context(a.context + 1, model->config(), "--context + the BOS of each window");
 
   PerplexityOptions o{a.context, static_cast<TokenId>(model->config().bos_token_id), a.batch};
   const auto n = static_cast<int64_t>(ids.size());
@@ -107,7 +102,7 @@ Runner register_perplexity(CLI::App& app) {
   cmd->add_option("--numerics", a->numerics, "reference or faithful")
       ->check(CLI::IsMember({"reference", "faithful"}))
       ->capture_default_str();
-  cmd->add_option("--threads", a->threads, "CPU threads (0: all)")->check(at_least(0))->capture_default_str();
+  cmd->add_option("--threads", a->threads, "CPU threads (0: all)")->check(thread_count())->capture_default_str();
   cmd->add_option("--backend", a->backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
   cmd->add_flag("--no-progress", a->no_progress, "no progress bar");
   return [a] { return run_perplexity(*a); };

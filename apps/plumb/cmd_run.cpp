@@ -41,6 +41,8 @@ int run(const RunArgs& a) {
   LoadedModel m = load_for_generation(a.gen);
   if (a.gen.self_check) report_self_check(m);
   const std::vector<TokenId> prompt = prompt_tokens(a, m);
+  check_fits_context(static_cast<std::int64_t>(prompt.size()) + m.options.max_new_tokens, m.model->config(),
+                     "the prompt + --max-new-tokens");
   Session session(*m.model);
   const GenerationResult r =
       generate([&](auto tokens) { return session.step(tokens); }, m.tokenizer, prompt, m.options, print_now);

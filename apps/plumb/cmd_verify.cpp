@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "generation_flags.h"
 #include "plumb/format/npy.h"
 #include "plumb/util/error.h"
 #include "plumb/verify/run.h"
@@ -86,7 +87,7 @@ Runner register_verify(CLI::App& app) {
   cmd->add_option("--report", a->report, "output directory for verify.json, verify.md, verify.html")->required();
   cmd->add_option("--steps", a->opt.steps, "greedy tokens to generate and compare (0: none)")->capture_default_str();
   cmd->add_option("--threshold", a->opt.threshold, "a tap passes at cosine similarity >= this")->capture_default_str();
-  cmd->add_option("--threads", a->opt.threads, "CPU threads (0: all)")->capture_default_str();
+  cmd->add_option("--threads", a->opt.threads, "CPU threads (0: all)")->check(thread_count())->capture_default_str();
   cmd->add_flag("--isolate-layers", a->opt.isolate_layers,
                 "start every layer of the tested backend from the reference's residual stream (its layer.L.hc taps "
                 "on deepseek_v4, layer.L.residual on deepseek_v3), so each layer is judged on equal inputs");

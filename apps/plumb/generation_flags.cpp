@@ -2,8 +2,10 @@
 
 #include "commands.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -63,6 +65,26 @@ CLI::Validator at_least(long long min) {
       fmt::format("INT >= {}", min));
 }
 
+CLI::Validator thread_count() {
+  const long long hardware = std::max(1u, std::thread::hardware_concurrency());
+  return CLI::Validator(
+      [hardware](std::string& text) {
+        long long v = 0;
+        if (!CLI::detail::lexical_cast(text, v)) return std::string();
+        if (v < 0) return fmt::format("must be at least 0 (0: one per hardware thread), got {}", text);
+        if (v > hardware)
+          return fmt::format("{} is more than this machine's {} hardware threads (0 uses all of them)", text, hardware);
+        return std::string();
+      },
+      fmt::format("INT in [0, {}]", hardware));
+}
+
+void check_fits_context(std::int64_t tokens, const ModelConfig& cfg, std::string_view what) {
+  if (tokens > cfg.max_position_embeddings)
+    fail("{} = {} tokens exceed the model's context of {} tokens (max_position_embeddings)", what, tokens,
+         cfg.max_position_embeddings);
+}
+
 void add_generation_flags(CLI::App& cmd, GenerationFlags& f) {
   cmd.add_option("--model", f.model, "model directory (config.json, safetensors, tokenizer.json)")->required();
   cmd.add_option("--max-new-tokens", f.max_new_tokens, "most tokens to generate (per turn in chat)")
@@ -79,12 +101,13 @@ void add_generation_flags(CLI::App& cmd, GenerationFlags& f) {
                                       "subtracted once from the logit of every generated token (0: off)");
   f.frequency_penalty = cmd.add_option("--frequency-penalty", f.values.frequency_penalty,
                                        "subtracted per occurrence from the logit of generated tokens (0: off)");
-  f.seed = cmd.add_option("--seed", f.values.seed, "sampling seed (default: random, printed in the stats line)");
+  f.seed = cmd.add_option("--seed", f.values.seed, "sampling seed (default: random, printed in the stats line)")
+               ->check(at_least(0));
   cmd.add_option("--stop", f.stops, "stop before this text (repeatable; \\n and \\t for newline and tab)");
   cmd.add_option("--numerics", f.numerics, "reference or faithful")
       ->check(CLI::IsMember({"reference", "faithful"}))
       ->capture_default_str();
-  cmd.add_option("--threads", f.threads, "CPU threads (0: all)")->check(at_least(0))->capture_default_str();
+  cmd.add_option("--threads", f.threads, "CPU threads (0: all)")->check(thread_count())->capture_default_str();
   cmd.add_option("--backend", f.backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
   cmd.add_flag("--self-check", f.self_check, "generate a few tokens of a fixed prompt and check them before starting");
 }

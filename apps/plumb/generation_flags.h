@@ -33,6 +33,14 @@ void add_generation_flags(CLI::App& cmd, GenerationFlags& f);
 // their bounds as 300-digit doubles). Non-numbers are left to CLI11's conversion error.
 CLI::Validator at_least(long long min);
 
+// --threads: 0 (one per hardware thread) up to this machine's hardware threads; more would only
+// slow down (and 100000 exhausts the system's threads for every process).
+CLI::Validator thread_count();
+
+// Refuses `tokens` (a prompt plus the tokens to generate, say) when they do not fit the model's
+// context, max_position_embeddings; `what` describes them in the message.
+void check_fits_context(std::int64_t tokens, const ModelConfig& cfg, std::string_view what);
+
 struct LoadedModel {
   Tokenizer tokenizer;
   std::unique_ptr<Model> model;

@@ -6,14 +6,14 @@
 #include <csignal>
 
 #include "convert_test_util.h"
-#include "plumb/convert/output_dir.h"
+#include "plumb/format/output_dir.h"
 #include "plumb/convert/plan.h"
 #include "plumb/convert/source.h"
 
 namespace plumb::test {
 namespace {
 
-using convert::AtomicOutputDir;
+using plumb::AtomicOutputDir;
 
 std::vector<fs::path> entries(const fs::path& dir) {
   std::vector<fs::path> v;
@@ -95,7 +95,7 @@ TEST(AtomicOutputDir, RefusesTooLittleSpaceAndOverlappingPaths) {
   TempDir tmp;
   const fs::path src = tmp.path() / "src";
   fs::create_directories(src);
-  const uint64_t free = convert::free_bytes(tmp.path());
+  const uint64_t free = plumb::free_bytes(tmp.path());
   EXPECT_GT(free, 0u);
   const std::string e = error_of([&] { AtomicOutputDir(src, tmp.path() / "out", false, free + (1ull << 30)); });
   EXPECT_NE(e.find("not enough free disk space"), std::string::npos) << e;
@@ -108,10 +108,10 @@ TEST(AtomicOutputDir, RefusesTooLittleSpaceAndOverlappingPaths) {
 
 TEST(InterruptGuard, SignalBecomesAnErrorWhileConverting) {
   {
-    convert::InterruptGuard guard;
-    convert::InterruptGuard::check();  // nothing pending
+    plumb::InterruptGuard guard;
+    plumb::InterruptGuard::check();  // nothing pending
     std::raise(SIGINT);
-    EXPECT_NE(error_of([] { convert::InterruptGuard::check(); }).find("interrupted by signal 2"), std::string::npos);
+    EXPECT_NE(error_of([] { plumb::InterruptGuard::check(); }).find("interrupted by signal 2"), std::string::npos);
   }
   struct sigaction now {};
   ::sigaction(SIGINT, nullptr, &now);

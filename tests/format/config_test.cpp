@@ -7,6 +7,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "plumb/util/error.h"
@@ -252,19 +253,31 @@ TEST(ConfigLoad, AcceptsDirectoryAndReportsBadFiles) {
                              std::filesystem::copy_options::overwrite_existing);
   EXPECT_EQ(load_model_config(dir.string()).hidden_size, 4096);
 
+  const auto load_error = [](const std::string& path) -> std::string {
+    try {
+      load_model_config(path);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
   std::ofstream(dir / "broken.json") << "{\"model_type\": ";
-  try {
-    load_model_config((dir / "broken.json").string());
-    ADD_FAILURE() << "broken JSON accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("broken.json: invalid JSON"), std::string::npos) << e.what();
-  }
-  try {
-    load_model_config((dir / "absent").string());
-    ADD_FAILURE() << "missing file accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("absent"), std::string::npos) << e.what();
-  }
+  EXPECT_NE(load_error((dir / "broken.json").string()).find("broken.json: invalid JSON"), std::string::npos);
+  EXPECT_NE(load_error((dir / "absent").string()).find("absent"), std::string::npos);
+  // A number beyond double (1e999) names the field, not just nlohmann's position; a repeated key
+  // is refused rather than silently taking the last.
+  std::ofstream(dir / "eps.json") << "{\"model_type\": \"deepseek_v4\", \"rms_norm_eps\": 1e999}";
+  EXPECT_NE(load_error((dir / "eps.json").string()).find("eps.json: invalid JSON: field 'rms_norm_eps'"),
+            std::string::npos)
+      << load_error((dir / "eps.json").string());
+  std::ofstream(dir / "dup.json") << "{\"model_type\": \"deepseek_v4\", \"model_type\": \"deepseek_v3\"}";
+  EXPECT_NE(load_error((dir / "dup.json").string()).find("duplicate key 'model_type'"), std::string::npos);
+  // A directory named as the file, a FIFO or a device is refused, never read (or waited on).
+  std::filesystem::create_directories(dir / "sub" / "config.json");
+  ASSERT_EQ(::mkfifo((dir / "fifo.json").c_str(), 0600), 0);
+  EXPECT_NE(load_error((dir / "sub").string()).find("the config file is a directory"), std::string::npos);
+  EXPECT_NE(load_error((dir / "fifo.json").string()).find("the config file is a FIFO"), std::string::npos);
+  EXPECT_NE(load_error("/dev/zero").find("/dev/zero: the config file is a character device"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
@@ -339,6 +352,26 @@ TEST(ConfigValidation, EachErrorNamesFileAndField) {
       {v4, [](json& j) { j.erase("model_type"); }, {"'model_type' is missing", "deepseek_v4"}},
       {v4, [](json& j) { j["model_type"] = 4; }, {"'model_type' must be a string, got integer"}},
       {v4, [](json& j) { j = json::array(); }, {"expected a JSON object, got array"}},
+      // Sizes far beyond any model are refused with the bound, before anything is sized by them
+      // (issue #19: sliding_window 2^40 asked for petabytes, hc_sinkhorn_iters 2^40 hung, heads 2^62
+      // overflowed the layout's shape products).
+      {v4, [](json& j) { j["sliding_window"] = int64_t{1} << 40; },
+       {"'sliding_window' is 1099511627776, above the limit of 1048576 (max_position_embeddings)"}},
+      {v4, [](json& j) { j["index_topk"] = int64_t{1} << 40; }, {"'index_topk' is 1099511627776, above the limit of 1048576"}},
+      {v4, [](json& j) { j["hc_sinkhorn_iters"] = int64_t{1} << 40; }, {"'hc_sinkhorn_iters'", "above the limit of 1000"}},
+      {v4, [](json& j) { j["num_attention_heads"] = int64_t{1} << 62; }, {"'num_attention_heads'", "above the limit of 4096"}},
+      {v4, [](json& j) { j["hidden_size"] = int64_t{1} << 40; }, {"'hidden_size'", "above the limit of 1048576"}},
+      {v4, [](json& j) { j["vocab_size"] = int64_t{1} << 40; }, {"'vocab_size'", "above the limit of 16777216"}},
+      {v4, [](json& j) { j["n_routed_experts"] = int64_t{1} << 40; }, {"'n_routed_experts'", "above the limit of 65536"}},
+      {v4, [](json& j) { j["num_hidden_layers"] = 5000; }, {"'num_hidden_layers' is 5000, above the limit of 4096"}},
+      {v4, [](json& j) { j["max_position_embeddings"] = int64_t{1} << 40; }, {"'max_position_embeddings'", "16777216"}},
+      {v4, [](json& j) { j["hc_mult"] = 65; }, {"'hc_mult' is 65, above the limit of 64"}},
+      {v4, [](json& j) { j["compress_ratios"][3] = int64_t{1} << 40; }, {"'compress_ratios' entry 3", "max_position_embeddings"}},
+      {v4, [](json& j) { j["num_nextn_predict_layers"] = int64_t{1} << 40; }, {"'num_nextn_predict_layers'", "4096"}},
+      {v4, [](json& j) { j["rope_scaling"]["original_max_position_embeddings"] = int64_t{1} << 40; },
+       {"'rope_scaling.original_max_position_embeddings'", "above the limit"}},
+      {v3, [](json& j) { j["moe_layer_freq"] = 1000; }, {"'moe_layer_freq' is 1000, above the limit of 61 (num_hidden_layers)"}},
+      {v3, [](json& j) { j["num_key_value_heads"] = int64_t{1} << 40; }, {"'num_key_value_heads'", "above the limit of 4096"}},
       {v3, [](json& j) { j.erase("kv_lora_rank"); }, {"'kv_lora_rank' is missing"}},
       {v3, [](json& j) { j["v_head_dim"] = 0; }, {"'v_head_dim' must be positive"}},
       {v3, [](json& j) { j.erase("intermediate_size"); }, {"'intermediate_size' is missing"}},

@@ -2,6 +2,10 @@
 // errors, and BOS comes only on request.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <functional>
 
 #include "plumb/tokenizer/tokenizer.h"
@@ -44,6 +48,45 @@ TEST(TokenizerLoad, RejectsUnsupportedComponentsByName) {
   expect_rejected([](auto& j) { j["model"]["merges"].push_back("q zz"); }, "missing from the vocab");
   expect_rejected([](auto& j) { j["model"]["vocab"].erase("Ġ"); }, "byte 0x20");
   expect_error([] { Tokenizer::from_json_text("{\"model\": ", "", "broken.json"); }, "broken.json: invalid JSON");
+}
+
+// Issue #19: ids index the per-id tables, so hostile ones must be refused before those are sized
+// (4294967295 and -1 crashed in build_id_tables; 300,000,000 took 10 GB before anything was said).
+TEST(TokenizerLoad, RefusesIdsBeyondTheLimitBeforeAllocating) {
+  expect_rejected([](auto& j) { j["model"]["vocab"]["huge"] = 4294967295u; }, "model.vocab[\"huge\"] = 4294967295 is too large");
+  expect_rejected([](auto& j) { j["model"]["vocab"]["big"] = 50000000; }, "token ids must be below 2097152");
+  expect_rejected([](auto& j) { j["model"]["vocab"]["neg"] = -1; }, "model.vocab[\"neg\"] is not a token id");
+  for (const nlohmann::json& id : {nlohmann::json(4294967295u), nlohmann::json(-1), nlohmann::json(300000000),
+                                   nlohmann::json(2097152), nlohmann::json(1.5), nlohmann::json("7")})
+    expect_rejected([&](auto& j) { j["added_tokens"].push_back({{"id", id}, {"content", "<x>"}}); },
+                    "added_tokens[0].id must be an integer in [0, 2097152), got " + id.dump());
+  // The largest accepted id loads and round-trips.
+  nlohmann::json j = test::synthetic_tokenizer_json();
+  j["added_tokens"].push_back(test::added_token(2097151, "<last>"));
+  const Tokenizer t = Tokenizer::from_json_text(j.dump(), "", "edge.json");
+  EXPECT_EQ(t.encode("<last>"), std::vector<std::uint32_t>{2097151});
+  EXPECT_EQ(t.id_limit(), 2097152u);
+}
+
+// 100,000 added tokens of 1 KB took over 60 s and 6.4 GB (one trie node per content byte): their
+// total size is bounded, and the error comes as soon as the bound is passed.
+TEST(TokenizerLoad, RefusesAddedTokensBeyondTheSizeLimit) {
+  nlohmann::json j = test::synthetic_tokenizer_json();
+  for (std::uint32_t i = 0; i < 5000; ++i)
+    j["added_tokens"].push_back(test::added_token(300 + i, std::to_string(i) + std::string(1024, 'x')));
+  expect_error([&] { Tokenizer::from_json_text(j.dump(), "", "many.json"); },
+               "many.json: added_tokens: the contents of the first 4082 tokens total more than the 4194304 bytes");
+}
+
+TEST(TokenizerLoad, RefusesFifosAndDirectoriesAsFiles) {
+  const auto dir = std::filesystem::temp_directory_path() / ("plumb-tok-fifo-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir / "model");
+  ASSERT_EQ(::mkfifo((dir / "model" / "tokenizer.json").c_str(), 0600), 0);
+  expect_error([&] { Tokenizer::load((dir / "model").string()); }, "the tokenizer file is a FIFO");
+  std::filesystem::remove(dir / "model" / "tokenizer.json");
+  std::filesystem::create_directories(dir / "model" / "tokenizer.json");
+  expect_error([&] { Tokenizer::load((dir / "model" / "tokenizer.json").string()); }, "tokenizer not found");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(TokenizerLoad, MissingFileNamesThePath) {

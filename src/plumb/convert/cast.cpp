@@ -8,6 +8,7 @@
 #include "plumb/format/codecs.h"
 #include "plumb/format/config.h"
 #include "plumb/util/error.h"
+#include "plumb/util/finite.h"
 
 namespace plumb::convert {
 namespace {
@@ -18,7 +19,11 @@ namespace fs = std::filesystem;
 // many rows as fit this many values. Memory is one band in f32 plus one in bf16.
 constexpr int64_t kBandValues = 1 << 20;
 
-void put_bf16(const std::vector<float>& f, std::size_t n, std::vector<uint16_t>& bf, const TensorSink& sink) {
+// A NaN or infinity (an FP8 NaN code, a 0xFF E8M0 scale) is refused, not written: the converted
+// checkpoint would load and then compute NaN logits. `first` is the index of f[0] in the tensor.
+void put_bf16(const std::vector<float>& f, std::size_t n, std::vector<uint16_t>& bf, const TensorSink& sink,
+              const std::string& name, int64_t first) {
+  require_finite(std::span(f.data(), n), name, first);
   for (std::size_t i = 0; i < n; ++i) bf[i] = f32_to_bf16(f[i]);
   sink(std::as_bytes(std::span(bf.data(), n)));
 }
@@ -38,7 +43,7 @@ Producer fp8_to_bf16(const Checkpoint& ckpt, const QuantizedTensor& q) {
       const auto part = w.subspan(static_cast<std::size_t>(r0 * q.cols), static_cast<std::size_t>(n * q.cols));
       dequant_fp8_block128(reinterpret_cast<const uint8_t*>(part.data()), n, q.cols,
                            s.data() + static_cast<std::size_t>(r0 / 128) * scale_row, q.scale->dtype, f.data());
-      put_bf16(f, static_cast<std::size_t>(n * q.cols), bf, sink);
+      put_bf16(f, static_cast<std::size_t>(n * q.cols), bf, sink, q.weight->name, r0 * q.cols);
       wt.release(part);
     }
     st.release();
@@ -60,7 +65,7 @@ Producer fp4_to_bf16(const Checkpoint& ckpt, const QuantizedTensor& q) {
       const auto part = w.subspan(static_cast<std::size_t>(r0 * q.cols / 2), static_cast<std::size_t>(n * q.cols / 2));
       dequant_fp4_block32(reinterpret_cast<const uint8_t*>(part.data()), n, q.cols,
                           reinterpret_cast<const uint8_t*>(s.data()) + r0 * nsub, f.data());
-      put_bf16(f, static_cast<std::size_t>(n * q.cols), bf, sink);
+      put_bf16(f, static_cast<std::size_t>(n * q.cols), bf, sink, q.weight->name, r0 * q.cols);
       wt.release(part);
     }
     st.release();

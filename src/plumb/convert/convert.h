@@ -1,7 +1,7 @@
 #pragma once
 // `plumb convert`: offline checkpoint conversions. Each reads SRC (a checkpoint directory with
 // config.json) through mmap views and writes DST tensor by tensor with bounded memory, into a
-// temporary directory renamed into place when complete (see output_dir.h). Every refusal (an
+// temporary directory renamed into place when complete (see format/output_dir.h). Every refusal (an
 // existing DST, too little disk space, a tensor that cannot be converted exactly or split) happens
 // before the first byte is written.
 #include <cstdint>

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <memory>
 
-#include "plumb/convert/output_dir.h"
+#include "plumb/format/output_dir.h"
 #include "plumb/convert/source.h"
 #include "plumb/format/json_util.h"
 #include "plumb/util/error.h"

@@ -5,12 +5,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "plumb/format/json_util.h"
 #include "plumb/util/error.h"
+#include "plumb/util/read_file.h"
 
 // Which fields are required: every field that sets a tensor shape, a layer schedule or selects an
 // algorithm (scoring function, SwiGLU clamp, mHC sizes, RoPE bases). Guessing those would load
@@ -25,6 +25,19 @@ namespace plumb {
 namespace {
 
 using nlohmann::json;
+
+// Upper bounds far above any real model (V4-Flash: vocab 129280, hidden 4096, 43 layers, 64 heads,
+// 256 experts, 1M positions) that keep every shape product of the layouts below 2^63 and every
+// allocation sized by the config finite: a file saying sliding_window = 2^40 is refused here
+// instead of asking for petabytes later.
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;    // hidden sizes, LoRA ranks, FFN sizes, head dims
+constexpr int64_t kMaxCount = int64_t{1} << 12;    // layers, heads, groups, shared experts
+constexpr int64_t kMaxExperts = int64_t{1} << 16;  // routed experts
+constexpr int64_t kMaxContext = int64_t{1} << 24;  // max_position_embeddings
+constexpr int64_t kMaxHcMult = 64;
+constexpr int64_t kMaxSinkhornIters = 1000;
+constexpr uint64_t kMaxConfigBytes = 16u << 20;  // a config.json is a few KB
 
 std::string type_desc(const json& v) {
   if (v.is_number_integer()) return "integer";
@@ -85,14 +98,16 @@ class Fields {
   }
 
   // Range checks, so that each message names the field it is about.
-  int64_t positive(const std::string& name) const {
-    const int64_t v = integer(name);
-    if (v <= 0) bad(name, fmt::format("must be positive, got {}", v));
-    return v;
+  // `limit_of` names the field the bound comes from, when it is one ("max_position_embeddings").
+  int64_t positive(const std::string& name, int64_t max, const char* limit_of = nullptr) const {
+    return check_range(name, integer(name), 1, max, limit_of);
   }
-  int64_t non_negative(const std::string& name) const { return check_non_negative(name, integer(name)); }
-  int64_t non_negative(const std::string& name, int64_t dflt) const {
-    return check_non_negative(name, integer(name, dflt));
+  int64_t positive(const std::string& name, int64_t dflt, int64_t max, const char* limit_of) const {
+    return check_range(name, integer(name, dflt), 1, max, limit_of);
+  }
+  int64_t non_negative(const std::string& name, int64_t max) const { return check_range(name, integer(name), 0, max); }
+  int64_t non_negative(const std::string& name, int64_t dflt, int64_t max) const {
+    return check_range(name, integer(name, dflt), 0, max);
   }
   double positive_number(const std::string& name) const { return check_positive(name, number(name)); }
   double positive_number(const std::string& name, double dflt) const {
@@ -120,8 +135,11 @@ class Fields {
     if (!v.is_string()) bad(name, "must be a string, got " + type_desc(v));
     return v.get<std::string>();
   }
-  int64_t check_non_negative(const std::string& name, int64_t v) const {
-    if (v < 0) bad(name, fmt::format("must be >= 0, got {}", v));
+  int64_t check_range(const std::string& name, int64_t v, int64_t min, int64_t max,
+                      const char* limit_of = nullptr) const {
+    if (v < min) bad(name, fmt::format("must be {}, got {}", min == 0 ? ">= 0" : "positive", v));
+    if (v > max)
+      bad(name, fmt::format("is {}, above the limit of {}{}", v, max, limit_of ? fmt::format(" ({})", limit_of) : ""));
     return v;
   }
   double check_positive(const std::string& name, double v) const {
@@ -149,7 +167,7 @@ std::optional<RopeScaling> parse_rope_scaling(const Fields& top, const std::stri
   const char* key = (f.find("type") || !f.find("rope_type")) ? "type" : "rope_type";
   r.type = f.one_of(key, f.string(key), {"yarn"});
   r.factor = f.positive_number("factor");
-  r.original_max_position_embeddings = f.positive("original_max_position_embeddings");
+  r.original_max_position_embeddings = f.positive("original_max_position_embeddings", kMaxContext);
   r.beta_fast = f.positive_number("beta_fast", r.beta_fast);
   r.beta_slow = f.positive_number("beta_slow", r.beta_slow);
   if (r.beta_slow >= r.beta_fast)
@@ -181,22 +199,22 @@ QuantizationConfig parse_quantization(const Fields& top, const std::string& sour
 }
 
 void parse_common(const Fields& f, const std::string& source, ModelConfig& c) {
-  c.vocab_size = f.positive("vocab_size");
-  c.hidden_size = f.positive("hidden_size");
-  c.num_hidden_layers = f.positive("num_hidden_layers");
-  c.num_attention_heads = f.positive("num_attention_heads");
-  c.q_lora_rank = f.positive("q_lora_rank");
-  c.qk_rope_head_dim = f.positive("qk_rope_head_dim");
+  c.vocab_size = f.positive("vocab_size", kMaxVocab);
+  c.hidden_size = f.positive("hidden_size", kMaxWidth);
+  c.num_hidden_layers = f.positive("num_hidden_layers", kMaxCount);
+  c.num_attention_heads = f.positive("num_attention_heads", kMaxCount);
+  c.q_lora_rank = f.positive("q_lora_rank", kMaxWidth);
+  c.qk_rope_head_dim = f.positive("qk_rope_head_dim", kMaxWidth);
   // RoPE rotates (x[2i], x[2i+1]) pairs.
   if (c.qk_rope_head_dim % 2) f.bad("qk_rope_head_dim", fmt::format("must be even, got {}", c.qk_rope_head_dim));
-  c.n_routed_experts = f.positive("n_routed_experts");
-  c.num_experts_per_tok = f.positive("num_experts_per_tok");
+  c.n_routed_experts = f.positive("n_routed_experts", kMaxExperts);
+  c.num_experts_per_tok = f.positive("num_experts_per_tok", kMaxExperts);
   if (c.num_experts_per_tok > c.n_routed_experts)
     f.bad("num_experts_per_tok", fmt::format("({}) exceeds n_routed_experts ({})", c.num_experts_per_tok,
                                              c.n_routed_experts));
-  c.n_shared_experts = f.non_negative("n_shared_experts");
-  c.moe_intermediate_size = f.positive("moe_intermediate_size");
-  c.num_nextn_predict_layers = f.non_negative("num_nextn_predict_layers", 0);
+  c.n_shared_experts = f.non_negative("n_shared_experts", kMaxCount);
+  c.moe_intermediate_size = f.positive("moe_intermediate_size", kMaxWidth);
+  c.num_nextn_predict_layers = f.non_negative("num_nextn_predict_layers", 0, kMaxCount);
   // The routers of the reference code implement these three scoring functions.
   c.scoring_func = f.one_of("scoring_func", f.string("scoring_func"), {"sqrtsoftplus", "sigmoid", "softmax"});
   c.topk_method = f.one_of("topk_method", f.string("topk_method", "noaux_tc"), {"noaux_tc"});
@@ -205,9 +223,9 @@ void parse_common(const Fields& f, const std::string& source, ModelConfig& c) {
   c.rms_norm_eps = f.positive_number("rms_norm_eps", 1e-6);
   c.rope_theta = f.positive_number("rope_theta", 10000.0);
   c.rope_scaling = parse_rope_scaling(f, source);
-  c.max_position_embeddings = f.positive("max_position_embeddings");
+  c.max_position_embeddings = f.positive("max_position_embeddings", kMaxContext);
   auto token_id = [&](const char* name, int64_t dflt) {
-    const int64_t id = f.non_negative(name, dflt);
+    const int64_t id = f.non_negative(name, dflt, kMaxVocab);
     if (id >= c.vocab_size) f.bad(name, fmt::format("({}) is outside the vocabulary ({})", id, c.vocab_size));
     return id;
   };
@@ -221,34 +239,34 @@ void parse_common(const Fields& f, const std::string& source, ModelConfig& c) {
 
 void parse_v4(const Fields& f, ModelConfig& c) {
   // MQA with K = V: the forward is written for exactly one shared KV head (MODEL-SPEC 1).
-  c.num_key_value_heads = f.positive("num_key_value_heads");
+  c.num_key_value_heads = f.positive("num_key_value_heads", kMaxCount);
   if (c.num_key_value_heads != 1)
     f.bad("num_key_value_heads", fmt::format("must be 1 for deepseek_v4 (one shared KV head), got {}",
                                              c.num_key_value_heads));
-  c.head_dim = f.positive("head_dim");
+  c.head_dim = f.positive("head_dim", kMaxWidth);
   if (c.head_dim <= c.qk_rope_head_dim)
     f.bad("head_dim", fmt::format("({}) must exceed qk_rope_head_dim ({})", c.head_dim, c.qk_rope_head_dim));
-  c.o_groups = f.positive("o_groups");
+  c.o_groups = f.positive("o_groups", kMaxCount);
   if (c.num_attention_heads % c.o_groups)
     f.bad("o_groups", fmt::format("({}) must divide num_attention_heads ({})", c.o_groups, c.num_attention_heads));
-  c.o_lora_rank = f.positive("o_lora_rank");
-  c.sliding_window = f.positive("sliding_window");
+  c.o_lora_rank = f.positive("o_lora_rank", kMaxWidth);
+  c.sliding_window = f.positive("sliding_window", c.max_position_embeddings, "max_position_embeddings");
   c.compress_rope_theta = f.positive_number("compress_rope_theta");
-  c.index_n_heads = f.positive("index_n_heads");
-  c.index_head_dim = f.positive("index_head_dim");
+  c.index_n_heads = f.positive("index_n_heads", kMaxCount);
+  c.index_head_dim = f.positive("index_head_dim", kMaxWidth);
   // Equal is an indexer without a nope part: the release and HF run it (RoPE covers the head).
   if (c.index_head_dim < c.qk_rope_head_dim)
     f.bad("index_head_dim",
           fmt::format("({}) must be at least qk_rope_head_dim ({})", c.index_head_dim, c.qk_rope_head_dim));
-  c.index_topk = f.positive("index_topk");
-  c.num_hash_layers = f.non_negative("num_hash_layers");
+  c.index_topk = f.positive("index_topk", c.max_position_embeddings, "max_position_embeddings");
+  c.num_hash_layers = f.non_negative("num_hash_layers", kMaxCount);
   if (c.num_hash_layers > c.num_hidden_layers)
     f.bad("num_hash_layers",
           fmt::format("({}) exceeds num_hidden_layers ({})", c.num_hash_layers, c.num_hidden_layers));
   c.swiglu_limit = f.number("swiglu_limit");
   if (c.swiglu_limit < 0) f.bad("swiglu_limit", fmt::format("must be >= 0 (0 = no clamp), got {}", c.swiglu_limit));
-  c.hc_mult = f.positive("hc_mult");
-  c.hc_sinkhorn_iters = f.positive("hc_sinkhorn_iters");
+  c.hc_mult = f.positive("hc_mult", kMaxHcMult);
+  c.hc_sinkhorn_iters = f.positive("hc_sinkhorn_iters", kMaxSinkhornIters);
   c.hc_eps = f.positive_number("hc_eps", 1e-6);
   c.expert_dtype = f.string("expert_dtype", "");
   if (!c.expert_dtype.empty()) f.one_of("expert_dtype", c.expert_dtype, {"fp4", "fp8"});
@@ -282,25 +300,26 @@ void parse_v4(const Fields& f, ModelConfig& c) {
     if (r != 0 && r < 2)
       f.bad("compress_ratios", fmt::format("entry {} is {}; a ratio must be 0 (sliding window only) or >= 2 "
                                            "(4 = CSA, any other = HCA-style)", i, r));
+    if (r > c.max_position_embeddings)
+      f.bad("compress_ratios", fmt::format("entry {} is {}, above max_position_embeddings ({})", i, r,
+                                           c.max_position_embeddings));
   }
 }
 
 void parse_v3(const Fields& f, ModelConfig& c) {
-  c.num_key_value_heads = f.integer("num_key_value_heads", c.num_attention_heads);
-  if (c.num_key_value_heads <= 0)
-    f.bad("num_key_value_heads", fmt::format("must be positive, got {}", c.num_key_value_heads));
-  c.kv_lora_rank = f.positive("kv_lora_rank");
-  c.qk_nope_head_dim = f.positive("qk_nope_head_dim");
-  c.v_head_dim = f.positive("v_head_dim");
-  c.intermediate_size = f.positive("intermediate_size");
-  c.first_k_dense_replace = f.non_negative("first_k_dense_replace");
+  c.num_key_value_heads = f.positive("num_key_value_heads", c.num_attention_heads, kMaxCount, nullptr);
+  c.kv_lora_rank = f.positive("kv_lora_rank", kMaxWidth);
+  c.qk_nope_head_dim = f.positive("qk_nope_head_dim", kMaxWidth);
+  c.v_head_dim = f.positive("v_head_dim", kMaxWidth);
+  c.intermediate_size = f.positive("intermediate_size", kMaxWidth);
+  c.first_k_dense_replace = f.non_negative("first_k_dense_replace", kMaxCount);
   if (c.first_k_dense_replace > c.num_hidden_layers)
     f.bad("first_k_dense_replace", fmt::format("({}) exceeds num_hidden_layers ({})", c.first_k_dense_replace,
                                                c.num_hidden_layers));
-  c.n_group = f.positive("n_group");
+  c.n_group = f.positive("n_group", kMaxExperts);
   if (c.n_routed_experts % c.n_group)
     f.bad("n_group", fmt::format("({}) must divide n_routed_experts ({})", c.n_group, c.n_routed_experts));
-  c.topk_group = f.positive("topk_group");
+  c.topk_group = f.positive("topk_group", kMaxExperts);
   if (c.topk_group > c.n_group)
     f.bad("topk_group", fmt::format("({}) exceeds n_group ({})", c.topk_group, c.n_group));
   // Group-limited routing picks the top-k experts among the kept groups only.
@@ -308,8 +327,7 @@ void parse_v3(const Fields& f, ModelConfig& c) {
     f.bad("num_experts_per_tok", fmt::format("({}) exceeds the {} experts in the topk_group = {} kept groups",
                                              c.num_experts_per_tok, c.topk_group * (c.n_routed_experts / c.n_group),
                                              c.topk_group));
-  c.moe_layer_freq = f.integer("moe_layer_freq", 1);
-  if (c.moe_layer_freq <= 0) f.bad("moe_layer_freq", fmt::format("must be positive, got {}", c.moe_layer_freq));
+  c.moe_layer_freq = f.positive("moe_layer_freq", 1, c.num_hidden_layers, "num_hidden_layers");
 }
 
 }  // namespace
@@ -361,17 +379,8 @@ ModelConfig load_model_config(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::path file = fs::is_directory(path, ec) ? fs::path(path) / "config.json" : fs::path(path);
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail("{}: cannot open config file", file.string());
-  std::stringstream text;
-  text << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    fail("{}: invalid JSON: {}", file.string(), e.what());
-  }
-  ModelConfig c = parse_model_config(j, file.string());
+  const std::string text = read_regular_file(file.string(), kMaxConfigBytes, "config file");
+  ModelConfig c = parse_model_config(parse_json_strict(text, file.string()), file.string());
   for (const std::string& w : c.warnings) fmt::print(stderr, "plumb: warning: {}: {}\n", file.string(), w);
   return c;
 }

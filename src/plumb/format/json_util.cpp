@@ -31,7 +31,8 @@ std::string one_line(std::string_view s) {
 
 // A SAX pass that only tracks object keys, one set per open object. (nlohmann's callback parser
 // would do this in one pass, but it rescans the parent object after every nested object: quadratic,
-// minutes on a 70k-tensor header.) Syntax errors are reported here too, with nlohmann's position.
+// minutes on a 70k-tensor header.) Syntax errors are reported here too, with nlohmann's position
+// and the field whose value was being read.
 class DuplicateKeyCheck : public nlohmann::json_sax<nlohmann::json> {
  public:
   explicit DuplicateKeyCheck(const std::string& label) : label_(label) {}
@@ -47,7 +48,8 @@ class DuplicateKeyCheck : public nlohmann::json_sax<nlohmann::json> {
     return true;
   }
   bool key(string_t& k) override {
-    if (!open_objects_.back().insert(k).second) fail("{}: duplicate key {} in a JSON object", label_, quote(k));
+    if (!open_objects_.back().keys.insert(k).second) fail("{}: duplicate key {} in a JSON object", label_, quote(k));
+    open_objects_.back().current = k;
     return true;
   }
   bool end_object() override {
@@ -56,14 +58,30 @@ class DuplicateKeyCheck : public nlohmann::json_sax<nlohmann::json> {
   }
   bool start_array(std::size_t) override { return true; }
   bool end_array() override { return true; }
-  // Called for syntax errors and for numbers out of range (1e999).
+  // Called for syntax errors and for numbers out of range (1e999); names the field being read.
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    fail("{}: invalid JSON: {}", label_, one_line(e.what()));
+    const std::string field = field_path();
+    if (field.empty()) fail("{}: invalid JSON: {}", label_, one_line(e.what()));
+    fail("{}: invalid JSON: field {}: {}", label_, quote(field), one_line(e.what()));
   }
 
  private:
   const std::string& label_;
-  std::vector<std::set<std::string>> open_objects_;
+  // The dotted keys of the open objects, as far as they are known ("rope_scaling.factor").
+  std::string field_path() const {
+    std::string path;
+    for (const OpenObject& o : open_objects_) {
+      if (o.current.empty()) break;
+      path += (path.empty() ? "" : ".") + o.current;
+    }
+    return path;
+  }
+
+  struct OpenObject {
+    std::set<std::string> keys;
+    std::string current;  // the key whose value is being read
+  };
+  std::vector<OpenObject> open_objects_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 // .npy files (NumPy format 1.0/2.0/3.0): ids in, logits and taps out. Little-endian, C order.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@ struct NpyArray {
 };
 
 NpyArray read_npy(const std::string& path);  // plumb::Error naming the file on bad input
+// The same from the bytes of a whole .npy file; `path` names it in errors.
+NpyArray parse_npy(std::span<const std::byte> file, const std::string& path);
 void write_npy(const std::string& path, DType dtype, const std::vector<int64_t>& shape, const void* data);
 
 // Convenience: token ids from an int32/int64 .npy of shape [T] (or [1, T]); errors name the file.

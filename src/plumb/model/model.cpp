@@ -6,6 +6,7 @@
 #include "plumb/model/model_v3.h"
 #include "plumb/model/model_v4.h"
 #include "plumb/util/error.h"
+#include "plumb/util/finite.h"
 
 namespace plumb {
 
@@ -75,6 +76,7 @@ std::vector<TokenId> Model::generate(std::span<const TokenId> prompt, const Gene
     const SequenceStep step{s.get(), fed};
     const std::vector<int64_t> last = last_rows({&step, 1});  // the last position predicts the next token
     const std::vector<float> logits = to_host_floats(backend(), forward({&step, 1}, last));
+    require_finite(logits, fmt::format("generate: step {}: logits (a NaN or infinity in the weights?)", out.size()));
     TokenId next;
     if (g.greedy) {
       next = static_cast<TokenId>(argmax(logits));

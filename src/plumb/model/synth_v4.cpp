@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "plumb/format/output_dir.h"
 #include "plumb/format/codecs.h"
 #include "plumb/format/quantize.h"
 #include "plumb/format/safetensors.h"
@@ -193,15 +194,18 @@ SynthResult synthesize_checkpoint(const SynthOptions& opt) {
   const ModelConfig cfg = load_model_config(opt.config_path);
   if (cfg.arch != Arch::DeepseekV4) fail("{}: synth writes deepseek_v4 checkpoints only", opt.config_path);
   const fs::path out(opt.out_dir);
-  if (fs::exists(out) && !opt.force) fail("{}: already exists (pass --force to overwrite)", out.string());
+  const fs::path config_file =
+      fs::is_directory(opt.config_path) ? fs::path(opt.config_path) / "config.json" : fs::path(opt.config_path);
+  // Written into OUT.tmp-<pid> (never an unrelated OUT.tmp) and renamed into place when complete;
+  // on any failure the temporary directory is removed. Refused up front: an existing OUT without
+  // --force, an OUT holding the config (--force would delete it), "/"-like names. (Synthetic
+  // checkpoints are small, so the free space check is left to the writes.)
+  AtomicOutputDir dir(config_file, out, opt.force, 0);
 
   Synthesizer s(cfg, opt.seed, opt.fp8_experts);
   walk_model(s, cfg, opt.with_mtp);
 
-  // Write into a temporary sibling, then rename: an interrupted run leaves nothing that looks complete.
-  const fs::path tmp = out.string() + ".tmp";
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
+  const fs::path& tmp = dir.tmp();
   const auto& order = s.group_order();
   const int64_t n = static_cast<int64_t>(order.size());
   std::map<std::string, std::string> file_of_group;
@@ -216,11 +220,8 @@ SynthResult synthesize_checkpoint(const SynthOptions& opt) {
   index["metadata"]["total_size"] = s.bytes;
   for (const auto& [name, group] : s.shard_of()) index["weight_map"][name] = file_of_group[group];
   write_text(tmp / "model.safetensors.index.json", index.dump(2) + "\n");
-  const fs::path config_file =
-      fs::is_directory(opt.config_path) ? fs::path(opt.config_path) / "config.json" : fs::path(opt.config_path);
   fs::copy_file(config_file, tmp / "config.json");
-  fs::remove_all(out);
-  fs::rename(tmp, out);
+  dir.commit();
   return {s.tensors, total, n};
 }
 

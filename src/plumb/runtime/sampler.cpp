@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -85,7 +86,10 @@ SamplingParams sampling_defaults_for(const std::string& model_dir) {
     config = nlohmann::json::parse(std::ifstream(path));
     params.greedy = !config.value("do_sample", false);  // HF GenerationConfig's default
     params.temperature = config.value("temperature", params.temperature);
-    params.top_k = config.value("top_k", params.top_k);
+    // Read wide: nlohmann would truncate 2^32 + 1 into an int (1) and silently change the sampling.
+    const std::int64_t top_k = config.value("top_k", std::int64_t{params.top_k});
+    if (top_k < 0 || top_k > INT32_MAX) fail("{}: field 'top_k' must be in [0, {}], got {}", path.string(), INT32_MAX, top_k);
+    params.top_k = static_cast<int>(top_k);
     params.top_p = config.value("top_p", params.top_p);
     params.min_p = config.value("min_p", params.min_p);
     params.repetition_penalty = config.value("repetition_penalty", params.repetition_penalty);

@@ -1,14 +1,13 @@
 #include "plumb/tokenizer/tokenizer.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <unordered_set>
 
 #include "plumb/tokenizer/byte_level.h"
 #include "plumb/tokenizer/tokenizer_json.h"
 #include "plumb/tokenizer/utf8.h"
 #include "plumb/util/error.h"
+#include "plumb/util/read_file.h"
 
 namespace plumb {
 namespace {
@@ -16,13 +15,12 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open {}", path.string());
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return std::move(buffer).str();
-}
+// tokenizer.json is 6-8 MB for DeepSeek; tokenizer_config.json a few KB (or ~200 KB with a chat
+// template).
+constexpr std::uint64_t kMaxTokenizerBytes = 256u << 20;
+// Added tokens are matched with a byte trie, one node per content byte: bounding their total
+// size bounds its memory and build time (DeepSeek's ~800 added tokens total ~20 KB).
+constexpr std::size_t kMaxAddedTokenBytes = 4u << 20;
 
 json parse_json(std::string_view text, const std::string& origin) {
   try {
@@ -58,10 +56,12 @@ std::optional<std::string> config_token(const json& config, const char* field) {
 Tokenizer Tokenizer::load(const std::string& path) {
   fs::path file = path;
   if (fs::is_directory(file)) file /= "tokenizer.json";
-  if (!fs::is_regular_file(file)) fail("tokenizer not found: {} (expected a tokenizer.json or a directory holding one)", file.string());
+  if (!fs::exists(file)) fail("tokenizer not found: {} (expected a tokenizer.json or a directory holding one)", file.string());
   fs::path config_file = file.parent_path() / "tokenizer_config.json";
-  std::string config = fs::is_regular_file(config_file) ? read_file(config_file) : "";
-  return from_json_text(read_file(file), config, file.string());
+  std::string config = fs::exists(config_file)
+                           ? read_regular_file(config_file.string(), kMaxTokenizerBytes, "tokenizer config")
+                           : "";
+  return from_json_text(read_regular_file(file.string(), kMaxTokenizerBytes, "tokenizer file"), config, file.string());
 }
 
 Tokenizer Tokenizer::from_json_text(std::string_view tokenizer_json, std::string_view config_json, const std::string& origin) {
@@ -86,10 +86,21 @@ Tokenizer Tokenizer::from_json_text(std::string_view tokenizer_json, std::string
 }
 
 void Tokenizer::read_added_tokens(const json& added) {
-  for (const json& a : added) {
+  if (!added.is_array()) fail("added_tokens must be an array, got {}", added.type_name());
+  std::size_t total_bytes = 0;
+  for (std::size_t i = 0; i < added.size(); ++i) {
+    const json& a = added[i];
     AddedToken t;
-    t.id = a.at("id").get<std::uint32_t>();
+    const json& id = a.at("id");
+    // nlohmann would convert -1 to 4294967295 silently; ids index the tables built below.
+    if (!id.is_number_unsigned() || id.get<std::uint64_t>() >= kTokenIdLimit)
+      fail("added_tokens[{}].id must be an integer in [0, {}), got {}", i, kTokenIdLimit, id.dump());
+    t.id = id.get<std::uint32_t>();
     t.content = a.at("content").get<std::string>();
+    total_bytes += t.content.size();
+    if (total_bytes > kMaxAddedTokenBytes)
+      fail("added_tokens: the contents of the first {} tokens total more than the {} bytes plumb accepts", i + 1,
+           kMaxAddedTokenBytes);
     t.special = a.value("special", false);
     t.normalized = a.value("normalized", !t.special);  // HF's default
     t.lstrip = a.value("lstrip", false);

@@ -23,7 +23,8 @@ void read_vocab(const dom::element& vocab, BpeSource& out) {
   out.vocab.reserve(entries.size());
   for (dom::key_value_pair entry : entries) {
     uint64_t id = value_or_fail(entry.value.get_uint64(), fmt::format("model.vocab[\"{}\"] is not a token id", entry.key));
-    if (id > UINT32_MAX) fail("model.vocab[\"{}\"] = {} is too large", entry.key, id);
+    if (id >= kTokenIdLimit)
+      fail("model.vocab[\"{}\"] = {} is too large (token ids must be below {})", entry.key, id, kTokenIdLimit);
     out.vocab.emplace_back(entry.key, static_cast<std::uint32_t>(id));
   }
 }

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,23 +9,14 @@
 #include <utility>
 
 #include "plumb/util/error.h"
+#include "plumb/util/read_file.h"
 
 namespace plumb {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    fail("{}: cannot stat: {}", path, std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("{}: not a regular file", path);
-  }
-  size_ = static_cast<std::size_t>(st.st_size);
+  std::uint64_t size = 0;
+  const int fd = open_regular_file(path, size, "file");  // a FIFO or device is refused, never waited on
+  size_ = static_cast<std::size_t>(size);
   if (size_ > 0) {
     base_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (base_ == MAP_FAILED) {

@@ -3,20 +3,37 @@
 #include <algorithm>
 #include <exception>
 
+#include "plumb/util/error.h"
+
 namespace plumb {
 
 ThreadPool::ThreadPool(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (threads <= 0) threads = hardware;
+  if (threads > kMaxThreads)
+    fail("thread pool: {} threads requested, more than the limit of {} (this machine has {} hardware threads)",
+         threads, kMaxThreads, hardware);
+  try {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::exception& e) {
+    // The OS refused a thread (std::system_error): stop the ones already started, or ~thread
+    // would terminate the process.
+    const auto started = workers_.size();
+    stop_workers();
+    fail("thread pool: could only start {} of {} threads: {}", started + 1, threads, e.what());
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
 
 // Claims chunks until none are left. Every participant (workers and the caller) runs this.

@@ -13,8 +13,13 @@ namespace plumb {
 
 class ThreadPool {
  public:
+  // More threads than this are refused (plumb::Error): a typo such as 100000 would otherwise
+  // exhaust the system's threads for every process on the machine.
+  static constexpr int kMaxThreads = 1024;
+
   // threads <= 0: one per hardware thread. The calling thread also works, so a pool of n
-  // threads starts n - 1 workers.
+  // threads starts n - 1 workers. Throws plumb::Error above kMaxThreads or when the OS refuses
+  // a thread (after stopping those already started).
   explicit ThreadPool(int threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -29,6 +34,7 @@ class ThreadPool {
 
  private:
   void worker_loop();
+  void stop_workers();
   void run_chunks();
 
   std::vector<std::thread> workers_;

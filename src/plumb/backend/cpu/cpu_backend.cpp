@@ -22,7 +22,7 @@ int64_t vectors(const Tensor& x) { return x.numel() == 0 ? 0 : x.numel() / x.dim
 
 Tensor clone(const Tensor& x) {
   Tensor y = new_f32(x.shape());
-  std::memcpy(f32(y), f32(x), static_cast<std::size_t>(x.numel()) * sizeof(float));
+  if (x.numel()) std::memcpy(f32(y), f32(x), static_cast<std::size_t>(x.numel()) * sizeof(float));  // empty: null data
   return y;
 }
 }  // namespace
@@ -35,27 +35,28 @@ Tensor CpuBackend::full(ElemType type, Shape shape, float value) {
 
 Tensor CpuBackend::from_host(const float* data, Shape shape) {
   Tensor t = new_f32(std::move(shape));
-  std::memcpy(f32(t), data, static_cast<std::size_t>(t.numel()) * sizeof(float));
+  if (t.numel()) std::memcpy(f32(t), data, static_cast<std::size_t>(t.numel()) * sizeof(float));
   return t;
 }
 
 Tensor CpuBackend::from_host(const int32_t* data, Shape shape) {
   Tensor t = new_i32(std::move(shape));
-  std::memcpy(i32(t), data, static_cast<std::size_t>(t.numel()) * sizeof(int32_t));
+  if (t.numel()) std::memcpy(i32(t), data, static_cast<std::size_t>(t.numel()) * sizeof(int32_t));
   return t;
 }
 
 void CpuBackend::to_host(const Tensor& t, float* out) {
-  std::memcpy(out, f32(t), static_cast<std::size_t>(t.numel()) * sizeof(float));
+  if (t.numel()) std::memcpy(out, f32(t), static_cast<std::size_t>(t.numel()) * sizeof(float));
 }
 
 void CpuBackend::to_host(const Tensor& t, int32_t* out) {
-  std::memcpy(out, i32(t), static_cast<std::size_t>(t.numel()) * sizeof(int32_t));
+  if (t.numel()) std::memcpy(out, i32(t), static_cast<std::size_t>(t.numel()) * sizeof(int32_t));
 }
 
 void CpuBackend::copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) {
   check_copy_rows(dst, dst_row, src, src_row, n);
   const int64_t rs = dst.row_size();
+  if (n * rs == 0) return;  // an empty tensor has no data pointer (memmove of null is UB even for 0 bytes)
   std::memmove(f32(dst) + dst_row * rs, f32(src) + src_row * rs, static_cast<std::size_t>(n * rs) * sizeof(float));
 }
 

@@ -11,7 +11,7 @@
 #include <filesystem>
 #include <string>
 
-namespace plumb::convert {
+namespace plumb {
 
 class AtomicOutputDir {
  public:
@@ -59,4 +59,4 @@ class InterruptGuard {
 // Peak resident set size of this process so far (getrusage), in bytes.
 uint64_t peak_rss_bytes();
 
-}  // namespace plumb::convert
+}  // namespace plumb

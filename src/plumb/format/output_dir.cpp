@@ -1,5 +1,5 @@
 // Atomic output directories, free space checks, side-file copies and interrupt handling.
-#include "plumb/convert/output_dir.h"
+#include "plumb/format/output_dir.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -16,7 +16,7 @@
 #include "plumb/util/error.h"
 #include "plumb/util/progress.h"
 
-namespace plumb::convert {
+namespace plumb {
 namespace {
 
 namespace fs = std::filesystem;
@@ -190,4 +190,4 @@ uint64_t peak_rss_bytes() {
   return static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // Linux reports kilobytes
 }
 
-}  // namespace plumb::convert
+}  // namespace plumb

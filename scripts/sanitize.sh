@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The unit tests under sanitizers, CPU only (no GPU backend), each in its own build folder:
+#   build-asan: AddressSanitizer + UndefinedBehaviorSanitizer, the whole suite but the slowest
+#               golden tests (SAN_EXCLUDE); any UB report aborts its test, so it fails the run.
+#   build-tsan: ThreadSanitizer, the tests labelled `concurrency` (tests/CMakeLists.txt).
+# Usage: scripts/sanitize.sh [asan|tsan|all]   (default all). JOBS limits parallelism.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WHICH=${1:-all}
+JOBS=${JOBS:-$(nproc)}
+# Share ccache objects between folders and checkouts, as scripts/build.sh does.
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(cd .. && pwd)}
+# The golden-model tests run whole forwards; sanitized they take minutes each and exercise the
+# same code as the op tests that stay in.
+SAN_EXCLUDE=${SAN_EXCLUDE:-'V4FaithfulGolden|V3FaithfulGolden|V4Golden|V3Golden'}
+
+configure_and_build() {  # dir, sanitizer flags
+  local dir=$1 flags=$2
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPLUMB_GPU=OFF -DPLUMB_BUILD_BENCH=OFF \
+    -DCMAKE_CXX_FLAGS="$flags -fno-omit-frame-pointer" -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
+  cmake --build "$dir" -j "$JOBS" --target plumb_tests
+}
+
+run_asan() {
+  local start=$(date +%s)
+  configure_and_build build-asan "-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+  # detect_leaks: a leak fails its test too. halt_on_error: the first UB report ends the process.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$JOBS" -E "$SAN_EXCLUDE" | tee build-asan/ctest.log
+  echo "sanitize.sh: asan+ubsan: $(grep -E 'tests passed|tests failed' build-asan/ctest.log | tail -1)" \
+       "in $(( $(date +%s) - start )) s (excluded: $SAN_EXCLUDE)"
+}
+
+run_tsan() {
+  local start=$(date +%s)
+  configure_and_build build-tsan "-fsanitize=thread"
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -L concurrency | tee build-tsan/ctest.log
+  echo "sanitize.sh: tsan: $(grep -E 'tests passed|tests failed' build-tsan/ctest.log | tail -1)" \
+       "in $(( $(date +%s) - start )) s"
+}
+
+case $WHICH in
+  asan) run_asan ;;
+  tsan) run_tsan ;;
+  all) run_asan; run_tsan ;;
+  *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;;
+esac
