@@ -170,7 +170,9 @@ class Backend {
   virtual std::string name() const = 0;
   // Audit facts for reports (key, value): backend, device, driver/runtime versions, build targets.
   virtual std::vector<std::pair<std::string, std::string>> facts() const { return {{"backend", name()}}; }
-  // Waits until every op issued so far has finished (timing; a no-op on synchronous backends).
+  // Waits until every op issued so far has finished (timing; a no-op on synchronous backends). A
+  // device backend reports here what only its kernels can detect (sparse_attention: a selected
+  // entry the query cannot see), so an op may refuse a call as late as the next synchronize().
   virtual void synchronize() {}
 
   // ---- memory
