@@ -7,19 +7,24 @@
 #include <memory>
 
 #include "commands.h"
+#include "engine_flags.h"
+#include "plumb/runtime/local_engine.h"
+#include "plumb/runtime/sampler.h"
 #include "plumb/server/serve.h"
+#include "plumb/tokenizer/tokenizer.h"
 #include "plumb/util/error.h"
 
 namespace plumb::cli {
 
 Runner register_serve(CLI::App& app) {
   struct Options {
-    std::string model, served_name;
+    EngineFlags engine;
+    std::string served_name;
     server::ServeOptions serve;
   };
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat, completions, streaming, metrics)");
   auto o = std::make_shared<Options>();
-  cmd->add_option("--model", o->model, "model directory")->required();
+  add_engine_flags(*cmd, o->engine);
   cmd->add_option("--host", o->serve.http.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->serve.http.port, "port (0: any free port)")->capture_default_str();
   cmd->add_option("--api-key", o->serve.api.api_key, "require 'Authorization: Bearer KEY' (default: env PLUMB_API_KEY)");
@@ -33,11 +38,18 @@ Runner register_serve(CLI::App& app) {
   return [o]() {
     if (o->serve.api.api_key.empty())
       if (const char* key = std::getenv("PLUMB_API_KEY")) o->serve.api.api_key = key;
+    const std::string& dir = o->engine.model;
     o->serve.api.model_name =
-        o->served_name.empty() ? std::filesystem::path(o->model).lexically_normal().filename().string() : o->served_name;
-    if (o->serve.api.model_name.empty()) o->serve.api.model_name = std::filesystem::absolute(o->model).parent_path().filename().string();
-    // TODO(#15): build the serving engine from --model and call server::serve(engine, tokenizer, o->serve, std::cout).
-    fail("plumb serve: the serving engine is not available in this build (issue #15); the server cannot start");
+        o->served_name.empty() ? std::filesystem::path(dir).lexically_normal().filename().string() : o->served_name;
+    if (o->serve.api.model_name.empty()) o->serve.api.model_name = std::filesystem::absolute(dir).parent_path().filename().string();
+    o->serve.api.defaults.sampling = sampling_defaults_for(dir);
+    o->serve.api.system_fingerprint = "plumb-0.1.0-" + o->engine.numerics;
+    const runtime::EngineOptions options = engine_options(o->engine);
+    const auto tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(dir));
+    auto model = runtime::load_engine_model(dir, run_options(o->engine));
+    std::fputs(runtime::engine_memory_table(*model, options).c_str(), stderr);
+    auto engine = runtime::start_engine(std::move(model), tokenizer, options);
+    server::serve(*engine, *tokenizer, o->serve, std::cout);
     return 0;
   };
 }
