@@ -38,25 +38,11 @@ using backend::Round;
 using backend::Shape;
 using backend::Tensor;
 
-// The GPU backend's linear path, set through GpuBackend::set_linear_path when that exists in
-// this build (it is detected, so the tests compile before and after it lands); false otherwise.
+// The GPU backend's linear paths a test can force (GpuBackend::LinearPath).
 enum class TestLinearPath { Auto, Gemv, Simt, Mma, Fp8 };
 inline const char* path_name(TestLinearPath p) {
   static const char* n[] = {"auto", "gemv", "simt", "mma", "fp8"};
   return n[static_cast<int>(p)];
-}
-template <class G>
-bool set_linear_path_if_available(G* g, TestLinearPath p) {
-  // ---- set_linear_path: written against the planned GpuBackend::LinearPath API
-  if constexpr (requires { typename G::LinearPath; }) {
-    if (!g) return false;
-    using P = typename G::LinearPath;
-    const P map[] = {P::Auto, P::Gemv, P::Simt, P::Mma, P::Fp8};
-    g->set_linear_path(map[static_cast<int>(p)]);
-    return true;
-  } else {
-    return p == TestLinearPath::Auto;
-  }
 }
 
 // Members are public so helpers shared by several tests can be free functions taking the fixture.
@@ -87,7 +73,12 @@ class GpuOps : public ::testing::Test {
   // says so and covers the automatic choice only).
   bool set_path(TestLinearPath p) {
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
-    if (dev) return set_linear_path_if_available(dev, p);
+    if (dev) {
+      using P = plumb::gpu::GpuBackend::LinearPath;
+      const P map[] = {P::Auto, P::Gemv, P::Simt, P::Mma, P::Fp8};
+      dev->set_linear_path(map[static_cast<int>(p)]);
+      return true;
+    }
 #endif
     return p == TestLinearPath::Auto;
   }
