@@ -85,11 +85,9 @@ void write_results(const std::vector<Line>& lines, const std::string& path, cons
 int run(const BatchArgs& a) {
   std::vector<Line> lines = read_lines(a.input);
   if (!std::ofstream(a.output)) fail("{}: cannot open the output file", a.output);  // fail before loading
-  const runtime::EngineOptions options = engine_options(a.engine);
-  const auto tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(a.engine.model));
-  auto model = runtime::load_engine_model(a.engine.model, run_options(a.engine));
-  if (!a.quiet) std::fputs(runtime::engine_memory_table(*model, options).c_str(), stderr);
-  auto engine = runtime::start_engine(std::move(model), tokenizer, options);
+  const StartedEngine started = start_engine(a.engine, a.quiet);
+  const auto& tokenizer = started.tokenizer;
+  const auto& engine = started.engine;
 
   std::mutex mu;
   std::condition_variable changed;

@@ -8,10 +8,8 @@
 
 #include "commands.h"
 #include "engine_flags.h"
-#include "plumb/runtime/local_engine.h"
 #include "plumb/runtime/sampler.h"
 #include "plumb/server/serve.h"
-#include "plumb/tokenizer/tokenizer.h"
 #include "plumb/util/error.h"
 
 namespace plumb::cli {
@@ -44,12 +42,8 @@ Runner register_serve(CLI::App& app) {
     if (o->serve.api.model_name.empty()) o->serve.api.model_name = std::filesystem::absolute(dir).parent_path().filename().string();
     o->serve.api.defaults.sampling = sampling_defaults_for(dir);
     o->serve.api.system_fingerprint = "plumb-0.1.0-" + o->engine.numerics;
-    const runtime::EngineOptions options = engine_options(o->engine);
-    const auto tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(dir));
-    auto model = runtime::load_engine_model(dir, run_options(o->engine));
-    std::fputs(runtime::engine_memory_table(*model, options).c_str(), stderr);
-    auto engine = runtime::start_engine(std::move(model), tokenizer, options);
-    server::serve(*engine, *tokenizer, o->serve, std::cout);
+    const StartedEngine started = start_engine(o->engine, false);
+    server::serve(*started.engine, *started.tokenizer, o->serve, std::cout);
     return 0;
   };
 }

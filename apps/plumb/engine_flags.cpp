@@ -1,7 +1,10 @@
 #include "engine_flags.h"
 
+#include <cstdio>
+
 #include "commands.h"
 #include "generation_flags.h"
+#include "plumb/tokenizer/tokenizer.h"
 
 namespace plumb::cli {
 
@@ -56,6 +59,16 @@ runtime::EngineOptions engine_options(const EngineFlags& f) {
   if (!f.kv_index_dtype.empty()) format.index_keys = runtime::parse_index_key_dtype(f.kv_index_dtype);
   o.kv_format = format;
   return o;
+}
+
+StartedEngine start_engine(const EngineFlags& f, bool quiet) {
+  const runtime::EngineOptions options = engine_options(f);
+  StartedEngine s;
+  s.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(f.model));
+  auto model = runtime::load_engine_model(f.model, run_options(f));
+  if (!quiet) std::fputs(runtime::engine_memory_table(*model, options).c_str(), stderr);
+  s.engine = runtime::start_engine(std::move(model), s.tokenizer, options);
+  return s;
 }
 
 }  // namespace plumb::cli

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "plumb/model/model.h"
@@ -26,5 +27,13 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f);
 
 LoadOptions run_options(const EngineFlags& f);
 runtime::EngineOptions engine_options(const EngineFlags& f);  // throws plumb::Error on bad names
+
+struct StartedEngine {
+  std::shared_ptr<const Tokenizer> tokenizer;
+  std::unique_ptr<runtime::Engine> engine;
+};
+// Loads --model's tokenizer and model, prints the engine's memory table on stderr (unless
+// quiet) and starts the engine thread.
+StartedEngine start_engine(const EngineFlags& f, bool quiet);
 
 }  // namespace plumb::cli

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "plumb/backend/cuda/gpu_backend.h"
-#include "plumb/backend/cuda/kernels/elementwise.h"
 #include "plumb/backend/cuda/kernels/memory.h"
 #include "plumb/backend/cuda/kernels/moe.h"
 #include "plumb/backend/cuda/kernels/moe_grouped.h"
@@ -156,14 +155,8 @@ Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTa
   a.accumulate_bf16 = p.accumulate == Round::BF16;
   a.quant_h = p.act_fp8;
   const Tensor x2 = x.reshaped({N, D});
-  Tensor xq;
-  if (p.act_fp8) {  // the FP8 round trip of x that linear() gives each expert's w1 and w3
-    xq = alloc(ElemType::F32, {N, D});
-    check(gpuMemcpyAsync(dev_f32(xq), dev_f32(x2), static_cast<std::size_t>(N * D) * 4, gpuMemcpyDeviceToDevice,
-                         stream_),
-          "moe act_fp8 copy");
-    check_launch(k::quant_blocks(dev_f32(xq), N, D, D, 128, false, stream_), "moe act_fp8");
-  }
+  // The FP8 round trip of x (1x128 blocks) that linear() gives each expert's w1 and w3.
+  const Tensor xq = p.act_fp8 ? quant_fp8(x2, D, 128) : Tensor();
   a.x = p.act_fp8 ? dev_f32(xq) : dev_f32(x2, "moe input");
   Tensor h = alloc(ElemType::F32, {N * K, t.width});
   Tensor ys = alloc(ElemType::F32, {N * K, D});
