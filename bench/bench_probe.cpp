@@ -7,7 +7,7 @@
 
 #include "plumb/util/error.h"
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
-#include "plumb/backend/cuda/gpu_compat.h"
+#include "plumb/backend/gpu/gpu_compat.h"
 #endif
 
 namespace plumb::bench {

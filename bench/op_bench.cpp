@@ -17,7 +17,7 @@
 #include "op_weights.h"
 #include "plumb/util/error.h"
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
-#include "plumb/backend/cuda/gpu_backend.h"
+#include "plumb/backend/gpu/gpu_backend.h"
 #endif
 
 namespace plumb::bench {

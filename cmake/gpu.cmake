@@ -9,9 +9,9 @@
 set(PLUMB_GPU "AUTO" CACHE STRING "GPU backend: AUTO, CUDA, HIP or OFF")
 set_property(CACHE PLUMB_GPU PROPERTY STRINGS AUTO CUDA HIP OFF)
 # Host side (*.cpp, compiled as C++) and kernels (kernels/*.cu, compiled by nvcc or hipcc).
-file(GLOB PLUMB_GPU_HOST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/plumb/backend/cuda/*.cpp)
-file(GLOB PLUMB_GPU_KERNEL_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/plumb/backend/cuda/kernels/*.cu)
-file(GLOB_RECURSE PLUMB_GPU_HEADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/plumb/backend/cuda/*.h)
+file(GLOB PLUMB_GPU_HOST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/plumb/backend/gpu/*.cpp)
+file(GLOB PLUMB_GPU_KERNEL_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/plumb/backend/gpu/kernels/*.cu)
+file(GLOB_RECURSE PLUMB_GPU_HEADERS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/plumb/backend/gpu/*.h)
 set(PLUMB_REGISTRY_SOURCE ${CMAKE_SOURCE_DIR}/src/plumb/backend/registry.cpp)
 
 set(PLUMB_GPU_KIND ${PLUMB_GPU})

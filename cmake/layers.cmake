@@ -10,7 +10,7 @@ define_property(GLOBAL PROPERTY PLUMB_LAYER_ALLOWED BRIEF_DOCS "layers a plumb l
 function(plumb_layer name)
   set(dir ${CMAKE_SOURCE_DIR}/src/plumb/${name})
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${dir}/*.cpp)
-  list(FILTER sources EXCLUDE REGEX "/backend/cuda/")  # added by cmake/gpu.cmake when built
+  list(FILTER sources EXCLUDE REGEX "/backend/gpu/")  # added by cmake/gpu.cmake when built
   file(GLOB_RECURSE files CONFIGURE_DEPENDS ${dir}/*.h ${dir}/*.cpp ${dir}/*.cu)
 
   set(allowed ${name})

@@ -1,8 +1,8 @@
-// The GPU kernels' scalar numerics (backend/cuda/gpu_numerics.h, compiled here as plain C++) against
+// The GPU kernels' scalar numerics (backend/gpu/gpu_numerics.h, compiled here as plain C++) against
 // plumb's codecs and the CPU backend's round trips, bit for bit. Needs no GPU: the same header is
 // what the kernels decode weights and quantize activations with, so this pins the GPU numerics to
 // the CPU reference in CI.
-#include "plumb/backend/cuda/gpu_numerics.h"
+#include "plumb/backend/gpu/gpu_numerics.h"
 
 #include <gtest/gtest.h>
 

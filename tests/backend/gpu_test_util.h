@@ -28,7 +28,7 @@
 #include "plumb/backend/backend.h"
 #include "plumb/format/codecs.h"
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
-#include "plumb/backend/cuda/gpu_backend.h"
+#include "plumb/backend/gpu/gpu_backend.h"
 #endif
 
 namespace plumb::test {

@@ -1,0 +1,210 @@
+// GPU backend: sparse attention with sink over the window + compressed candidates (MODEL-SPEC
+// 3.6), the window ring update, and absorbed MLA (MODEL-SPEC 7). Host side: the op's checks
+// (op_checks.h), per-sequence pointer tables, launches of kernels/attention.cu.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "plumb/backend/gpu/gpu_backend.h"
+#include "plumb/backend/gpu/kernels/attention.h"
+#include "plumb/util/error.h"
+
+namespace plumb::gpu {
+
+namespace {
+
+// One device buffer holding a per-sequence table followed by the sequence of every batch row
+// (-1 for a row no sequence covers), so a call pays for one upload. The batch has passed
+// check_batch.
+template <class Seq>
+struct SeqTable {
+  Tensor buf;
+  const Seq* seqs = nullptr;
+  const int32_t* row_seq = nullptr;
+};
+
+template <class Seq>
+SeqTable<Seq> upload_table(GpuBackend& g, const std::vector<Seq>& seqs, const Batch& b, int64_t N) {
+  std::vector<int32_t> row_seq(static_cast<std::size_t>(N), -1);
+  for (std::size_t si = 0; si < b.seqs.size(); ++si) {
+    const SeqSlice& s = b.seqs[si];
+    for (int64_t i = 0; i < s.len; ++i) row_seq[static_cast<std::size_t>(s.row + i)] = static_cast<int32_t>(si);
+  }
+  const std::size_t seq_bytes = (seqs.size() * sizeof(Seq) + 15) / 16 * 16;
+  std::vector<std::byte> host(seq_bytes + row_seq.size() * sizeof(int32_t));
+  if (!seqs.empty()) std::memcpy(host.data(), seqs.data(), seqs.size() * sizeof(Seq));
+  if (!row_seq.empty()) std::memcpy(host.data() + seq_bytes, row_seq.data(), row_seq.size() * sizeof(int32_t));
+  SeqTable<Seq> t;
+  t.buf = g.upload(host.data(), host.size());
+  auto* base = static_cast<std::byte*>(dev_ptr(t.buf));
+  t.seqs = reinterpret_cast<const Seq*>(base);
+  t.row_seq = reinterpret_cast<const int32_t*>(base + seq_bytes);
+  return t;
+}
+
+// Query rows per launch: all of them when the scores fit in shared memory, else as many as keep
+// the global score scratch ([rows * H, max_cand] floats) within a fixed budget.
+int64_t rows_per_launch(int64_t N, int64_t H, int64_t max_cand, bool scratch) {
+  constexpr int64_t kScratchBytes = int64_t{1} << 30;
+  if (!scratch) return N;
+  return std::clamp<int64_t>(kScratchBytes / (H * max_cand * 4), 1, N);
+}
+
+}  // namespace
+
+Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Batch& b, std::span<const Tensor> rings,
+                                    std::span<const Tensor> compressed, const Tensor* selected,
+                                    const AttentionParams& p) {
+  const AttentionDims d = check_sparse_attention(q, kv, b, rings, compressed, selected, p);
+  const int64_t N = d.N, H = d.H, Dh = d.Dh, K = d.K, W = p.window, m = p.ratio;
+  const int32_t* sel = selected ? dev_i32(*selected, "selected entries") : nullptr;
+  k::SparseAttnArgs a;
+  a.q = dev_f32(q, "q");
+  a.kv = dev_f32(kv, "kv");
+  if (k::sparse_attention_smem_cands(Dh) < 0) fail("sparse_attention: head dim {} is too large for the GPU kernel", Dh);
+
+  std::vector<k::AttnSeq> seqs(b.seqs.size());
+  int64_t max_cand = 0;
+  for (std::size_t si = 0; si < b.seqs.size(); ++si) {
+    const SeqSlice& s = b.seqs[si];
+    seqs[si].ring = dev_f32(rings[si], "window ring");
+    const int64_t n_comp = m > 0 ? (s.start + s.len) / m : 0;
+    seqs[si].comp = n_comp > 0 ? dev_f32(compressed[si], "compressed cache") : nullptr;
+    seqs[si].row = s.row;
+    seqs[si].start = s.start;
+    seqs[si].len = s.len;
+    if (s.len > 0) {
+      const int64_t nwin = std::min(W, s.start + s.len);
+      max_cand = std::max(max_cand, nwin + (m > 0 ? (sel ? K : n_comp) : 0));
+    }
+  }
+
+  Tensor out = alloc(ElemType::F32, {N, H, Dh});
+  if (N == 0 || H == 0 || Dh == 0) return out;
+  const SeqTable<k::AttnSeq> table = upload_table(*this, seqs, b, N);
+  // Scores stay in shared memory unless a row has too many candidates (long contexts without a
+  // selection): then a global scratch of [N * H, max_cand] floats.
+  const bool use_scratch = max_cand > k::sparse_attention_smem_cands(Dh);
+  const int64_t chunk = rows_per_launch(N, H, max_cand, use_scratch);
+  Tensor scratch;
+  if (use_scratch) scratch = alloc(ElemType::F32, {chunk * H * max_cand});
+
+  a.seqs = table.seqs;
+  a.row_seq = table.row_seq;
+  a.selected = m > 0 ? sel : nullptr;
+  a.sink = weight(*p.sink);
+  a.out = dev_f32(out);
+  a.scratch = scratch.defined() ? dev_f32(scratch) : nullptr;
+  a.err = sel && m > 0 ? attention_error_flag() : nullptr;
+  a.N = N;
+  a.H = H;
+  a.Dh = Dh;
+  a.W = W;
+  a.ratio = m;
+  a.K = K;
+  a.max_cand = max_cand;
+  a.scale = p.scale;
+  a.bf16_probs = p.bf16_probs;
+  a.prob_block = p.prob_block;
+  if (p.prob_block > 0 && (W + max_cand) / p.prob_block + 1 > k::sparse_attention_max_prob_blocks())
+    fail("sparse_attention: {} candidates in blocks of {} exceed the kernel's {} softmax blocks", max_cand,
+         p.prob_block, k::sparse_attention_max_prob_blocks());
+  a.round_out = p.out == Round::BF16;
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    a.row0 = r0;
+    a.rows = std::min(chunk, N - r0);
+    check_launch(k::sparse_attention(a, stream()), "sparse_attention");
+  }
+  return out;
+}
+
+// A selected entry the query cannot see is the caller's bug: the kernel flags the first one in a
+// device word that the next synchronization reads (sync()), so no call waits for the device.
+k::AttnError* GpuBackend::attention_error_flag() {
+  if (!attn_err_.defined()) {
+    const k::AttnError zero{};
+    attn_err_ = upload(&zero, sizeof zero);
+  }
+  attn_err_pending_ = true;
+  return static_cast<k::AttnError*>(dev_ptr(attn_err_));
+}
+
+void GpuBackend::check_attention_errors() {
+  attn_err_pending_ = false;
+  k::AttnError e;
+  check(gpuMemcpy(&e, dev_ptr(attn_err_), sizeof e, gpuMemcpyDeviceToHost), "sparse_attention check");
+  if (!e.flag) return;
+  const k::AttnError zero{};
+  check(gpuMemcpy(dev_ptr(attn_err_), &zero, sizeof zero, gpuMemcpyHostToDevice), "sparse_attention check reset");
+  fail_invisible_entry(e.pos, e.entry, e.visible);
+}
+
+void GpuBackend::window_update(std::span<Tensor> rings, const Tensor& kv, const Batch& b) {
+  check_window_update(rings, kv, b);
+  const float* src = dev_f32(kv, "kv");
+  const int64_t rs = kv.row_size();
+  std::vector<k::RowCopy> jobs;
+  for (std::size_t si = 0; si < b.seqs.size(); ++si) {
+    const SeqSlice& s = b.seqs[si];
+    const int64_t W = rings[si].rows();
+    if (s.len <= 0) continue;
+    float* ring = dev_f32(rings[si], "window ring");
+    // The last min(len, W) rows land in distinct slots, so the copies never race.
+    for (int64_t i = std::max<int64_t>(0, s.len - W); i < s.len; ++i)
+      jobs.push_back({ring + ((s.start + i) % W) * rs, s.row + i});
+  }
+  if (jobs.empty() || rs == 0) return;
+  Tensor table = upload(jobs.data(), jobs.size() * sizeof(k::RowCopy));
+  check_launch(k::copy_rows_to(static_cast<const k::RowCopy*>(dev_ptr(table)), static_cast<int64_t>(jobs.size()), src,
+                               rs, stream()),
+               "window_update");
+}
+
+Tensor GpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b,
+                                 std::span<const Tensor> latent, std::span<const Tensor> k_pe, const MlaParams& p) {
+  const MlaDims d = check_mla_attention(q_lat, q_pe, b, latent, k_pe);
+  const int64_t N = d.N, H = d.H, R = d.R, P = d.P;
+  k::MlaArgs a;
+  a.q_lat = dev_f32(q_lat, "q_lat");
+  a.q_pe = dev_f32(q_pe, "q_pe");
+  if (k::mla_attention_smem_cands(R, P) < 0) fail("mla_attention: head dims {} + {} are too large for the GPU kernel", R, P);
+  std::vector<k::MlaSeq> seqs(b.seqs.size());
+  int64_t max_cand = 0;
+  for (std::size_t si = 0; si < b.seqs.size(); ++si) {
+    const SeqSlice& s = b.seqs[si];
+    const int64_t T = s.start + s.len;
+    seqs[si].latent = dev_f32(latent[si], "latent cache");
+    seqs[si].k_pe = dev_f32(k_pe[si], "rope key cache");
+    seqs[si].row = s.row;
+    seqs[si].start = s.start;
+    seqs[si].len = s.len;
+    if (s.len > 0) max_cand = std::max(max_cand, T);
+  }
+  Tensor out = alloc(ElemType::F32, {N, H, R});
+  if (N == 0 || H == 0 || R == 0) return out;
+  const SeqTable<k::MlaSeq> table = upload_table(*this, seqs, b, N);
+  const bool use_scratch = max_cand > k::mla_attention_smem_cands(R, P);
+  const int64_t chunk = rows_per_launch(N, H, max_cand, use_scratch);
+  Tensor scratch;
+  if (use_scratch) scratch = alloc(ElemType::F32, {chunk * H * max_cand});
+  a.seqs = table.seqs;
+  a.row_seq = table.row_seq;
+  a.out = dev_f32(out);
+  a.scratch = scratch.defined() ? dev_f32(scratch) : nullptr;
+  a.N = N;
+  a.H = H;
+  a.R = R;
+  a.P = P;
+  a.max_cand = max_cand;
+  a.scale = p.scale;
+  a.bf16 = p.round == Round::BF16;
+  a.cpu_order = cpu_order(kMla);
+  for (int64_t r0 = 0; r0 < N; r0 += chunk) {
+    a.row0 = r0;
+    a.rows = std::min(chunk, N - r0);
+    check_launch(k::mla_attention(a, stream()), "mla_attention");
+  }
+  return out;
+}
+
+}  // namespace plumb::gpu

@@ -1,0 +1,216 @@
+#pragma once
+// The GPU backend (CUDA and HIP from the same sources, ARCHITECTURE ideas 1, 5, 7): every op of
+// backend.h on device memory. Activations are f32 device tensors (Round::BF16 rounds their values,
+// as on the CPU); weights are uploaded once, in their checkpoint formats, keyed by the view's data
+// pointer (a WeightView's bytes must outlive the backend: they do for a mapped checkpoint), and
+// decoded in registers. Ops are spread over files by topic like the CPU backend's:
+// gpu_memory.cpp (memory, weights, launch checks), gpu_elementwise.cpp, gpu_linear.cpp, gpu_hc.cpp,
+// gpu_compress.cpp (compressor + indexer), gpu_attention.cpp (sparse + MLA attention), gpu_moe.cpp.
+// Those .cpp files hold the host side (shape checks, errors, orchestration) and call launchers
+// declared in kernels/*.h; the kernels themselves live in kernels/*.cu, which include no plumb
+// host headers (nvcc cannot compile fmt), only gpu_compat.h, gpu_numerics.h and weight_ref.h.
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "plumb/backend/backend.h"
+#include "plumb/backend/op_checks.h"
+#include "plumb/backend/gpu/gpu_compat.h"
+#include "plumb/backend/gpu/gpu_staging.h"
+#include "plumb/backend/gpu/weight_ref.h"
+
+namespace plumb::gpu {
+namespace k {
+struct AttnError;
+}
+
+using namespace plumb::backend;
+
+// Stream-ordered caching allocator: freed blocks go back to a per-size free list and are reused
+// by later allocations on the same stream (safe without a sync: the stream orders the uses).
+class DeviceAllocator {
+ public:
+  ~DeviceAllocator();
+  void* allocate(std::size_t bytes);
+  void release(void* p, std::size_t bytes);
+  void trim();  // frees every cached block
+  std::size_t in_use() const { return in_use_; }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::size_t, std::vector<void*>> free_;
+  std::size_t in_use_ = 0;
+};
+
+struct GpuStorage final : Storage {
+  GpuStorage(std::shared_ptr<DeviceAllocator> a, std::size_t bytes) : alloc(std::move(a)), bytes(bytes) {
+    ptr = alloc->allocate(bytes);
+  }
+  ~GpuStorage() override { alloc->release(ptr, bytes); }
+  std::shared_ptr<DeviceAllocator> alloc;
+  std::size_t bytes = 0;
+  void* ptr = nullptr;
+};
+
+// Facts about the device and the build, for reports (plumb verify) and error messages.
+struct DeviceInfo {
+  std::string name, arch;  // e.g. "NVIDIA H200", "sm_90" / "gfx90a"
+  int driver_version = 0, runtime_version = 0;
+  int warp_size = 0, multiprocessors = 0;
+  std::size_t memory_bytes = 0;
+  std::string build;  // platform and target list the kernels were compiled for
+};
+
+class GpuBackend final : public Backend {
+ public:
+  GpuBackend();
+  ~GpuBackend() override;
+  std::string name() const override;
+  std::vector<std::pair<std::string, std::string>> facts() const override;
+  const DeviceInfo& info() const { return info_; }
+  gpuStream_t stream() const { return stream_; }
+
+  // ---- helpers for the op files
+  // A new tensor. Its contents are undefined, or NaN (f32) / INT32_MIN (i32) everywhere when
+  // poisoning is on (the op tests turn it on, so an element an op never writes shows up).
+  Tensor alloc(ElemType type, Shape shape);
+  void set_poison(bool on) { poison_ = on; }
+  // Copies `bytes` host bytes (e.g. an array of per-sequence device pointers or offsets) to a
+  // new device buffer and returns it (as an I32 tensor of ceil(bytes/4) elements); synchronous.
+  Tensor upload(const void* data, std::size_t bytes);
+  // dst (device) <- src (host) on the stream; returns before the copy is done (pinned staging,
+  // gpu_staging.h), synchronously only where pinned memory is unavailable or bytes are many.
+  void copy_in(void* dst, const void* src, std::size_t bytes, const char* what);
+  // The device copy of a weight (uploaded on first use, keyed by the view's data pointer). A cheap
+  // fingerprint (format, shape, scale pointer, 64 sampled bytes) guards the key: host memory
+  // freed and reused for another weight (tests do this) is uploaded again, never served stale.
+  const WeightRef& weight(const WeightView& w);
+  // Checks a launcher's result (kernels/*.h); with PLUMB_GPU_SYNC=1 in the environment also
+  // waits for the stream, so an asynchronous fault is reported at the op that caused it.
+  void check_launch(gpuError_t launched, const char* kernel);
+  void sync();
+  // linear()'s kernel: Auto picks GEMV for few rows, else the SIMT f32 GEMM (reference profile)
+  // or the bf16 tensor-core GEMM (faithful profile); tests and benchmarks can force one.
+  enum class LinearPath { Auto, Gemv, Simt, Mma, Fp8, CpuOrder };
+  void set_linear_path(LinearPath p) { linear_path_ = p; }
+  // moe()'s routed experts: Auto runs the grouped kernels (routing read on the device, one
+  // launch per projection for all experts) for at most kGroupedMoeMaxSlots token slots in the
+  // fast order, else expert by expert; tests can force the per-expert path.
+  enum class MoePath { Auto, PerExpert };
+  void set_moe_path(MoePath p) { moe_path_ = p; }
+  static constexpr int64_t kGroupedMoeMaxSlots = 64;
+  // Reduction order. "fast" (default): each kernel sums in the order that suits it, so results
+  // differ from the CPU backend's by f32 rounding (a few ulps per op). "cpu": linear, rms_norm,
+  // the mHC mixes and the router gate sum in the CPU backend's order (kernels/cpu_order.h), which
+  // makes every op's result bitwise the CPU's, and so whole forwards in any numerics profile
+  // (plumb verify); much slower. The environment sets it at start: PLUMB_GPU_ORDER=cpu|fast, or
+  // a comma list of the sites that sum in the CPU's order (linear, norm, hc, gate, mla), the
+  // others fast: an experiment tool for finding which reduction's order a result depends on.
+  enum OrderSite : unsigned { kLinear = 1, kNorm = 2, kHc = 4, kGate = 8, kMla = 16, kAllSites = 31 };
+  void set_cpu_order(bool on) { cpu_order_sites_ = on ? unsigned{kAllSites} : 0u; }
+  void set_cpu_order_sites(unsigned sites) { cpu_order_sites_ = sites & kAllSites; }
+  bool cpu_order() const { return cpu_order_sites_ == kAllSites; }
+  bool cpu_order(OrderSite site) const { return (cpu_order_sites_ & site) != 0; }
+  // PLUMB_GPU_ORDER's value as OrderSite bits; throws naming the value otherwise.
+  static unsigned parse_order(const std::string& order);
+  void synchronize() override { sync(); }
+
+  Tensor full(ElemType type, Shape shape, float value) override;
+  Tensor from_host(const float* data, Shape shape) override;
+  Tensor from_host(const int32_t* data, Shape shape) override;
+  void to_host(const Tensor& t, float* out) override;
+  void to_host(const Tensor& t, int32_t* out) override;
+  void copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) override;
+
+  Tensor embed(const WeightView& table, const Tensor& ids) override;
+  Tensor repeat_rows(const Tensor& x, int64_t copies) override;
+  Tensor rms_norm(const Tensor& x, const WeightView* weight, float eps, NormMath math, Round out) override;
+  Tensor scale(const Tensor& x, float s, Round out) override;
+  Tensor add(const Tensor& a, const Tensor& b, Round out) override;
+  Tensor columns(const Tensor& x, int64_t begin, int64_t count) override;
+  Tensor linear(const Tensor& x, const WeightView& w, const LinearOpts& opts) override;
+  Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, bool inverse, Round out) override;
+  Tensor quant_fp8(const Tensor& x, int64_t cols, int64_t block) override;
+  Tensor quant_fp4(const Tensor& x, int64_t block) override;
+  Tensor hadamard(const Tensor& x, Round out) override;
+
+  HcPreResult hc_pre(const Tensor& X, const HcParams& p, Round out) override;
+  Tensor hc_post(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb, Round r) override;
+  Tensor hc_head(const Tensor& X, const HcParams& p, Round out) override;
+
+  Tensor compress(const Tensor& kv, const Tensor& score, const Batch& b, std::span<CompressorState> states,
+                  const CompressorParams& p, Round out) override;
+  Tensor indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, std::span<const Tensor> keys,
+                      const IndexerParams& p) override;
+  Tensor sparse_attention(const Tensor& q, const Tensor& kv, const Batch& b, std::span<const Tensor> rings,
+                          std::span<const Tensor> compressed, const Tensor* selected,
+                          const AttentionParams& p) override;
+  void window_update(std::span<Tensor> rings, const Tensor& kv, const Batch& b) override;
+  Tensor mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, std::span<const Tensor> latent,
+                       std::span<const Tensor> k_pe, const MlaParams& p) override;
+
+  Routing route(const Tensor& x, const Tensor& ids, const RouteParams& p) override;
+  Tensor moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts, const SwiGluWeights& shared,
+             const MoeParams& p) override;
+
+ private:
+  // The device table of a routed expert set's weights (w1, w3, w2 per expert), made on first use.
+  struct ExpertTable {
+    std::vector<uintptr_t> key;  // every view's data, scale, format and size (gpu_moe.cpp)
+    Tensor table;
+    int64_t experts = 0, width = 0;
+    WFormat format = WFormat::F32;
+    bool uniform = true;  // one width and one format for all experts
+  };
+  const ExpertTable& expert_table(std::span<const SwiGluWeights> experts, int64_t D);
+  // The table when the grouped kernels take this call (few slots, fast order, one format), else null.
+  const ExpertTable* grouped_table(int64_t N, int64_t K, int64_t D, std::span<const SwiGluWeights> experts);
+  Tensor moe_grouped(const Tensor& x, const Routing& r, const ExpertTable& t, const backend::MoeDims& d,
+                     const SwiGluWeights& shared, const MoeParams& p);
+
+  struct OwnedWeight {
+    WeightRef ref;
+    uint64_t fingerprint = 0;  // of the view's bytes, format and shape (see weight())
+    void* data = nullptr;
+    void* scale = nullptr;
+  };
+  DeviceInfo info_;
+  gpuStream_t stream_ = nullptr;
+  bool sync_each_op_ = false;
+  bool poison_ = false;
+  LinearPath linear_path_ = LinearPath::Auto;
+  StagingRing staging_;
+  Tensor attn_err_;                // sparse_attention's deferred error report (k::AttnError)
+  bool attn_err_pending_ = false;  // an attention call since the last check
+  k::AttnError* attention_error_flag();
+  void check_attention_errors();
+  MoePath moe_path_ = MoePath::Auto;
+  std::deque<ExpertTable> expert_tables_;  // one per routed expert set (a layer), references stay valid
+  unsigned cpu_order_sites_ = 0;  // OrderSite bits
+  std::shared_ptr<DeviceAllocator> alloc_;
+  std::unordered_map<const std::byte*, OwnedWeight> weights_;
+  // linear() path Mma: whether the matrix-core kernel (k::linear_mma) may run, else the SIMT bf16
+  // kernel (k::linear_mma_simt). Always true on CUDA. On HIP the first call runs a self-check of the
+  // MFMA kernel against the SIMT one (gpu_mfma_check.cpp); a mismatch warns once on stderr and
+  // selects SIMT for good. State: 0 not checked yet, 1 MFMA verified, -1 SIMT fallback.
+  bool mma_matrix_ok();
+  int mma_matrix_state_ = 0;
+};
+
+// Checked access to a tensor's device memory; a plumb::Error naming `what` if t is undefined, not
+// a GPU tensor, or of another element type.
+float* dev_f32(const Tensor& t, const char* what = "tensor");
+int32_t* dev_i32(const Tensor& t, const char* what = "tensor");
+// The raw device address of any GPU tensor (for pointer tables).
+void* dev_ptr(const Tensor& t, const char* what = "tensor");
+// Empty when device 0 can be used; otherwise why not (the runtime's message).
+std::string device_unavailable_reason();
+// gpu call check: a plumb::Error naming the call and the runtime's message.
+void check(gpuError_t e, const char* what);
+
+
+}  // namespace plumb::gpu

@@ -1,0 +1,64 @@
+// GPU backend: mHC hc_pre / hc_post / hc_head (MODEL-SPEC 3.2); kernels in kernels/hc.cu; the
+// op's checks in op_checks.h.
+#include "plumb/backend/gpu/gpu_backend.h"
+#include "plumb/backend/gpu/kernels/hc.h"
+#include "plumb/util/error.h"
+
+namespace plumb::gpu {
+namespace {
+
+// base and scale are read by flat index (as the CPU's decode_all does), whatever their shape.
+WeightRef flat(WeightRef w) {
+  if (w.format == WFormat::F32 || w.format == WFormat::BF16) w.rows *= w.cols, w.cols = 1;
+  return w;
+}
+
+struct HcSite {
+  WeightRef fn, base, scale;
+};
+
+// The device copies of one site's parameters (check_hc_pre / check_hc_head have checked them)
+// and the kernel's own limit.
+HcSite load_site(GpuBackend& be, const HcParams& p, int64_t n_out, const char* op) {
+  if (n_out > k::kHcMaxOut)
+    fail("{}: {} mixes per token exceed the GPU kernel's limit of {} (too many streams)", op, n_out, k::kHcMaxOut);
+  return {be.weight(*p.fn), flat(be.weight(*p.base)), flat(be.weight(*p.scale))};
+}
+
+}  // namespace
+
+HcPreResult GpuBackend::hc_pre(const Tensor& X, const HcParams& p, Round out) {
+  const HcDims d = check_hc_pre(X, p);
+  const int64_t N = d.N, hc = d.hc, D = d.D;
+  const HcSite s = load_site(*this, p, (2 + hc) * hc, "hc_pre");
+  const float* x = dev_f32(X, "hc_pre streams");
+  HcPreResult r{alloc(ElemType::F32, {N, D}), alloc(ElemType::F32, {N, hc}), alloc(ElemType::F32, {N, hc, hc})};
+  check_launch(k::hc_mix(x, N, hc, D, s.fn, s.base, s.scale, p.sinkhorn_iters, p.hc_eps, p.norm_eps,
+                         out == Round::BF16, cpu_order(kHc), dev_f32(r.y), dev_f32(r.post), dev_f32(r.comb), stream()),
+               "hc_pre");
+  return r;
+}
+
+Tensor GpuBackend::hc_post(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb, Round rnd) {
+  const HcDims d = check_hc_post(out, X, post, comb);
+  const int64_t N = d.N, hc = d.hc, D = d.D;
+  Tensor y = alloc(ElemType::F32, {N, hc, D});
+  check_launch(k::hc_post(dev_f32(out, "hc_post output"), dev_f32(X, "hc_post streams"), dev_f32(post, "hc_post post"),
+                          dev_f32(comb, "hc_post comb"), N, hc, D, rnd == Round::BF16, dev_f32(y), stream()),
+               "hc_post");
+  return y;
+}
+
+Tensor GpuBackend::hc_head(const Tensor& X, const HcParams& p, Round out) {
+  const HcDims d = check_hc_head(X, p);
+  const int64_t N = d.N, hc = d.hc, D = d.D;
+  const HcSite s = load_site(*this, p, hc, "hc_head");
+  const float* x = dev_f32(X, "hc_head streams");
+  Tensor y = alloc(ElemType::F32, {N, D});
+  check_launch(k::hc_mix(x, N, hc, D, s.fn, s.base, s.scale, 0, p.hc_eps, p.norm_eps, out == Round::BF16, cpu_order(kHc),
+                         dev_f32(y), nullptr, nullptr, stream()),
+               "hc_head");
+  return y;
+}
+
+}  // namespace plumb::gpu

@@ -1,0 +1,111 @@
+// GPU backend: linear(). Host side: the op's checks (op_checks.h), the activation FP8
+// round trip, and the choice of kernel (kernels/linear.h):
+//   N <= kGemvMaxRows            GEMV (decode; memory-bound, weight bytes read once)
+//   reference (no act_fp8, f32)  SIMT f32 GEMM: exact f32 products like the CPU
+//   faithful, act_fp8, FP8 weight FP8 tensor-core GEMM on sm_90 (Hopper), kernels/linear_fp8.h,
+//                                when K % 128 == 0 and R % 64 == 0
+//   faithful (act_fp8 or bf16)   bf16 matrix-core GEMM, when bf16 holds the weight exactly
+//                                (BF16, FP8 with ue8m0 scales, FP4) or bf16_weight rounds it
+//                                there anyway (V3 faithful); else the SIMT GEMM. mma.sync on
+//                                CUDA sm_80+; MFMA on HIP gfx90a only once it passed a one-time
+//                                run-time self-check against the SIMT bf16 GEMM
+//                                (gpu_mfma_check.cpp; a mismatch warns on stderr and SIMT runs
+//                                from then on); the SIMT bf16 loop on other HIP targets
+// set_linear_path() forces one (the bf16 GEMM then rounds F32 / f32-scaled weights to bf16).
+// With the reduction order "cpu" (gpu_backend.h) Auto always takes the CPU-order kernel.
+#include "plumb/backend/gpu/gpu_backend.h"
+#include "plumb/backend/gpu/kernels/elementwise.h"
+#include "plumb/backend/gpu/kernels/linear.h"
+#include "plumb/backend/gpu/kernels/linear_fp8.h"
+#include "plumb/util/error.h"
+
+namespace plumb::gpu {
+
+namespace {
+constexpr int64_t kGemvMaxRows = 8;
+
+// Path (d) needs the sm_90a kernel (the only code object holding its body), an FP8 weight used
+// as stored (no bf16_weight) and whole 128-wide K blocks and 64-row weight tiles.
+bool fp8_eligible(const DeviceInfo& d, const WeightRef& w, const LinearOpts& o, int64_t K, int64_t R) {
+  return k::fp8_mma_built() && d.arch.rfind("sm_9", 0) == 0 && o.act_fp8 && !o.bf16_weight &&
+         w.format == WFormat::FP8 && K % 128 == 0 && R % 64 == 0;
+}
+
+bool bf16_exact(const WeightRef& w) {
+  return w.format == WFormat::BF16 || w.format == WFormat::FP4 || (w.format == WFormat::FP8 && !w.scale_f32);
+}
+}  // namespace
+
+Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts& o) {
+  const LinearDims d = check_linear(x, w, o);
+  const int64_t G = d.groups, K = d.K, R = d.rows_per_group, in = d.in, N = d.N;
+  const float* src = dev_f32(x, "linear input");
+  const WeightRef& wr = weight(w);
+
+  if (K == 0) return full(ElemType::F32, d.out, 0.f);  // empty sums
+  Tensor y = alloc(ElemType::F32, d.out);
+  if (N == 0 || G * R == 0) return y;
+
+  k::LinearArgs a;
+  a.y = dev_f32(y);
+  a.ldy = G * R;
+  a.x = src;
+  a.ldx = in;
+  a.nrows = N;
+  a.groups = G;
+  a.R = R;
+  a.K = K;
+  a.round_bf16 = o.out == Round::BF16;
+  a.round_w = o.bf16_weight;
+
+  LinearPath path = linear_path_;
+  const bool fp8_ok = fp8_eligible(info_, wr, o, K, R);
+  if (path == LinearPath::Auto && cpu_order(kLinear)) path = LinearPath::CpuOrder;
+  if (path == LinearPath::Auto) {
+    const bool faithful = o.act_fp8 || o.out == Round::BF16;
+    if (N <= kGemvMaxRows)
+      path = LinearPath::Gemv;
+    else if (fp8_ok)
+      path = LinearPath::Fp8;
+    else
+      path = faithful && (bf16_exact(wr) || o.bf16_weight) ? LinearPath::Mma : LinearPath::Simt;
+  }
+  if (path == LinearPath::Fp8) {
+    if (!fp8_ok)
+      fail("linear: the FP8 tensor-core path needs an sm_90 device (this is {}), act_fp8 without bf16_weight, an FP8 "
+           "weight, K % 128 == 0 and R % 64 == 0 (weight '{}' [{}, {}], {} group(s))",
+           info_.arch, w.name, w.rows(), K, G);
+    Tensor q = alloc(ElemType::I32, {(N * in + 3) / 4});  // e4m3 codes, row stride `in`
+    Tensor sx = alloc(ElemType::F32, {N, in / 128});
+    auto* codes = static_cast<uint8_t*>(dev_ptr(q));
+    check_launch(k::act_quant_fp8(src, in, N, in, codes, in, dev_f32(sx), stream_), "linear act_fp8 (fp8)");
+    check_launch(k::linear_fp8_mma(a, codes, in, dev_f32(sx), wr, stream_), "linear (fp8 mma)");
+    return y;
+  }
+  Tensor quantized;
+  if (o.act_fp8 && N > 0 && K > 0) {  // the product sees the FP8 round trip of x, per group's K blocks
+    quantized = alloc(ElemType::F32, {N, in});
+    check(gpuMemcpyAsync(dev_f32(quantized), src, static_cast<std::size_t>(N * in) * 4, gpuMemcpyDeviceToDevice,
+                         stream_),
+          "linear act_fp8 copy");
+    check_launch(k::quant_blocks(dev_f32(quantized), N * G, K, K, 128, false, stream_), "linear act_fp8");
+    a.x = dev_f32(quantized);
+  }
+
+  switch (path) {
+    case LinearPath::Gemv:
+      check_launch(k::linear_gemv(a, wr, 2 * static_cast<int64_t>(info_.multiprocessors), stream_), "linear (gemv)");
+      break;
+    case LinearPath::Mma:  // on HIP, MFMA only once it passed its self-check (gpu_mfma_check.cpp)
+      check_launch(mma_matrix_ok() ? k::linear_mma(a, wr, stream_) : k::linear_mma_simt(a, wr, stream_),
+                   "linear (bf16 mma)");
+      break;
+    case LinearPath::CpuOrder: check_launch(k::linear_cpu_order(a, wr, stream_), "linear (cpu order)"); break;
+    case LinearPath::Auto:
+    case LinearPath::Fp8:  // handled above
+    case LinearPath::Simt: check_launch(k::linear_simt(a, wr, stream_), "linear (simt)"); break;
+  }
+  return y;
+}
+
+}  // namespace plumb::gpu

@@ -1,0 +1,377 @@
+// GPU backend: device selection, memory (caching allocator, tensors, weight uploads), the memory
+// ops of backend.h and launch checking.
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "plumb/backend/gpu/gpu_backend.h"
+#include "plumb/backend/gpu/kernels/memory.h"
+#include "plumb/format/dtype.h"
+#include "plumb/util/error.h"
+
+namespace plumb::gpu {
+
+void check(gpuError_t e, const char* what) {
+  if (e != gpuSuccess) fail("GPU: {} failed: {} (error {})", what, gpuGetErrorString(e), static_cast<int>(e));
+}
+
+// ---- allocator
+
+namespace {
+constexpr std::size_t kGranule = 512;
+std::size_t rounded(std::size_t bytes) { return bytes == 0 ? kGranule : (bytes + kGranule - 1) / kGranule * kGranule; }
+}  // namespace
+
+DeviceAllocator::~DeviceAllocator() { trim(); }
+
+void* DeviceAllocator::allocate(std::size_t bytes) {
+  const std::size_t n = rounded(bytes);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(n);
+    if (it != free_.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      in_use_ += n;
+      return p;
+    }
+  }
+  void* p = nullptr;
+  if (gpuMalloc(&p, n) != gpuSuccess) {  // out of memory: give the cache back and try once more
+    (void)gpuGetLastError();
+    trim();
+    const gpuError_t e = gpuMalloc(&p, n);
+    if (e != gpuSuccess)
+      fail("GPU: out of device memory allocating {} bytes ({} bytes in use by tensors): {}", n, in_use_,
+           gpuGetErrorString(e));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  in_use_ += n;
+  return p;
+}
+
+void DeviceAllocator::release(void* p, std::size_t bytes) {
+  const std::size_t n = rounded(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  free_[n].push_back(p);
+  in_use_ -= n;
+}
+
+void DeviceAllocator::trim() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [n, v] : free_)
+    for (void* p : v) (void)gpuFree(p);
+  free_.clear();
+}
+
+// ---- tensors
+
+namespace {
+GpuStorage* storage_of(const Tensor& t, ElemType want, const char* what) {
+  if (!t.defined()) fail("{} is undefined", what);
+  auto* s = dynamic_cast<GpuStorage*>(t.storage());
+  if (!s) fail("{} {} does not live on the GPU backend", what, t.shape_str());
+  if (t.type() != want) fail("{} {} has the wrong element type", what, t.shape_str());
+  return s;
+}
+
+std::string device_unavailable(int* count_out) {
+  int n = 0;
+  const gpuError_t e = gpuGetDeviceCount(&n);
+  if (count_out) *count_out = n;
+  if (e != gpuSuccess) {
+    (void)gpuGetLastError();
+    return fmt::format("no usable GPU: {} (error {})", gpuGetErrorString(e), static_cast<int>(e));
+  }
+  if (n == 0) return "no GPU device found";
+  return {};
+}
+}  // namespace
+
+float* dev_f32(const Tensor& t, const char* what) {
+  return static_cast<float*>(storage_of(t, ElemType::F32, what)->ptr);
+}
+int32_t* dev_i32(const Tensor& t, const char* what) {
+  return static_cast<int32_t*>(storage_of(t, ElemType::I32, what)->ptr);
+}
+
+void* dev_ptr(const Tensor& t, const char* what) { return storage_of(t, t.type(), what)->ptr; }
+
+std::string device_unavailable_reason() { return device_unavailable(nullptr); }
+
+// ---- backend
+
+GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
+  const std::string why = device_unavailable(nullptr);
+  if (!why.empty()) fail("the {} backend cannot start: {}", name(), why);
+  check(gpuSetDevice(0), "selecting device 0");
+  gpuDeviceProp prop{};
+  check(gpuGetDeviceProperties(&prop, 0), "reading device properties");
+  info_.name = prop.name;
+#ifdef PLUMB_HIP
+  info_.arch = prop.gcnArchName;
+  info_.build = "HIP";
+#else
+  info_.arch = fmt::format("sm_{}{}", prop.major, prop.minor);
+  info_.build = "CUDA";
+#endif
+#ifdef PLUMB_GPU_TARGETS
+  info_.build += std::string(" targets ") + PLUMB_GPU_TARGETS;
+#endif
+  info_.warp_size = prop.warpSize;
+  info_.multiprocessors = prop.multiProcessorCount;
+  info_.memory_bytes = prop.totalGlobalMem;
+  (void)gpuDriverGetVersion(&info_.driver_version);
+  (void)gpuRuntimeGetVersion(&info_.runtime_version);
+  if (info_.warp_size != kWarp)
+    fail("the {} backend was compiled for {}-wide warps but device '{}' has {}", name(), kWarp, info_.name,
+         info_.warp_size);
+  check(gpuStreamCreateWithFlags(&stream_, gpuStreamNonBlocking), "creating a stream");
+  const char* s = std::getenv("PLUMB_GPU_SYNC");
+  sync_each_op_ = s && std::strcmp(s, "0") != 0;
+  if (const char* order = std::getenv("PLUMB_GPU_ORDER"); order && *order) cpu_order_sites_ = parse_order(order);
+  if (const char* moe = std::getenv("PLUMB_GPU_MOE"); moe && *moe) {  // for A/B measurements
+    if (std::strcmp(moe, "auto") != 0 && std::strcmp(moe, "per-expert") != 0)
+      fail("PLUMB_GPU_MOE is '{}': expected 'auto' or 'per-expert'", moe);
+    moe_path_ = std::strcmp(moe, "auto") == 0 ? MoePath::Auto : MoePath::PerExpert;
+  }
+}
+
+unsigned GpuBackend::parse_order(const std::string& order) {
+  if (order == "cpu") return kAllSites;
+  if (order == "fast") return 0;
+  static constexpr std::pair<const char*, OrderSite> kSites[] = {
+      {"linear", kLinear}, {"norm", kNorm}, {"hc", kHc}, {"gate", kGate}, {"mla", kMla}};
+  unsigned sites = 0;
+  std::size_t at = 0;
+  while (at <= order.size()) {
+    const std::size_t end = std::min(order.find(',', at), order.size());
+    const std::string site = order.substr(at, end - at);
+    const auto* hit = std::find_if(std::begin(kSites), std::end(kSites), [&](const auto& s) { return site == s.first; });
+    if (hit == std::end(kSites))
+      fail("PLUMB_GPU_ORDER is '{}': expected 'cpu' (sums in the CPU backend's order, bitwise results), 'fast', or a "
+           "comma list of the sites summed in the CPU's order (linear, norm, hc, gate, mla); '{}' is none of them",
+           order, site);
+    sites |= hit->second;
+    at = end + 1;
+  }
+  return sites;
+}
+
+GpuBackend::~GpuBackend() {
+  if (stream_) (void)gpuStreamSynchronize(stream_);
+  for (auto& [key, w] : weights_) {
+    (void)gpuFree(w.data);
+    if (w.scale) (void)gpuFree(w.scale);
+  }
+  if (stream_) (void)gpuStreamDestroy(stream_);
+}
+
+std::string GpuBackend::name() const {
+#ifdef PLUMB_HIP
+  return "hip";
+#else
+  return "cuda";
+#endif
+}
+
+std::vector<std::pair<std::string, std::string>> GpuBackend::facts() const {
+  auto version = [](int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); };
+  return {{"backend", name()},
+          {"device", info_.name},
+          {"arch", info_.arch},
+          {"multiprocessors", std::to_string(info_.multiprocessors)},
+          {"warp_size", std::to_string(info_.warp_size)},
+          {"memory_gib", fmt::format("{:.1f}", static_cast<double>(info_.memory_bytes) / (1ull << 30))},
+          {"driver_version", version(info_.driver_version)},
+          {"runtime_version", version(info_.runtime_version)},
+          {"build", info_.build},
+          {"reduction_order", cpu_order() ? "cpu (bitwise the CPU backend)" : cpu_order_sites_ ? fmt::format("cpu at sites {:#x}, else fast", cpu_order_sites_) : "fast"}};
+}
+
+void GpuBackend::check_launch(gpuError_t launched, const char* kernel) {
+  check(launched, kernel);
+  if (sync_each_op_) check(gpuStreamSynchronize(stream_), kernel);
+}
+
+void GpuBackend::sync() {
+  check(gpuStreamSynchronize(stream_), "stream synchronize");
+  if (attn_err_pending_) check_attention_errors();
+}
+
+void GpuBackend::copy_in(void* dst, const void* src, std::size_t bytes, const char* what) {
+  if (bytes == 0 || staging_.upload(dst, src, bytes, stream_)) return;
+  check(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyHostToDevice, stream_), what);
+  check(gpuStreamSynchronize(stream_), what);  // the caller's buffer may go away after we return
+}
+
+Tensor GpuBackend::alloc(ElemType type, Shape shape) {
+  const int64_t n = backend::element_count(shape);
+  auto s = std::make_shared<GpuStorage>(alloc_, static_cast<std::size_t>(n) * 4);
+  Tensor t(std::move(s), type, std::move(shape));
+  if (poison_ && n > 0)
+    check_launch(type == ElemType::F32 ? k::fill_f32(dev_f32(t), n, bits_f32(0x7FC00000u), stream_)
+                                       : k::fill_i32(dev_i32(t), n, INT32_MIN, stream_),
+                 "poison");
+  return t;
+}
+
+Tensor GpuBackend::upload(const void* data, std::size_t bytes) {
+  Tensor t = alloc(ElemType::I32, {static_cast<int64_t>((bytes + 3) / 4)});
+  copy_in(dev_ptr(t), data, bytes, "upload");
+  return t;
+}
+
+// ---- weights
+
+namespace {
+WFormat wformat(const WeightView& w) {
+  switch (w.format) {
+    case WeightFormat::FP8Block128: return WFormat::FP8;
+    case WeightFormat::FP4Block32: return WFormat::FP4;
+    case WeightFormat::Dense:
+      if (w.dtype == DType::F32) return WFormat::F32;
+      if (w.dtype == DType::BF16) return WFormat::BF16;
+      break;
+  }
+  fail("GPU backend: weight '{}' has format {} / dtype {}, which it cannot use (expected F32, BF16, FP8 128x128 or "
+       "FP4 1x32)",
+       w.name, weight_format_name(w.format), dtype_name(w.dtype));
+}
+}  // namespace
+
+namespace {
+uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001B3ull; }  // FNV-1a step
+
+uint64_t fingerprint(const WeightView& w, std::size_t data_bytes) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  h = mix(h, static_cast<uint64_t>(w.format));
+  h = mix(h, static_cast<uint64_t>(w.dtype));
+  h = mix(h, reinterpret_cast<uintptr_t>(w.scale));
+  for (int64_t d : w.shape) h = mix(h, static_cast<uint64_t>(d));
+  const auto* b = reinterpret_cast<const unsigned char*>(w.data);
+  constexpr std::size_t kSamples = 64;
+  for (std::size_t i = 0; i < kSamples && data_bytes > 0; ++i) h = mix(h, b[i * (data_bytes - 1) / (kSamples - 1)]);
+  return h;
+}
+
+std::size_t logical_bytes(const WeightView& w) {
+  switch (w.format) {
+    case WeightFormat::FP8Block128: return static_cast<std::size_t>(w.numel());
+    case WeightFormat::FP4Block32: return static_cast<std::size_t>(w.numel() / 2);
+    case WeightFormat::Dense: break;
+  }
+  return static_cast<std::size_t>(w.numel()) * dtype_size(w.dtype);
+}
+}  // namespace
+
+const WeightRef& GpuBackend::weight(const WeightView& w) {
+  if (!w.present()) fail("GPU backend: weight '{}' has no data", w.name);
+  const uint64_t fp = fingerprint(w, logical_bytes(w));
+  auto it = weights_.find(w.data);
+  if (it != weights_.end()) {
+    if (it->second.fingerprint == fp) return it->second.ref;
+    sync();  // kernels in flight may still read the old copy
+    expert_tables_.clear();  // they hold the old device addresses
+    (void)gpuFree(it->second.data);
+    if (it->second.scale) (void)gpuFree(it->second.scale);
+    weights_.erase(it);
+  }
+  OwnedWeight o;
+  o.fingerprint = fp;
+  WeightRef& r = o.ref;
+  r.format = wformat(w);
+  r.rows = w.shape.empty() ? 1 : (w.shape.size() == 1 ? w.shape[0] : w.rows());
+  r.cols = w.shape.size() <= 1 ? 1 : w.cols();
+  std::size_t data_bytes = 0, scale_bytes = 0;
+  switch (r.format) {
+    case WFormat::F32: data_bytes = static_cast<std::size_t>(r.rows * r.cols) * 4; break;
+    case WFormat::BF16: data_bytes = static_cast<std::size_t>(r.rows * r.cols) * 2; break;
+    case WFormat::FP8:
+      data_bytes = static_cast<std::size_t>(r.rows * r.cols);
+      r.scale_cols = (r.cols + 127) / 128;
+      r.scale_f32 = w.scale_dtype == DType::F32;
+      if (!r.scale_f32 && w.scale_dtype != DType::F8_E8M0)
+        fail("GPU backend: FP8 weight '{}' has {} scales (expected F8_E8M0 or F32)", w.name, dtype_name(w.scale_dtype));
+      scale_bytes = static_cast<std::size_t>((r.rows + 127) / 128 * r.scale_cols) * (r.scale_f32 ? 4 : 1);
+      break;
+    case WFormat::FP4:
+      data_bytes = static_cast<std::size_t>(r.rows * r.cols / 2);
+      r.scale_cols = (r.cols + 31) / 32;
+      scale_bytes = static_cast<std::size_t>(r.rows * r.scale_cols);
+      break;
+  }
+  if ((r.format == WFormat::FP8 || r.format == WFormat::FP4) && !w.scale)
+    fail("GPU backend: quantized weight '{}' has no scales", w.name);
+  check(gpuMalloc(&o.data, data_bytes), "allocating a weight");
+  check(gpuMemcpy(o.data, w.data, data_bytes, gpuMemcpyHostToDevice), "uploading a weight");
+  if (scale_bytes) {
+    check(gpuMalloc(&o.scale, scale_bytes), "allocating weight scales");
+    check(gpuMemcpy(o.scale, w.scale, scale_bytes, gpuMemcpyHostToDevice), "uploading weight scales");
+  }
+  r.data = static_cast<const uint8_t*>(o.data);
+  r.scale = static_cast<const uint8_t*>(o.scale);
+  return weights_.emplace(w.data, o).first->second.ref;
+}
+
+// ---- memory ops
+
+Tensor GpuBackend::full(ElemType type, Shape shape, float value) {
+  Tensor t = alloc(type, std::move(shape));
+  const int64_t n = t.numel();
+  if (n == 0) return t;
+  check_launch(type == ElemType::F32 ? k::fill_f32(dev_f32(t), n, value, stream_)
+                                     : k::fill_i32(dev_i32(t), n, static_cast<int32_t>(value), stream_),
+               "full");
+  return t;
+}
+
+Tensor GpuBackend::from_host(const float* data, Shape shape) {
+  Tensor t = alloc(ElemType::F32, std::move(shape));
+  copy_in(dev_f32(t), data, static_cast<std::size_t>(t.numel()) * 4, "copy to device");
+  return t;
+}
+
+Tensor GpuBackend::from_host(const int32_t* data, Shape shape) {
+  Tensor t = alloc(ElemType::I32, std::move(shape));
+  copy_in(dev_i32(t), data, static_cast<std::size_t>(t.numel()) * 4, "copy to device");
+  return t;
+}
+
+void GpuBackend::to_host(const Tensor& t, float* out) {
+  check(gpuMemcpyAsync(out, dev_f32(t), static_cast<std::size_t>(t.numel()) * 4, gpuMemcpyDeviceToHost, stream_),
+        "copy to host");
+  sync();
+}
+
+void GpuBackend::to_host(const Tensor& t, int32_t* out) {
+  check(gpuMemcpyAsync(out, dev_i32(t), static_cast<std::size_t>(t.numel()) * 4, gpuMemcpyDeviceToHost, stream_),
+        "copy to host");
+  sync();
+}
+
+void GpuBackend::copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) {
+  check_copy_rows(dst, dst_row, src, src_row, n);
+  const int64_t rs = dst.row_size();
+  auto* d = static_cast<char*>(storage_of(dst, dst.type(), "copy_rows destination")->ptr);
+  auto* s = static_cast<const char*>(storage_of(src, src.type(), "copy_rows source")->ptr);
+  if (n == 0 || rs == 0) return;
+  const std::size_t bytes = static_cast<std::size_t>(n * rs) * 4;
+  char* to = d + dst_row * rs * 4;
+  const char* from = s + src_row * rs * 4;
+  if (to < from + bytes && from < to + bytes && to != from) {  // overlapping rows: memmove semantics
+    Tensor tmp = alloc(src.type(), {n, rs});
+    void* t = storage_of(tmp, tmp.type(), "copy_rows scratch")->ptr;
+    check(gpuMemcpyAsync(t, from, bytes, gpuMemcpyDeviceToDevice, stream_), "copy_rows");
+    from = static_cast<const char*>(t);
+  }
+  check(gpuMemcpyAsync(to, from, bytes, gpuMemcpyDeviceToDevice, stream_), "copy_rows");
+}
+
+}  // namespace plumb::gpu
+
+namespace plumb::backend {
+std::unique_ptr<Backend> make_gpu_backend() { return std::make_unique<gpu::GpuBackend>(); }
+std::string gpu_unavailable_reason() { return gpu::device_unavailable_reason(); }
+}  // namespace plumb::backend

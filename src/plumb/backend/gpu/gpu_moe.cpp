@@ -1,0 +1,236 @@
+// GPU backend: MoE routing and the SwiGLU experts (MODEL-SPEC 3.8); kernels in kernels/moe.cu.
+// The same function as cpu/cpu_moe.cpp; the op's checks in op_checks.h. route() runs the gate
+// product and the per-token selection on the device (hash routing looks tid2eid up on the host,
+// where the checkpoint's table lives, through the CPU's hash_experts()). moe() copies the small routing to the
+// host, groups the token slots by expert exactly as the CPU does, runs each used expert on its
+// gathered rows through linear() (which applies act_fp8 and the rounding like the CPU's GEMMs),
+// and accumulates the expert outputs into one f32 sum per token in expert-id order, then adds the
+// shared expert. For few tokens (decode) in the fast order it runs the grouped kernels instead
+// (kernels/moe_grouped.cu): the same function with the routing read on the device.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "plumb/backend/gpu/gpu_backend.h"
+#include "plumb/backend/gpu/kernels/memory.h"
+#include "plumb/backend/gpu/kernels/moe.h"
+#include "plumb/backend/gpu/kernels/moe_grouped.h"
+#include "plumb/util/error.h"
+
+namespace plumb::gpu {
+namespace {
+
+constexpr int64_t kMaxSelectShared = 48 * 1024;  // static limit of dynamic shared memory per block
+constexpr int64_t kMaxGridY = 65535;
+
+}  // namespace
+
+Routing GpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams& p) {
+  const RouteDims d = check_route(x, ids, p);
+  const int64_t N = d.N, D = d.D, E = d.E, K = d.K, G = d.G, TG = d.TG;
+  if (k::route_select_shared_bytes(E, G) > kMaxSelectShared)
+    fail("route: {} experts exceed the GPU selection kernel's shared memory", E);
+  if ((N + k::kRouteGateTokens - 1) / k::kRouteGateTokens > kMaxGridY) fail("route: {} tokens in one call exceed the GPU gate kernel's grid", N);
+  const float* xp = dev_f32(x, "route input");
+  const WeightRef gate = weight(*p.gate);
+  WeightRef bias = p.bias ? weight(*p.bias) : WeightRef{};
+  if (bias.format == WFormat::F32 || bias.format == WFormat::BF16) bias.rows = E, bias.cols = 1;  // flat, as decode_all
+  Routing r{alloc(ElemType::I32, {N, K}), alloc(ElemType::F32, {N, K})};
+  if (p.tid2eid) {  // hash routing: the table is host memory (the mapped checkpoint)
+    std::vector<int32_t> id(static_cast<std::size_t>(N));
+    to_host(ids, id.data());
+    const std::vector<int32_t> ex = hash_experts(*p.tid2eid, id, K, E);
+    if (N > 0) {
+      copy_in(dev_i32(r.experts), ex.data(), ex.size() * 4, "route: uploading hashed experts");
+    }
+  }
+  const bool bf16 = p.round == Round::BF16;  // the V3 release's Gate on bf16 tensors
+  Tensor logits;
+  if (cpu_order(kGate)) {  // the CPU's gate product is its linear(), which ours then repeats bitwise
+    LinearOpts lo;
+    lo.out = p.round;
+    lo.bf16_weight = bf16;
+    logits = linear(x, *p.gate, lo);
+  } else {
+    logits = alloc(ElemType::F32, {N, E});
+    check_launch(k::route_gate(xp, N, D, gate, E, bf16, dev_f32(logits), stream()), "route gate");
+  }
+  check_launch(k::route_select(dev_f32(logits), N, E, bias, p.bias != nullptr, p.scoring == Scoring::Sigmoid, G, TG, K,
+                               p.route_scale, p.tid2eid != nullptr, bf16, dev_i32(r.experts), dev_f32(r.weights),
+                               stream()),
+               "route select");
+  return r;
+}
+
+namespace {
+
+// One SwiGLU expert (intermediate size I, from check_swiglu) on M rows xs [M, D]:
+// w2(bf16?(weight * silu(min(g, L)) * clamp(u, -L, L))), each GEMM act-quantized and rounded by
+// linear() as the CPU's swiglu() does; the weight is applied after w2 instead (by the
+// accumulation) under MoeParams::weight_after, and silu(.) is rounded under silu_out.
+Tensor swiglu(GpuBackend& be, const SwiGluWeights& w, int64_t I, const Tensor& xs, int64_t M, const float* row_weight,
+              float limit, const MoeParams& p) {
+  LinearOpts lo;
+  lo.act_fp8 = p.act_fp8;
+  lo.bf16_weight = p.bf16_weight;
+  lo.out = p.round;
+  const Tensor g = be.linear(xs, *w.w1, lo);
+  const Tensor u = be.linear(xs, *w.w3, lo);
+  Tensor h = be.alloc(ElemType::F32, {M, I});
+  be.check_launch(k::swiglu(dev_f32(g, "moe gate product"), dev_f32(u, "moe up product"), M, I,
+                            p.weight_after ? nullptr : row_weight, limit, p.silu_out == Round::BF16,
+                            p.round == Round::BF16, dev_f32(h), be.stream()),
+                  "moe swiglu");
+  return be.linear(h, *w.w2, lo);
+}
+
+// The views' addresses, shapes and formats, which a cached table must match (callers may pass a
+// temporary span, so the span's address alone identifies nothing).
+std::vector<uintptr_t> expert_key(std::span<const SwiGluWeights> experts) {
+  std::vector<uintptr_t> key;
+  key.reserve(experts.size() * 12);
+  for (const SwiGluWeights& e : experts)
+    for (const WeightView* w : {e.w1, e.w3, e.w2}) {
+      if (!w) return {};
+      key.insert(key.end(), {reinterpret_cast<uintptr_t>(w->data), reinterpret_cast<uintptr_t>(w->scale),
+                             static_cast<uintptr_t>(w->format), static_cast<uintptr_t>(w->numel())});
+    }
+  return key;
+}
+
+}  // namespace
+
+const GpuBackend::ExpertTable& GpuBackend::expert_table(std::span<const SwiGluWeights> experts, int64_t D) {
+  // weight() re-uploads a view whose bytes changed under the same address, and then drops every
+  // table; a set is rewritten as a whole, so its first weight stands for it.
+  weight(*experts.front().w1);
+  std::vector<uintptr_t> key = expert_key(experts);
+  for (const ExpertTable& t : expert_tables_)
+    if (t.key == key) return t;
+  ExpertTable t;
+  t.key = std::move(key);
+  t.experts = static_cast<int64_t>(experts.size());
+  std::vector<WeightRef> refs;
+  refs.reserve(3 * experts.size());
+  for (std::size_t e = 0; e < experts.size(); ++e) {
+    const int64_t I = check_swiglu(experts[e], D, fmt::format("routed expert {}", e));
+    for (const WeightView* w : {experts[e].w1, experts[e].w3, experts[e].w2}) refs.push_back(weight(*w));
+    if (e == 0) t.width = I, t.format = refs.back().format;
+    // One kernel instantiation serves all experts: a mixed set keeps the per-expert path.
+    if (I != t.width || refs[3 * e].format != t.format || refs[3 * e + 1].format != t.format ||
+        refs[3 * e + 2].format != t.format)
+      t.uniform = false;
+  }
+  t.table = upload(refs.data(), refs.size() * sizeof(WeightRef));
+  expert_tables_.push_back(std::move(t));
+  return expert_tables_.back();
+}
+
+// Few tokens: the grouped kernels (kernels/moe_grouped.cu) read the routing on the device, so
+// the layer makes no host round trip and three launches for all its routed experts.
+const GpuBackend::ExpertTable* GpuBackend::grouped_table(int64_t N, int64_t K, int64_t D,
+                                                         std::span<const SwiGluWeights> experts) {
+  if (cpu_order(kLinear) || moe_path_ == MoePath::PerExpert || experts.empty()) return nullptr;
+  if (N * K > kGroupedMoeMaxSlots || D > k::kGroupedMoeMaxVector) return nullptr;
+  for (const SwiGluWeights& e : experts)  // an absent expert (allowed while no row selects it)
+    if (!e.w1 || !e.w2 || !e.w3) return nullptr;
+  const ExpertTable& t = expert_table(experts, D);
+  return t.uniform && t.width <= k::kGroupedMoeMaxVector ? &t : nullptr;
+}
+
+Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTable& t, const MoeDims& d,
+                               const SwiGluWeights& shared, const MoeParams& p) {
+  const int64_t N = d.N, D = d.D, K = d.K;
+  k::GroupedMoeArgs a;
+  a.N = N, a.K = K, a.D = D, a.I = t.width, a.E = t.experts;
+  a.format = t.format;
+  a.table = static_cast<const WeightRef*>(dev_ptr(t.table));
+  a.experts = dev_i32(r.experts);
+  a.weights = dev_f32(r.weights);
+  a.limit = p.swiglu_limit;
+  a.round_bf16 = p.round == Round::BF16;
+  a.silu_bf16 = p.silu_out == Round::BF16;
+  a.round_w = p.bf16_weight;
+  a.weight_after = p.weight_after;
+  a.accumulate_bf16 = p.accumulate == Round::BF16;
+  a.quant_h = p.act_fp8;
+  const Tensor x2 = x.reshaped({N, D});
+  // The FP8 round trip of x (1x128 blocks) that linear() gives each expert's w1 and w3.
+  const Tensor xq = p.act_fp8 ? quant_fp8(x2, D, 128) : Tensor();
+  a.x = p.act_fp8 ? dev_f32(xq) : dev_f32(x2, "moe input");
+  Tensor h = alloc(ElemType::F32, {N * K, t.width});
+  Tensor ys = alloc(ElemType::F32, {N * K, D});
+  a.h = dev_f32(h);
+  a.ys = dev_f32(ys);
+  check_launch(k::grouped_moe_experts(a, stream_), "moe grouped experts");
+  // (t may be dropped from here on: the shared expert's weight() calls can evict tables)
+  const Tensor sh = swiglu(*this, shared, d.shared_I, x2, N, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p);
+  Tensor y = alloc(ElemType::F32, {N, D});
+  check_launch(k::grouped_moe_combine(a, dev_f32(sh, "shared expert output"), dev_f32(y), stream_), "moe combine");
+  return y;
+}
+
+Tensor GpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts,
+                       const SwiGluWeights& shared, const MoeParams& p) {
+  const MoeDims d = check_moe(x, r, shared);
+  const int64_t N = d.N, D = d.D, K = d.K, E = static_cast<int64_t>(experts.size());
+  dev_i32(r.experts, "routed experts");
+  dev_f32(r.weights, "routing weights");
+  const float* xp = dev_f32(x, "moe input");
+  if (N == 0 || D == 0) return alloc(ElemType::F32, {N, D});
+  if (const ExpertTable* t = grouped_table(N, K, D, experts)) return moe_grouped(x, r, *t, d, shared, p);
+  Tensor y = alloc(ElemType::F32, {N, D});
+  std::vector<int32_t> ex(static_cast<std::size_t>(N * K));
+  std::vector<float> wt(ex.size());
+  to_host(r.experts, ex.data());
+  to_host(r.weights, wt.data());
+
+  // Slots grouped by expert id, (token, k) ascending within an expert: the CPU's order. Ids
+  // outside [0, E) are skipped, as the CPU's loop over expert ids skips them.
+  std::vector<int64_t> begin(static_cast<std::size_t>(E + 1), 0);
+  for (const int32_t e : ex)
+    if (e >= 0 && e < E) ++begin[e + 1];
+  for (int64_t e = 0; e < E; ++e) begin[e + 1] += begin[e];
+  const int64_t T = begin[E];
+  // One upload: T row indices, then the T routing weights' bits.
+  std::vector<int32_t> packed(static_cast<std::size_t>(2 * T));
+  {
+    std::vector<int64_t> next(begin.begin(), begin.end() - 1);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) {
+        const int32_t e = ex[n * K + k];
+        if (e < 0 || e >= E) continue;
+        const int64_t at = next[e]++;
+        packed[at] = static_cast<int32_t>(n);
+        std::memcpy(&packed[T + at], &wt[n * K + k], 4);
+      }
+  }
+  const Tensor index = upload(packed.data(), packed.size() * 4);
+  const int32_t* rows_d = T > 0 ? dev_i32(index) : nullptr;
+  const float* ws_d = T > 0 ? reinterpret_cast<const float*>(rows_d + T) : nullptr;
+
+  const Tensor x2 = x.reshaped({N, D});
+  Tensor acc = alloc(ElemType::F32, {N, D});
+  check_launch(k::fill_f32(dev_f32(acc), N * D, 0.f, stream()), "moe zero");
+  // Expert by expert in id order (one stream: each accumulation follows the previous one).
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t M = begin[e + 1] - begin[e];
+    if (M == 0) continue;
+    Tensor xs = alloc(ElemType::F32, {M, D});
+    check_launch(k::gather_rows(xp, D, rows_d + begin[e], M, dev_f32(xs), stream()), "moe gather");
+    const SwiGluWeights& w = experts[static_cast<std::size_t>(e)];
+    const Tensor ys = swiglu(*this, w, check_swiglu(w, D, fmt::format("routed expert {}", e)), xs, M, ws_d + begin[e],
+                             p.swiglu_limit, p);
+    check_launch(k::accumulate_rows(dev_f32(acc), dev_f32(ys, "expert output"), rows_d + begin[e],
+                                    p.weight_after ? ws_d + begin[e] : nullptr, p.accumulate == Round::BF16, M, D,
+                                    stream()),
+                 "moe accumulate");
+  }
+  const Tensor ys = swiglu(*this, shared, d.shared_I, x2, N, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p);
+  check_launch(k::add_round(dev_f32(acc), dev_f32(ys, "shared expert output"), N * D, p.round == Round::BF16,
+                            dev_f32(y), stream()),
+               "moe sum");
+  return y;
+}
+
+}  // namespace plumb::gpu

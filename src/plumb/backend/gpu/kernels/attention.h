@@ -1,0 +1,82 @@
+#pragma once
+// Launchers of the attention kernels (sparse attention with sink, window ring update, absorbed
+// MLA). The host side (gpu_attention.cpp) checks shapes and builds the per-sequence tables below,
+// uploads them and passes their device addresses; kernels include no plumb host headers.
+#include <cstdint>
+
+#include "plumb/backend/gpu/gpu_compat.h"
+#include "plumb/backend/gpu/weight_ref.h"
+
+namespace plumb::gpu::k {
+
+// One sequence of a sparse_attention batch (device table, one entry per sequence).
+struct AttnSeq {
+  const float* ring = nullptr;  // [W, Dh]
+  const float* comp = nullptr;  // [>= n_comp, Dh], null when the sequence has no entry yet
+  int64_t row = 0, start = 0, len = 0;
+};
+
+// Reported by sparse_attention when a selected index is not visible to its query (first one
+// found wins): flag = 1, then the query's position, the entry and the visible count.
+struct AttnError {
+  int32_t flag = 0;
+  int32_t pad = 0;
+  int64_t pos = 0, entry = 0, visible = 0;
+};
+
+struct SparseAttnArgs {
+  const float* q = nullptr;   // [N, H, Dh]
+  const float* kv = nullptr;  // [N, Dh]
+  const AttnSeq* seqs = nullptr;
+  const int32_t* row_seq = nullptr;   // [N]: sequence of each row
+  const int32_t* selected = nullptr;  // [N, K] or null
+  WeightRef sink;                     // [H]
+  float* out = nullptr;               // [N, H, Dh]
+  float* scratch = nullptr;  // [rows * H, max_cand] scores when they do not fit in shared memory, else null
+  AttnError* err = nullptr;
+  int64_t row0 = 0, rows = 0;  // this launch's query rows [row0, row0 + rows) (chunks bound the scratch)
+  int64_t N = 0, H = 0, Dh = 0, W = 0, ratio = 0, K = 0;
+  int64_t max_cand = 0;  // upper bound of any row's candidate count (window + compressed)
+  float scale = 1.f;
+  bool bf16_probs = false, round_out = false;
+  int64_t prob_block = 0;  // AttentionParams::prob_block: the release kernel's online softmax blocks
+};
+gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
+// Largest candidate count whose scores sparse_attention keeps in shared memory for head dim Dh.
+int64_t sparse_attention_smem_cands(int64_t Dh);
+// Most softmax blocks (index-row slots / prob_block, rounded up) one row may have.
+int64_t sparse_attention_max_prob_blocks();
+
+// One row copy of window_update: kv row src_row goes to dst (a ring slot).
+struct RowCopy {
+  float* dst = nullptr;
+  int64_t src_row = 0;
+};
+gpuError_t copy_rows_to(const RowCopy* jobs, int64_t n_jobs, const float* src, int64_t row_size, gpuStream_t s);
+
+struct MlaSeq {
+  const float* latent = nullptr;  // [>= T, R]
+  const float* k_pe = nullptr;    // [>= T, P]
+  int64_t row = 0, start = 0, len = 0;
+};
+
+struct MlaArgs {
+  const float* q_lat = nullptr;  // [N, H, R]
+  const float* q_pe = nullptr;   // [N, H, P]
+  const MlaSeq* seqs = nullptr;
+  const int32_t* row_seq = nullptr;  // [N]
+  float* out = nullptr;              // [N, H, R]
+  float* scratch = nullptr;          // [rows * H, max_cand] when scores do not fit in shared memory
+  int64_t row0 = 0, rows = 0;        // this launch's query rows
+  int64_t N = 0, H = 0, R = 0, P = 0;
+  int64_t max_cand = 0;  // largest start + len of any sequence
+  float scale = 1.f;
+  // bf16: the V3 release's bf16 einsums (MlaParams::round): s = bf16(bf16(bf16(q_lat.c) +
+  // bf16(q_pe.k_pe)) * scale), p = bf16(softmax), o = bf16(p.c). cpu_order: the score dot products
+  // summed sequentially by one lane, as cpu_mla.cpp does (else a warp sum).
+  bool bf16 = false, cpu_order = false;
+};
+gpuError_t mla_attention(const MlaArgs& a, gpuStream_t s);
+int64_t mla_attention_smem_cands(int64_t R, int64_t P);
+
+}  // namespace plumb::gpu::k

@@ -1,0 +1,279 @@
+// Elementwise, norm, RoPE, simulated-quantization and Hadamard kernels. Each computes exactly the
+// CPU backend's function (cpu_backend.cpp, simquant.cpp): products and sums that the CPU does as
+// separate f32 operations use the _rn intrinsics so the compiler cannot contract them into FMAs
+// (which would round once instead of twice and differ from the CPU in the last bit).
+#include <cmath>
+
+#include "plumb/backend/gpu/gpu_numerics.h"
+#include "plumb/backend/gpu/kernels/elementwise.h"
+
+namespace plumb::gpu::k {
+namespace {
+
+constexpr int kThreads = 256;  // a multiple of every warp width (32, 64)
+constexpr int64_t kMaxBlocks = 65535;
+
+unsigned grid_for(int64_t n, int64_t per_block = kThreads) {
+  int64_t b = (n + per_block - 1) / per_block;
+  if (b < 1) b = 1;
+  return static_cast<unsigned>(b > kMaxBlocks ? kMaxBlocks : b);
+}
+
+__device__ __forceinline__ int64_t global_id() { return blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; }
+__device__ __forceinline__ int64_t global_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ __forceinline__ float sub_rn(float a, float b) { return __fsub_rn(a, b); }
+__device__ __forceinline__ float maybe_round(float v, bool r) { return r ? round_bf16(v) : v; }
+
+// Sum over the block (blockDim.x a multiple of kWarp, at most 1024 threads); every thread gets it.
+__device__ float block_sum(float v, float* scratch /* >= 1024 / kWarp floats */) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+  v = warp_sum(v);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float t = lane < warps ? scratch[lane] : 0.f;
+  return warp_sum(t);
+}
+
+__global__ void embed_kernel(float* y, const int32_t* ids, int64_t n, WeightRef w) {
+  const int64_t d = w.cols, total = n * d;
+  for (int64_t i = global_id(); i < total; i += global_stride()) {
+    const int64_t row = i / d, c = i % d;
+    int64_t id = ids[row];
+    id = id < 0 ? 0 : (id >= w.rows ? w.rows - 1 : id);  // checked on the host; never read outside
+    y[i] = weight_at(w, id, c);
+  }
+}
+
+__global__ void repeat_kernel(float* y, const float* x, int64_t n, int64_t copies, int64_t d) {
+  const int64_t total = n * copies * d;
+  for (int64_t i = global_id(); i < total; i += global_stride()) {
+    const int64_t row = i / (copies * d), c = i % d;
+    y[i] = x[row * d + c];
+  }
+}
+
+// The sum of squares of one row, the same value in every thread: in the CPU's order (one thread,
+// in index order, like cpu_backend.cpp's loop) or in parallel (a block sum).
+__device__ float row_sum_squares(const float* v, int64_t d, bool bf16_steps, bool cpu_order, float* scratch) {
+  auto sq = [&](int64_t i) {
+    const float p = mul_rn(v[i], v[i]);
+    return bf16_steps ? round_bf16(p) : p;
+  };
+  if (!cpu_order) {
+    float ss = 0.f;
+    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) ss = add_rn(ss, sq(i));
+    return block_sum(ss, scratch);
+  }
+  __syncthreads();  // scratch may still be read by a previous call
+  if (threadIdx.x == 0) {
+    float ss = 0.f;
+    for (int64_t i = 0; i < d; ++i) ss = add_rn(ss, sq(i));
+    scratch[0] = ss;
+  }
+  __syncthreads();
+  return scratch[0];
+}
+
+__global__ void rms_norm_kernel(float* y, const float* x, int64_t rows, int64_t d, WeightRef w, bool has_weight,
+                                float eps, bool bf16_steps, bool round_out, bool cpu_order) {
+  __shared__ float scratch[1024 / 32];
+  const float inv_d = 1.0f / static_cast<float>(d);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* v = x + r * d;
+    float* o = y + r * d;
+    const float ss = row_sum_squares(v, d, bf16_steps, cpu_order, scratch);
+    if (bf16_steps) {
+      const float var = round_bf16(add_rn(round_bf16(mul_rn(ss, inv_d)), eps));
+      const float inv = round_bf16(1.0f / sqrtf(var));
+      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) o[i] = round_bf16(mul_rn(v[i], inv));
+    } else {
+      const float inv = 1.0f / sqrtf(add_rn(mul_rn(ss, inv_d), eps));
+      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+        float t = mul_rn(v[i], inv);
+        if (has_weight) t = mul_rn(weight_at(w, i / w.cols, i % w.cols), t);
+        o[i] = maybe_round(t, round_out);
+      }
+    }
+  }
+}
+
+__global__ void scale_kernel(float* y, const float* x, int64_t n, float s, bool r) {
+  for (int64_t i = global_id(); i < n; i += global_stride()) y[i] = maybe_round(mul_rn(x[i], s), r);
+}
+
+__global__ void add_kernel(float* y, const float* a, const float* b, int64_t n, bool r) {
+  for (int64_t i = global_id(); i < n; i += global_stride()) y[i] = maybe_round(add_rn(a[i], b[i]), r);
+}
+
+__global__ void columns_kernel(float* y, const float* x, int64_t n, int64_t c, int64_t begin, int64_t count) {
+  const int64_t total = n * count;
+  for (int64_t i = global_id(); i < total; i += global_stride()) y[i] = x[(i / count) * c + begin + i % count];
+}
+
+// One thread per (row, frequency): the angle and its cos/sin once, then every vector of the row.
+// The CPU takes cos/sin in double of the f32 angle and rounds to f32 (correctly rounded); the
+// device's double cos/sin are within an ulp of double, so the f32 results agree except in cases
+// astronomically close to a rounding boundary.
+__global__ void rope_kernel(float* y, const int32_t* pos, const float* inv_freq, int64_t n, int64_t vecs, int64_t dl,
+                            int64_t f, bool inverse, bool r) {
+  const int64_t total = n * f;
+  for (int64_t t = global_id(); t < total; t += global_stride()) {
+    const int64_t row = t / f, i = t % f;
+    const float angle = mul_rn(static_cast<float>(pos[row]), inv_freq[i]);
+    double sd, cd;
+    sincos(static_cast<double>(angle), &sd, &cd);
+    const float c = static_cast<float>(cd);
+    float s = static_cast<float>(sd);
+    if (inverse) s = -s;
+    for (int64_t v = 0; v < vecs; ++v) {
+      float* p = y + (row * vecs + v) * dl + (dl - 2 * f) + 2 * i;
+      const float a = p[0], b = p[1];
+      p[0] = maybe_round(sub_rn(mul_rn(a, c), mul_rn(b, s)), r);
+      p[1] = maybe_round(add_rn(mul_rn(a, s), mul_rn(b, c)), r);
+    }
+  }
+}
+
+// One warp per quantization block: amax by warp_max (fmaxf ignores NaN like the CPU's std::max
+// with the running max first), the power-of-two scale, then the element round trips.
+__global__ void quant_kernel(float* y, int64_t vecs, int64_t dl, int64_t cols, int64_t block, bool fp4) {
+  const int64_t nb = (cols + block - 1) / block, units = vecs * nb;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
+  for (int64_t u = global_id() / kWarp; u < units; u += warps) {
+    const int64_t vec = u / nb, b0 = (u % nb) * block;
+    const int64_t len = cols - b0 < block ? cols - b0 : block;
+    float* p = y + vec * dl + b0;
+    float amax = 0.f;
+    for (int64_t i = lane; i < len; i += kWarp) amax = fmaxf(amax, fabsf(p[i]));
+    amax = warp_max(amax);
+    const float s = fp4 ? ue8m0_to_f32(ue8m0_scale_for(amax, kFp4Max, fp4_min_amax()))
+                        : ue8m0_to_f32(ue8m0_scale_for(amax, kFp8Max, kFp8MinAmax));
+    for (int64_t i = lane; i < len; i += kWarp) p[i] = fp4 ? fp4_roundtrip(p[i], s) : fp8_roundtrip(p[i], s);
+  }
+}
+
+// Butterfly stage h over n values at v: pair p -> (i, i + h), (a, b) -> (a + b, a - b). Every
+// stage's results do not depend on the order pairs are visited, so this equals the CPU's loop.
+__device__ __forceinline__ void butterflies(float* v, int64_t n, int64_t h) {
+  for (int64_t p = threadIdx.x; p < n / 2; p += blockDim.x) {
+    const int64_t i = (p / h) * 2 * h + p % h;
+    const float a = v[i], b = v[i + h];
+    v[i] = add_rn(a, b);
+    v[i + h] = sub_rn(a, b);
+  }
+}
+
+// One block per vector; the vector in shared memory (n <= kSharedMax) or, for longer vectors,
+// transformed in place in global memory (L2-resident; the long transforms are rare). CUDA opts in
+// to 64 KiB of dynamic shared memory (sm_80: 164 KiB, sm_90: 227 KiB); gfx90a has 64 KiB of LDS
+// in all, so HIP stays at 32 KiB.
+#ifdef PLUMB_CUDA
+constexpr int64_t kSharedMax = 16384;
+#else
+constexpr int64_t kSharedMax = 8192;
+#endif
+
+__global__ void hadamard_shared(float* y, int64_t vecs, int64_t n, bool r) {
+  extern __shared__ float sm[];
+  const float s = 1.0f / sqrtf(static_cast<float>(n));
+  for (int64_t vec = blockIdx.x; vec < vecs; vec += gridDim.x) {
+    float* g = y + vec * n;
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) sm[i] = g[i];
+    for (int64_t h = 1; h < n; h *= 2) {
+      __syncthreads();
+      butterflies(sm, n, h);
+    }
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) g[i] = maybe_round(mul_rn(sm[i], s), r);
+  }
+}
+
+__global__ void hadamard_global(float* y, int64_t vecs, int64_t n, bool r) {
+  const float s = 1.0f / sqrtf(static_cast<float>(n));
+  for (int64_t vec = blockIdx.x; vec < vecs; vec += gridDim.x) {
+    float* g = y + vec * n;
+    for (int64_t h = 1; h < n; h *= 2) {
+      __syncthreads();
+      butterflies(g, n, h);
+    }
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) g[i] = maybe_round(mul_rn(g[i], s), r);
+  }
+}
+
+}  // namespace
+
+gpuError_t embed(float* y, const int32_t* ids, int64_t n, const WeightRef& table, gpuStream_t s) {
+  if (n * table.cols > 0) embed_kernel<<<grid_for(n * table.cols), kThreads, 0, s>>>(y, ids, n, table);
+  return gpuGetLastError();
+}
+
+gpuError_t repeat_rows(float* y, const float* x, int64_t n, int64_t copies, int64_t d, gpuStream_t s) {
+  if (n * copies * d > 0) repeat_kernel<<<grid_for(n * copies * d), kThreads, 0, s>>>(y, x, n, copies, d);
+  return gpuGetLastError();
+}
+
+gpuError_t rms_norm(float* y, const float* x, int64_t rows, int64_t d, const WeightRef* weight, float eps,
+                    bool bf16_steps, bool round_bf16, bool cpu_order, gpuStream_t s) {
+  if (rows > 0 && d > 0) {
+    const unsigned grid = static_cast<unsigned>(rows > kMaxBlocks ? kMaxBlocks : rows);
+    rms_norm_kernel<<<grid, kThreads, 0, s>>>(y, x, rows, d, weight ? *weight : WeightRef{}, weight != nullptr, eps,
+                                              bf16_steps, round_bf16, cpu_order);
+  }
+  return gpuGetLastError();
+}
+
+gpuError_t scale(float* y, const float* x, int64_t n, float v, bool round_bf16, gpuStream_t s) {
+  if (n > 0) scale_kernel<<<grid_for(n), kThreads, 0, s>>>(y, x, n, v, round_bf16);
+  return gpuGetLastError();
+}
+
+gpuError_t add(float* y, const float* a, const float* b, int64_t n, bool round_bf16, gpuStream_t s) {
+  if (n > 0) add_kernel<<<grid_for(n), kThreads, 0, s>>>(y, a, b, n, round_bf16);
+  return gpuGetLastError();
+}
+
+gpuError_t columns(float* y, const float* x, int64_t n, int64_t c, int64_t begin, int64_t count, gpuStream_t s) {
+  if (n * count > 0) columns_kernel<<<grid_for(n * count), kThreads, 0, s>>>(y, x, n, c, begin, count);
+  return gpuGetLastError();
+}
+
+gpuError_t rope(float* y, const int32_t* pos, const float* inv_freq, int64_t n, int64_t vecs, int64_t dl, int64_t f,
+                bool inverse, bool round_bf16, gpuStream_t s) {
+  if (n * f > 0 && vecs > 0)
+    rope_kernel<<<grid_for(n * f), kThreads, 0, s>>>(y, pos, inv_freq, n, vecs, dl, f, inverse, round_bf16);
+  return gpuGetLastError();
+}
+
+gpuError_t quant_blocks(float* y, int64_t vecs, int64_t dl, int64_t cols, int64_t block, bool fp4, gpuStream_t s) {
+  const int64_t units = vecs * ((cols + block - 1) / block);
+  if (units > 0) quant_kernel<<<grid_for(units, kThreads / kWarp), kThreads, 0, s>>>(y, vecs, dl, cols, block, fp4);
+  return gpuGetLastError();
+}
+
+gpuError_t hadamard(float* y, int64_t vecs, int64_t n, bool round_bf16, gpuStream_t s) {
+  if (vecs <= 0 || n <= 0) return gpuGetLastError();
+  const unsigned grid = static_cast<unsigned>(vecs > kMaxBlocks ? kMaxBlocks : vecs);
+  const int threads = n / 2 >= 512 ? 512 : (n / 2 >= kWarp ? static_cast<int>(n / 2) : kWarp);
+  if (n <= kSharedMax) {
+    const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
+#ifdef PLUMB_CUDA
+    if (bytes > 48 * 1024) {
+      const gpuError_t e =
+          cudaFuncSetAttribute(hadamard_shared, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+      if (e != gpuSuccess) return e;
+    }
+#endif
+    hadamard_shared<<<grid, threads, bytes, s>>>(y, vecs, n, round_bf16);
+  } else
+    hadamard_global<<<grid, threads, 0, s>>>(y, vecs, n, round_bf16);
+  return gpuGetLastError();
+}
+
+}  // namespace plumb::gpu::k

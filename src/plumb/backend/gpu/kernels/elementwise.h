@@ -1,0 +1,33 @@
+#pragma once
+// Launchers of the elementwise, norm, RoPE, simulated-quantization and Hadamard kernels
+// (gpu_elementwise.cpp does the shape checks and errors). Raw pointers and sizes in, the launch's
+// error code out; `round_bf16` flags apply Round::BF16 to the values the op defines as its result.
+#include <cstdint>
+
+#include "plumb/backend/gpu/gpu_compat.h"
+#include "plumb/backend/gpu/weight_ref.h"
+
+namespace plumb::gpu::k {
+
+// y[n, :] = row ids[n] of table (ids already checked to lie in [0, table.rows)).
+gpuError_t embed(float* y, const int32_t* ids, int64_t n, const WeightRef& table, gpuStream_t s);
+// y [n, copies, d] from x [n, d].
+gpuError_t repeat_rows(float* y, const float* x, int64_t n, int64_t copies, int64_t d, gpuStream_t s);
+// One row of d values per block; weight (flat index i -> element (i / cols, i % cols)) or null.
+// cpu_order: the sum of squares in the CPU backend's order (bitwise its result).
+gpuError_t rms_norm(float* y, const float* x, int64_t rows, int64_t d, const WeightRef* weight, float eps,
+                    bool bf16_steps, bool round_bf16, bool cpu_order, gpuStream_t s);
+gpuError_t scale(float* y, const float* x, int64_t n, float v, bool round_bf16, gpuStream_t s);
+gpuError_t add(float* y, const float* a, const float* b, int64_t n, bool round_bf16, gpuStream_t s);
+// y [n, count] = columns [begin, begin + count) of x [n, c].
+gpuError_t columns(float* y, const float* x, int64_t n, int64_t c, int64_t begin, int64_t count, gpuStream_t s);
+// In place on y [n, vecs, dl]: rotates the last 2f dims of each vector (y already holds x).
+gpuError_t rope(float* y, const int32_t* pos, const float* inv_freq, int64_t n, int64_t vecs, int64_t dl, int64_t f,
+                bool inverse, bool round_bf16, gpuStream_t s);
+// In place: FP8 (fp4 = false) or FP4 round trip of blocks of `block` over the first `cols` of each
+// of `vecs` vectors of dl values.
+gpuError_t quant_blocks(float* y, int64_t vecs, int64_t dl, int64_t cols, int64_t block, bool fp4, gpuStream_t s);
+// In place normalized Walsh-Hadamard transform of `vecs` vectors of n values (n a power of two).
+gpuError_t hadamard(float* y, int64_t vecs, int64_t n, bool round_bf16, gpuStream_t s);
+
+}  // namespace plumb::gpu::k

@@ -1,0 +1,27 @@
+#pragma once
+// Launchers of the mHC kernels (MODEL-SPEC 3.2); host side in gpu_hc.cpp. Kernel files include no
+// plumb host headers: raw pointers and sizes in, the launch's error code out.
+#include <cstdint>
+
+#include "plumb/backend/gpu/gpu_compat.h"
+#include "plumb/backend/gpu/weight_ref.h"
+
+namespace plumb::gpu::k {
+
+// Largest n_out (rows of fn) the mixes kernel keeps in registers: hc*(2+hc) for hc <= 5.
+constexpr int64_t kHcMaxOut = 35;
+
+// hc_pre (post, comb non-null) or hc_head (post = comb = nullptr, n_out = hc) for N tokens of
+// X [N, hc, D]: m = (fn . x) / sqrt(mean(x^2) + norm_eps); pre = sigmoid(m*scale0 + base) + hc_eps;
+// with post/comb also post = 2 sigmoid(...) and comb = Sinkhorn(...); y = sum_i pre_i X[i].
+// scale and base are device weights ([3] or [1], [n_out]). cpu_order: the long sums in the CPU
+// backend's order (bitwise its result).
+gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn, WeightRef base, WeightRef scale,
+                  int64_t sinkhorn_iters, float hc_eps, float norm_eps, bool bf16_out, bool cpu_order, float* y,
+                  float* post, float* comb, gpuStream_t s);
+
+// y[n, j, d] = post[n, j] * out[n, d] + sum_i comb[n, i, j] * X[n, i, d], then the rounding.
+gpuError_t hc_post(const float* out, const float* X, const float* post, const float* comb, int64_t N, int64_t hc,
+                   int64_t D, bool bf16_out, float* y, gpuStream_t s);
+
+}  // namespace plumb::gpu::k

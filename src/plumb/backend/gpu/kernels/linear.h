@@ -1,0 +1,39 @@
+#pragma once
+// Launchers of the linear() kernels (gpu_linear.cpp picks the path and does the checks). All
+// compute, for n < nrows, g < groups, r < R:
+//   y[n*ldy + g*R + r] = sum_k x[n*ldx + g*K + k] * w[g*R + r, k]   (then bf16 rounding if asked)
+// with w decoded from its checkpoint format in registers / shared memory.
+#include <cstdint>
+
+#include "plumb/backend/gpu/gpu_compat.h"
+#include "plumb/backend/gpu/weight_ref.h"
+
+namespace plumb::gpu::k {
+
+struct LinearArgs {
+  float* y = nullptr;
+  int64_t ldy = 0;
+  const float* x = nullptr;
+  int64_t ldx = 0;
+  int64_t nrows = 0;  // N: rows of x
+  int64_t groups = 1, R = 0, K = 0;
+  bool round_bf16 = false;
+  bool round_w = false;  // each decoded weight value rounded to bf16 first (LinearOpts::bf16_weight)
+};
+
+// (a) one warp per weight row (up to 4 rows per warp), x staged in shared memory 8 rows at a time.
+// target_blocks: about how many blocks fill the device (rows per warp drop to 1 below it).
+gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_blocks, gpuStream_t s);
+// (b) tiled SIMT GEMM, exact f32 products and f32 accumulation.
+gpuError_t linear_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
+// (c) bf16 operands (x rounded to nearest even, w decoded to bf16), f32 accumulation: mma.sync
+// on CUDA sm_80+, MFMA on HIP gfx90a (gated at run time by GpuBackend's self-check,
+// gpu_mfma_check.cpp), the same numerics by SIMT elsewhere.
+gpuError_t linear_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
+// (c) with the SIMT loop on every target (same tiles, same numerics, accumulation order aside):
+// the fallback when the matrix-core kernel fails the self-check, and that check's reference.
+gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
+// (e) every output summed in the CPU backend's order (cpu_order.h): bitwise the CPU's; slow.
+gpuError_t linear_cpu_order(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
+
+}  // namespace plumb::gpu::k

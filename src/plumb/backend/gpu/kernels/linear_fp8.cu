@@ -1,0 +1,166 @@
+// linear() path (d): FP8 e4m3 mma.sync on sm_89+ (see linear_fp8.h for the numerics).
+// Tiles: 64 rows of x by 64 weight rows by 128 K (one scale block), 4 warps of 32x32, each warp
+// 2 x 4 m16n8k32 MMAs per 32-wide K step. Expected (untuned, synchronous 16-byte tile loads, no
+// double buffering): a few hundred TFLOP/s at most, well under wgmma's ceiling; what it buys now
+// is reading 1-byte weights and activations through the tensor cores instead of decoding to bf16.
+#include "plumb/backend/gpu/kernels/linear_fp8.h"
+
+#include "plumb/backend/gpu/gpu_numerics.h"
+
+namespace plumb::gpu::k {
+
+#if defined(PLUMB_CUDA)
+namespace {
+// Per (row, 128-column block): scale from the block's amax, e4m3 codes of x / s. One warp per
+// block; 128 / kWarp elements per lane.
+__global__ void quant_kernel(const float* x, int64_t ldx, int64_t N, int64_t blocks, uint8_t* q, int64_t ldq,
+                             float* sx) {
+  const int64_t wid = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (wid >= N * blocks) return;
+  const int64_t n = wid / blocks, b = wid % blocks;
+  constexpr int kPer = 128 / kWarp;
+  float v[kPer];
+  float amax = 0.f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    v[i] = x[n * ldx + b * 128 + lane + i * kWarp];
+    amax = fmaxf(amax, fabsf(v[i]));
+  }
+  amax = warp_max(amax);
+  const float s = ue8m0_to_f32(ue8m0_scale_for(amax, kFp8Max, kFp8MinAmax));
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) q[n * ldq + b * 128 + lane + i * kWarp] = f32_to_e4m3(clampf(v[i] / s, -kFp8Max, kFp8Max));
+  if (lane == 0) sx[n * blocks + b] = s;
+}
+
+constexpr int kBM = 64, kBN = 64, kBK = 128, kThreads = 128;
+static_assert(kBK == 128, "one K tile is exactly one 128-wide scale block");
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define PLUMB_FP8_MMA 1
+// D (16x8 f32) += A (16x32 e4m3, row) * B (32x8 e4m3, col). Fragments (PTX ISA, 8-bit m16n8k32):
+// g = lane / 4, t = lane % 4; a0: A[g][4t..4t+3], a1: A[g+8][4t..], a2: A[g][16+4t..],
+// a3: A[g+8][16+4t..]; b0: B[4t..4t+3][g], b1: B[16+4t..][g]; d0,d1: D[g][2t, 2t+1],
+// d2,d3: D[g+8][2t, 2t+1].
+__device__ __forceinline__ void mma_e4m3(float* d, const uint32_t* a, const uint32_t* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+
+__global__ void __launch_bounds__(kThreads) fp8_kernel(LinearArgs a, const uint8_t* q, int64_t ldq, const float* sx,
+                                                      WeightRef w) {
+#ifdef PLUMB_FP8_MMA
+  constexpr int kLd = kBK + 16;  // 144-byte rows: fragment loads of a warp hit 32 distinct banks
+  __shared__ __align__(16) uint8_t xs[kBM][kLd];
+  __shared__ __align__(16) uint8_t ws[kBN][kLd];
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32, g = lane / 4, tg = lane % 4;
+  const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;  // this warp's 32x32 corner of the tile
+  const int64_t grp = blockIdx.z, R = a.R, K = a.K, KB = K / kBK;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kBM, r0 = static_cast<int64_t>(blockIdx.x) * kBN;
+  const int64_t xblocks = a.groups * KB;  // scale blocks per x row
+  float total[2][4][4] = {};
+  for (int64_t kb = 0; kb < KB; ++kb) {
+    __syncthreads();
+    // 64 rows x 128 bytes per operand = 512 16-byte chunks: 4 per thread per operand.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = t + i * kThreads, row = c / 8, col = (c % 8) * 16;
+      const int64_t n = n0 + row, r = r0 + row;
+      uint4 xv = make_uint4(0, 0, 0, 0), wv = make_uint4(0, 0, 0, 0);
+      if (n < a.nrows) xv = *reinterpret_cast<const uint4*>(q + n * ldq + grp * K + kb * kBK + col);
+      if (r < R) wv = *reinterpret_cast<const uint4*>(w.data + (grp * R + r) * w.cols + kb * kBK + col);
+      *reinterpret_cast<uint4*>(&xs[row][col]) = xv;
+      *reinterpret_cast<uint4*>(&ws[row][col]) = wv;
+    }
+    __syncthreads();
+    float part[2][4][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 32) {
+      uint32_t af[2][4], bf[4][2];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        const int m = wm + mi * 16 + g;
+        af[mi][0] = *reinterpret_cast<const uint32_t*>(&xs[m][kk + 4 * tg]);
+        af[mi][1] = *reinterpret_cast<const uint32_t*>(&xs[m + 8][kk + 4 * tg]);
+        af[mi][2] = *reinterpret_cast<const uint32_t*>(&xs[m][kk + 16 + 4 * tg]);
+        af[mi][3] = *reinterpret_cast<const uint32_t*>(&xs[m + 8][kk + 16 + 4 * tg]);
+      }
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+        const int nn = wn + ni * 8 + g;
+        bf[ni][0] = *reinterpret_cast<const uint32_t*>(&ws[nn][kk + 4 * tg]);
+        bf[ni][1] = *reinterpret_cast<const uint32_t*>(&ws[nn][kk + 16 + 4 * tg]);
+      }
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) mma_e4m3(part[mi][ni], af[mi], bf[ni]);
+    }
+    // Promote: total += part * sx[row, block] * sw[block]; the weight tile lies in one 128-row
+    // scale block (r0 is a multiple of 64 and R of 64, so 64 rows never straddle two).
+    const float sw = weight_scale(w, grp * R + r0, kb * kBK);
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) {
+      const int64_t na = n0 + wm + mi * 16 + g, nb = na + 8;
+      const float sa = na < a.nrows ? sx[na * xblocks + grp * KB + kb] * sw : 0.f;
+      const float sb = nb < a.nrows ? sx[nb * xblocks + grp * KB + kb] * sw : 0.f;
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+        total[mi][ni][0] += part[mi][ni][0] * sa;
+        total[mi][ni][1] += part[mi][ni][1] * sa;
+        total[mi][ni][2] += part[mi][ni][2] * sb;
+        total[mi][ni][3] += part[mi][ni][3] * sb;
+      }
+    }
+  }
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t n = n0 + wm + mi * 16 + g + (e >= 2 ? 8 : 0);
+        const int64_t r = r0 + wn + ni * 8 + 2 * tg + (e & 1);
+        if (n < a.nrows && r < R) {
+          const float v = total[mi][ni][e];
+          a.y[n * a.ldy + grp * R + r] = a.round_bf16 ? round_bf16(v) : v;
+        }
+      }
+#endif
+}
+}  // namespace
+
+bool fp8_mma_built() { return true; }
+
+gpuError_t act_quant_fp8(const float* x, int64_t ldx, int64_t N, int64_t cols, uint8_t* q, int64_t ldq, float* sx,
+                         gpuStream_t s) {
+  const int64_t warps = N * (cols / 128);
+  if (warps > 0) quant_kernel<<<static_cast<unsigned>((warps * kWarp + 255) / 256), 256, 0, s>>>(x, ldx, N, cols / 128, q, ldq, sx);
+  return gpuGetLastError();
+}
+
+gpuError_t linear_fp8_mma(const LinearArgs& a, const uint8_t* q, int64_t ldq, const float* sx, const WeightRef& w,
+                          gpuStream_t s) {
+  const dim3 grid(static_cast<unsigned>((a.R + kBN - 1) / kBN), static_cast<unsigned>((a.nrows + kBM - 1) / kBM),
+                  static_cast<unsigned>(a.groups));
+  if (a.nrows > 0) fp8_kernel<<<grid, kThreads, 0, s>>>(a, q, ldq, sx, w);
+  return gpuGetLastError();
+}
+
+#else  // HIP: no FP8 matrix instructions on gfx90a
+
+bool fp8_mma_built() { return false; }
+gpuError_t act_quant_fp8(const float*, int64_t, int64_t, int64_t, uint8_t*, int64_t, float*, gpuStream_t) {
+  return gpuErrorNotSupported;
+}
+gpuError_t linear_fp8_mma(const LinearArgs&, const uint8_t*, int64_t, const float*, const WeightRef&, gpuStream_t) {
+  return gpuErrorNotSupported;
+}
+#endif
+
+}  // namespace plumb::gpu::k

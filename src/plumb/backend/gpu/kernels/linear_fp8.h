@@ -1,0 +1,31 @@
+#pragma once
+// linear() path (d), NVIDIA sm_89+ (Hopper here): FP8 e4m3 tensor cores for FP8 weights with
+// 128x128 scales (ue8m0, or f32 as V3 stores them) under act_fp8 (the `faithful` profile's prefill GEMMs). x is quantized to
+// e4m3 with one power-of-two scale per row and 128 columns (exactly the CPU's act_quant), the
+// products of each 128-wide K block are accumulated by mma.sync m16n8k32 e4m3 in f32, and each
+// block's partial sum is scaled by x's and w's block scales and added in f32 (DeepSeek-V3's
+// "promotion" of the FP8 partial sums). Requires K % 128 == 0 and R % 64 == 0 per group.
+// On HIP (and CUDA archs below sm_89) the launchers return an error: gpu_linear.cpp never picks
+// this path there (fp8_mma_available()).
+#include <cstdint>
+
+#include "plumb/backend/gpu/gpu_compat.h"
+#include "plumb/backend/gpu/kernels/linear.h"
+#include "plumb/backend/gpu/weight_ref.h"
+
+namespace plumb::gpu::k {
+
+// True in CUDA builds. The kernel body exists only in the sm_90a code object (the sm_80 one and
+// the compute_80 PTX hold an empty kernel), so the caller also requires a compute capability 9.x
+// device.
+bool fp8_mma_built();
+
+// q [N, ldq] e4m3 codes and sx [N, K_total / 128] f32 scales of the rows of x (cols = K_total,
+// a multiple of 128).
+gpuError_t act_quant_fp8(const float* x, int64_t ldx, int64_t N, int64_t cols, uint8_t* q, int64_t ldq, float* sx,
+                         gpuStream_t s);
+// y = x . w^T per group from the quantized x (a.x is ignored; a.ldx unused).
+gpuError_t linear_fp8_mma(const LinearArgs& a, const uint8_t* q, int64_t ldq, const float* sx, const WeightRef& w,
+                          gpuStream_t s);
+
+}  // namespace plumb::gpu::k

@@ -1,0 +1,305 @@
+// linear() paths (b) and (c): tiled GEMMs for many rows of x (prefill), grid (R tiles, N tiles,
+// groups). Weight tiles are decoded from the checkpoint format into shared memory per tile (never
+// a full decoded copy in device memory), so each weight element is decoded ceil(N / 64) times.
+//   (b) linear_simt: exact f32 products, f32 accumulation; 64x64x16 tiles, 256 threads, 4x4
+//       outputs per thread. Expected ~15-25% of f32 SIMT peak (no double buffering, scalar
+//       loads): this is the `reference` profile, valued for exactness, not speed.
+//   (c) linear_mma: bf16 operands (x rounded to nearest even; the weight decoded to bf16, exact
+//       for BF16, FP8 with ue8m0 scales and FP4; F32 weights and FP8 with f32 scales are rounded,
+//       so gpu_linear.cpp sends those to the SIMT path unless forced), f32 accumulation.
+//       CUDA sm_80+: mma.sync m16n8k16 bf16 (64x64x32 tiles, 4 warps of 32x32). Expected
+//       ~20-35% of bf16 tensor peak: synchronous tile loads and per-element decode bound it.
+//       HIP gfx90a: MFMA v_mfma_f32_16x16x16bf16_1k (same tiles, 2 wavefronts of 32x64). It has
+//       never run on hardware here, so gpu_mfma_check.cpp checks it against the SIMT loop at
+//       run time before first use and falls back to that loop on a mismatch. One documented
+//       difference: MI200's bf16 MFMA flushes subnormal inputs and accumulator values to zero
+//       (AMD, MIOpen "MI200 MFMA behavior specifics"), i.e. magnitudes below 2^-126 only.
+//       Elsewhere (other HIP targets; and linear_mma_simt everywhere): a SIMT loop over the same
+//       bf16 tiles with the same numerics (exact bf16 x bf16 products, f32 accumulation).
+#include <type_traits>
+
+#include "plumb/backend/gpu/kernels/linear.h"
+#include "plumb/backend/gpu/kernels/linear_common.h"
+
+namespace plumb::gpu::k {
+namespace {
+
+// ---- (b) SIMT f32
+
+constexpr int kSBM = 64, kSBN = 64, kSBK = 16, kSThreads = 256;
+
+template <WFormat F>
+__global__ void __launch_bounds__(kSThreads) simt_kernel(LinearArgs a, WeightRef w) {
+  __shared__ float xs[kSBK][kSBM + 1];  // k-major; +1: the transposing stores hit distinct banks
+  __shared__ float ws[kSBK][kSBN + 1];
+  const int t = threadIdx.x, tr = t / 16, tc = t % 16;
+  const int64_t g = blockIdx.z, R = a.R, K = a.K;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kSBM, r0 = static_cast<int64_t>(blockIdx.x) * kSBN;
+  const float* xg = a.x + g * K;
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < K; k0 += kSBK) {
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < kSBM * kSBK / kSThreads; ++i) {  // consecutive threads: consecutive k
+      const int idx = t + i * kSThreads, m = idx / kSBK, kk = idx % kSBK;
+      const int64_t n = n0 + m, k = k0 + kk;
+      xs[kk][m] = (n < a.nrows && k < K) ? xg[n * a.ldx + k] : 0.f;
+      const int64_t r = r0 + m;
+      const float wv = (r < R && k < K) ? wload<F>(w, g * R + r, k) : 0.f;
+      ws[kk][m] = a.round_w ? round_bf16(wv) : wv;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kSBK; ++kk) {
+      float xv[4], wv[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) xv[i] = xs[kk][tr + 16 * i], wv[i] = ws[kk][tc + 16 * i];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(xv[i], wv[j], acc[i][j]);
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t n = n0 + tr + 16 * i, r = r0 + tc + 16 * j;
+      if (n < a.nrows && r < R) a.y[n * a.ldy + g * R + r] = a.round_bf16 ? round_bf16(acc[i][j]) : acc[i][j];
+    }
+}
+
+// ---- (c) bf16 operands
+
+constexpr int kMBM = 64, kMBN = 64, kMBK = 32, kMThreads = 128;
+constexpr int kMLd = kMBK + 8;  // bf16 row stride 80 bytes: fragment loads hit 32 distinct banks
+
+__device__ __forceinline__ uint16_t bf16_bits(float v) { return static_cast<uint16_t>(f32_bits(round_bf16(v)) >> 16); }
+
+// The compute part of one 64x64 output tile: step() adds one kMBK-wide k-tile of the shared bf16
+// tiles (xs: x rows, ws: weight rows, k contiguous in both) to the accumulators; store() hands every
+// (x row n, weight row r, value) of the tile at (n0, r0) to the kernel's bounds-checked store.
+// Three variants:
+// SimtTile (everywhere), MmaSyncTile (CUDA sm_80+), MfmaTile (HIP gfx90a); the kernel's kMatrix
+// parameter picks the matrix-core one where it was compiled, else SimtTile.
+using BTile = uint16_t[kMLd];
+
+struct SimtTile {
+  int tr, tc;  // rows tr + 8i (i < 8), cols tc + 16j (j < 4)
+  float acc[8][4];
+  __device__ __forceinline__ explicit SimtTile(int t) : tr(t / 16), tc(t % 16) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[i][j] = 0.f;
+  }
+  __device__ __forceinline__ void step(const BTile* xs, const BTile* ws) {
+#pragma unroll 4
+    for (int kk = 0; kk < kMBK; ++kk) {
+      float xv[8], wv[4];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) xv[i] = bf16_to_f32(xs[tr + 8 * i][kk]);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) wv[j] = bf16_to_f32(ws[tc + 16 * j][kk]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(xv[i], wv[j], acc[i][j]);
+    }
+  }
+  template <typename Store>
+  __device__ __forceinline__ void store(int64_t n0, int64_t r0, Store&& st) const {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) st(n0 + tr + 8 * i, r0 + tc + 16 * j, acc[i][j]);
+  }
+};
+
+#if defined(PLUMB_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define PLUMB_MMA_BF16 1
+// D = A (16x16, row) * B (16x8, col) + D, bf16 inputs, f32 accumulators (PTX ISA fragment layout
+// for m16n8k16: groupID = lane / 4, tig = lane % 4; A regs {a0a1, a2a3, a4a5, a6a7} hold
+// (g, 2tig..+1), (g+8, 2tig..+1), (g, 2tig+8..+9), (g+8, 2tig+8..+9); B regs hold k = 2tig..+1 and
+// 2tig+8..+9 of column g; C holds (g, 2tig..+1) and (g+8, 2tig..+1); lower half = lower index).
+__device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, const uint32_t* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// 4 warps of 32, each a 32x32 corner of the tile: 2 (m16) x 4 (n8) mma tiles.
+struct MmaSyncTile {
+  int gid, tig, wm, wn;
+  float acc[2][4][4];  // [m16 tile][n8 tile][fragment]
+  __device__ __forceinline__ explicit MmaSyncTile(int t) {
+    const int lane = t % 32, warp = t / 32;
+    gid = lane / 4, tig = lane % 4;
+    wm = (warp / 2) * 32, wn = (warp % 2) * 32;
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
+  }
+  __device__ __forceinline__ void step(const BTile* xs, const BTile* ws) {
+#pragma unroll
+    for (int ks = 0; ks < kMBK; ks += 16) {
+      uint32_t af[2][4], bfr[4][2];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        const int row = wm + 16 * mi + gid, col = ks + 2 * tig;
+        af[mi][0] = *reinterpret_cast<const uint32_t*>(&xs[row][col]);
+        af[mi][1] = *reinterpret_cast<const uint32_t*>(&xs[row + 8][col]);
+        af[mi][2] = *reinterpret_cast<const uint32_t*>(&xs[row][col + 8]);
+        af[mi][3] = *reinterpret_cast<const uint32_t*>(&xs[row + 8][col + 8]);
+      }
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+        const int row = wn + 8 * ni + gid, col = ks + 2 * tig;
+        bfr[ni][0] = *reinterpret_cast<const uint32_t*>(&ws[row][col]);
+        bfr[ni][1] = *reinterpret_cast<const uint32_t*>(&ws[row][col + 8]);
+      }
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) mma_bf16(acc[mi][ni], af[mi], bfr[ni]);
+    }
+  }
+  template <typename Store>
+  __device__ __forceinline__ void store(int64_t n0, int64_t r0, Store&& st) const {
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+        const int64_t n = n0 + wm + 16 * mi + gid, r = r0 + wn + 8 * ni + 2 * tig;
+        st(n, r, acc[mi][ni][0]);
+        st(n, r + 1, acc[mi][ni][1]);
+        st(n + 8, r, acc[mi][ni][2]);
+        st(n + 8, r + 1, acc[mi][ni][3]);
+      }
+  }
+};
+using MatrixTile = MmaSyncTile;
+
+#elif defined(PLUMB_HIP) && defined(__HIP_DEVICE_COMPILE__) && defined(__gfx90a__)
+#define PLUMB_MFMA_BF16 1
+// v_mfma_f32_16x16x16bf16_1k (CDNA2 ISA, wave64): D (16x16 f32) = A (16x16 bf16) * B (16x16 bf16)
+// + C, one block. Operand layouts, with lane = 0..63, i = lane % 16, q = lane / 16 (AMD Matrix
+// Instruction Calculator, --architecture cdna2 --instruction v_mfma_f32_16x16x16bf16_1k
+// --register-layout; element e of a 4 x bf16 operand is bits [16e%32 + 15 : 16e%32] of VGPR e/2):
+//   A (row i, k):   lane i + 16 * (k / 4), element k % 4  -> lane holds A[i][4q .. 4q+3]
+//   B (k, col j):   lane j + 16 * (k / 4), element k % 4  -> lane holds B[4q .. 4q+3][i]
+//   C, D (row, col j): lane j + 16 * (row / 4), float row % 4 -> lane holds D[4q + e][i], e < 4.
+// Here A = the x tile (row = x row) and B[k][j] = ws[j][k] (col = weight row); both keep k
+// contiguous in shared memory, so each operand is one 8-byte load of 4 consecutive bf16.
+typedef short mfma_bf16x4 __attribute__((ext_vector_type(4)));
+typedef float mfma_f32x4 __attribute__((ext_vector_type(4)));
+static_assert(kWarp == 64 && kMThreads == 2 * kWarp, "MfmaTile assumes 2 wavefronts of 64");
+
+// 2 wavefronts, each 32 rows x 64 cols of the tile: 2 (m16) x 4 (n16) MFMA tiles.
+struct MfmaTile {
+  int i, q, wm;
+  mfma_f32x4 acc[2][4];  // [m16 tile][n16 tile], float e = row 4q + e, col i
+  __device__ __forceinline__ explicit MfmaTile(int t) : i(t % 16), q((t % 64) / 16), wm((t / 64) * 32) {
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) acc[mi][ni] = mfma_f32x4{0.f, 0.f, 0.f, 0.f};
+  }
+  __device__ __forceinline__ void step(const BTile* xs, const BTile* ws) {
+#pragma unroll
+    for (int ks = 0; ks < kMBK; ks += 16) {
+      mfma_bf16x4 af[2], bfr[4];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) af[mi] = *reinterpret_cast<const mfma_bf16x4*>(&xs[wm + 16 * mi + i][ks + 4 * q]);
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) bfr[ni] = *reinterpret_cast<const mfma_bf16x4*>(&ws[16 * ni + i][ks + 4 * q]);
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni)
+          acc[mi][ni] = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(af[mi], bfr[ni], acc[mi][ni], 0, 0, 0);
+    }
+  }
+  template <typename Store>
+  __device__ __forceinline__ void store(int64_t n0, int64_t r0, Store&& st) const {
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st(n0 + wm + 16 * mi + 4 * q + e, r0 + 16 * ni + i, acc[mi][ni][e]);
+  }
+};
+using MatrixTile = MfmaTile;
+
+#else
+using MatrixTile = SimtTile;
+#endif
+
+// kMatrix: the matrix-core tile where this target has one (MatrixTile), else the SIMT loop; the
+// SIMT instance (kMatrix false) is the run-time fallback and the self-check's reference.
+template <WFormat F, bool kMatrix>
+__global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef w) {
+  using Tile = std::conditional_t<kMatrix, MatrixTile, SimtTile>;
+  __shared__ __align__(16) uint16_t xs[kMBM][kMLd];  // bf16 bits, row = x row, k contiguous
+  __shared__ __align__(16) uint16_t ws[kMBN][kMLd];  // bf16 bits, row = weight row, k contiguous
+  const int t = threadIdx.x;
+  const int64_t g = blockIdx.z, R = a.R, K = a.K;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kMBM, r0 = static_cast<int64_t>(blockIdx.x) * kMBN;
+  const float* xg = a.x + g * K;
+  Tile tile(t);
+  for (int64_t k0 = 0; k0 < K; k0 += kMBK) {
+    __syncthreads();
+#pragma unroll 4
+    for (int i = 0; i < kMBM * kMBK / kMThreads; ++i) {
+      const int idx = t + i * kMThreads, m = idx / kMBK, kk = idx % kMBK;
+      const int64_t n = n0 + m, r = r0 + m, k = k0 + kk;
+      xs[m][kk] = bf16_bits((n < a.nrows && k < K) ? xg[n * a.ldx + k] : 0.f);
+      ws[m][kk] = bf16_bits((r < R && k < K) ? wload<F>(w, g * R + r, k) : 0.f);
+    }
+    __syncthreads();
+    tile.step(xs, ws);
+  }
+  tile.store(n0, r0, [&](int64_t n, int64_t r, float v) {
+    if (n < a.nrows && r < R) a.y[n * a.ldy + g * R + r] = a.round_bf16 ? round_bf16(v) : v;
+  });
+}
+
+dim3 grid_of(const LinearArgs& a, int bm, int bn) {
+  return dim3(static_cast<unsigned>((a.R + bn - 1) / bn), static_cast<unsigned>((a.nrows + bm - 1) / bm),
+              static_cast<unsigned>(a.groups));
+}
+
+}  // namespace
+
+gpuError_t linear_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
+  if (a.nrows <= 0 || a.R <= 0 || a.groups <= 0) return gpuGetLastError();
+  return dispatch_format(w.format, [&]<WFormat F>() {
+    simt_kernel<F><<<grid_of(a, kSBM, kSBN), kSThreads, 0, s>>>(a, w);
+    return gpuGetLastError();
+  });
+}
+
+namespace {
+template <bool kMatrix>
+gpuError_t launch_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
+  if (a.nrows <= 0 || a.R <= 0 || a.groups <= 0) return gpuGetLastError();
+  return dispatch_format(w.format, [&]<WFormat F>() {
+    mma_kernel<F, kMatrix><<<grid_of(a, kMBM, kMBN), kMThreads, 0, s>>>(a, w);
+    return gpuGetLastError();
+  });
+}
+}  // namespace
+
+gpuError_t linear_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s) { return launch_mma<true>(a, w, s); }
+
+gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
+  return launch_mma<false>(a, w, s);
+}
+
+}  // namespace plumb::gpu::k

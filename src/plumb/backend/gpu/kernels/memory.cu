@@ -1,0 +1,23 @@
+#include "plumb/backend/gpu/kernels/memory.h"
+
+namespace plumb::gpu::k {
+namespace {
+template <typename T>
+__global__ void fill(T* y, int64_t n, T v) {
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i < n) y[i] = v;
+}
+constexpr int kThreads = 256;
+unsigned blocks(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+}  // namespace
+
+gpuError_t fill_f32(float* y, int64_t n, float v, gpuStream_t s) {
+  if (n > 0) fill<<<blocks(n), kThreads, 0, s>>>(y, n, v);
+  return gpuGetLastError();
+}
+gpuError_t fill_i32(int32_t* y, int64_t n, int32_t v, gpuStream_t s) {
+  if (n > 0) fill<<<blocks(n), kThreads, 0, s>>>(y, n, v);
+  return gpuGetLastError();
+}
+
+}  // namespace plumb::gpu::k

@@ -1,0 +1,219 @@
+// Routing and SwiGLU expert kernels (MODEL-SPEC 3.8): the same function as cpu/cpu_moe.cpp. Sums
+// and products whose rounding the CPU fixes use the _rn intrinsics (no FMA contraction, which the
+// CPU build does not do); only the gate dot products use a parallel order.
+#include "plumb/backend/gpu/kernels/moe.h"
+
+#include "plumb/backend/gpu/gpu_numerics.h"
+
+namespace plumb::gpu::k {
+namespace {
+
+constexpr int kThreads = 256;  // a multiple of kWarp on both platforms
+constexpr int kWarps = kThreads / kWarp;
+constexpr int kGateTokens = static_cast<int>(kRouteGateTokens);  // each gate element is read once per 8 tokens
+
+unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65536 ? b : 65536);  // grid-stride loops cover the rest
+}
+
+// One warp per (expert, group of kGateTokens tokens): lanes stride over D, then a warp sum.
+__global__ void __launch_bounds__(kThreads)
+    route_gate_kernel(const float* x, int64_t N, int64_t D, WeightRef gate, int64_t E, bool bf16, float* logits) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t e = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / kWarp;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kGateTokens;
+  if (e >= E) return;  // whole warps leave together
+  float acc[kGateTokens];
+#pragma unroll
+  for (int t = 0; t < kGateTokens; ++t) acc[t] = 0.f;
+  for (int64_t i = lane; i < D; i += kWarp) {
+    const float w = bf16 ? round_bf16(weight_at(gate, e, i)) : weight_at(gate, e, i);
+#pragma unroll
+    for (int t = 0; t < kGateTokens; ++t)
+      if (n0 + t < N) acc[t] += w * x[(n0 + t) * D + i];
+  }
+#pragma unroll
+  for (int t = 0; t < kGateTokens; ++t) {
+    const float v = warp_sum(acc[t]);
+    if (lane == 0 && n0 + t < N) logits[(n0 + t) * E + e] = bf16 ? round_bf16(v) : v;
+  }
+}
+
+__device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1p_cr(exp_cr(x)); }  // torch's threshold
+
+// Is (v, i) ahead of (bv, bi) in the top-k order: larger value, ties to the lower id.
+__device__ __forceinline__ bool ahead(float v, float i, float bv, float bi) { return v > bv || (v == bv && i < bi); }
+
+// One warp per token (blockDim = kWarp).
+__global__ void route_select_kernel(const float* logits, int64_t E, WeightRef bias, bool has_bias, bool sigmoid,
+                                    int64_t G, int64_t TG, int64_t K, float route_scale, bool hashed, bool bf16,
+                                    int32_t* experts, float* weights) {
+  extern __shared__ float sh[];
+  float* score = sh;
+  float* sel = sh + E;
+  float* gscore = sel + E;
+  unsigned char* taken = reinterpret_cast<unsigned char*>(gscore + G);
+  const int64_t n = blockIdx.x;
+  const int lane = threadIdx.x;
+  for (int64_t e = lane; e < E; e += kWarp) {
+    const float l = logits[n * E + e];
+    float sc = sigmoid ? __fdiv_rn(1.f, __fadd_rn(1.f, exp_cr(-l))) : __fsqrt_rn(softplus(l));
+    if (bf16) sc = round_bf16(sc);  // sigmoid of a bf16 tensor; + the f32 bias promotes to f32
+    score[e] = sc;
+    sel[e] = has_bias ? __fadd_rn(sc, weight_at(bias, e, 0)) : sc;  // the bias picks, it never weighs
+    taken[e] = 0;
+  }
+  __syncthreads();
+  int32_t* ex = experts + n * K;
+  if (!hashed) {
+    if (G > 1) {  // drop all but the TG best groups (score: sum of the group's best two)
+      const int64_t per = E / G;
+      for (int64_t g = lane; g < G; g += kWarp) {
+        const float* s = sel + g * per;
+        int64_t a = 0;  // the first maximum, as std::max_element
+        for (int64_t j = 1; j < per; ++j)
+          if (s[a] < s[j]) a = j;
+        float second = -INFINITY;
+        for (int64_t j = 0; j < per; ++j)
+          if (j != a && second < s[j]) second = s[j];
+        gscore[g] = __fadd_rn(s[a], second);
+      }
+      __syncthreads();
+      // A group's place in a stable descending sort = the groups strictly ahead of it.
+      for (int64_t g = lane; g < G; g += kWarp) {
+        int64_t rank = 0;
+        for (int64_t h = 0; h < G; ++h)
+          if (gscore[h] > gscore[g] || (gscore[h] == gscore[g] && h < g)) ++rank;
+        if (rank >= TG)
+          for (int64_t j = 0; j < per; ++j) sel[g * per + j] = -INFINITY;
+      }
+      __syncthreads();
+    }
+    // K rounds of a warp argmax over the experts not yet taken. Ids travel as floats (exact
+    // below 2^24); the sentinel id loses every tie, so a -inf expert still beats "none".
+    const float kNone = 16777216.f;
+    for (int64_t k = 0; k < K; ++k) {
+      float bv = -INFINITY, bi = kNone;
+      for (int64_t e = lane; e < E; e += kWarp)  // ascending ids: strict > keeps the lower id
+        if (!taken[e] && ahead(sel[e], static_cast<float>(e), bv, bi)) bv = sel[e], bi = static_cast<float>(e);
+#pragma unroll
+      for (int m = kWarp / 2; m > 0; m >>= 1) {
+        const float ov = shfl_xor(bv, m), oi = shfl_xor(bi, m);
+        if (ahead(ov, oi, bv, bi)) bv = ov, bi = oi;
+      }
+      const int64_t pick = bi < static_cast<float>(E) ? static_cast<int64_t>(bi) : -1;  // -1: NaN scores only
+      if (pick >= 0 && pick % kWarp == lane) taken[pick] = 1;  // only this lane ever reads taken[pick]
+      if (lane == 0) ex[k] = static_cast<int32_t>(pick);
+    }
+  }
+  if (lane == 0) {  // lane 0 wrote ex itself (or the host did before the launch)
+    float sum = 0.f;
+    for (int64_t k = 0; k < K; ++k) sum = __fadd_rn(sum, ex[k] >= 0 ? score[ex[k]] : NAN);
+    if (bf16) sum = round_bf16(sum);  // weights /= weights.sum(); weights *= route_scale, on bf16 tensors
+    for (int64_t k = 0; k < K; ++k) {
+      const float q = __fdiv_rn(ex[k] >= 0 ? score[ex[k]] : NAN, sum);
+      weights[n * K + k] = bf16 ? round_bf16(__fmul_rn(round_bf16(q), route_scale)) : __fmul_rn(q, route_scale);
+    }
+  }
+}
+
+__global__ void gather_rows_kernel(const float* src, int64_t D, const int32_t* rows, int64_t M, float* dst) {
+  const int64_t total = M * D;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[e] = src[static_cast<int64_t>(rows[e / D]) * D + e % D];
+}
+
+__global__ void swiglu_kernel(const float* g, const float* u, int64_t M, int64_t I, const float* row_weight,
+                              float limit, bool silu_bf16, bool bf16_out, float* h) {
+  const int64_t total = M * I;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float gi = g[i], ui = u[i];
+    if (limit > 0.f) {  // std::min(gi, L) and std::clamp(ui, -L, L)
+      gi = limit < gi ? limit : gi;
+      ui = ui < -limit ? -limit : (limit < ui ? limit : ui);
+    }
+    float silu = __fdiv_rn(gi, __fadd_rn(1.0f, exp_cr(-gi)));
+    if (silu_bf16) silu = round_bf16(silu);
+    float v = __fmul_rn(silu, ui);
+    if (row_weight) v = __fmul_rn(row_weight[i / I], v);  // routing weight before w2 (and its act-quant)
+    h[i] = bf16_out ? round_bf16(v) : v;
+  }
+}
+
+// Thread per (row, column); the first row of a run of equal destination rows adds the whole run
+// in order, so a token listed twice for one expert gets its terms in the CPU's order, race-free.
+__global__ void accumulate_rows_kernel(float* acc, const float* ys, const int32_t* rows, const float* row_weight,
+                                       bool bf16, int64_t M, int64_t D) {
+  const int64_t total = M * D;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = e / D, d = e % D;
+    const int32_t r = rows[i];
+    if (i > 0 && rows[i - 1] == r) continue;
+    float* a = acc + static_cast<int64_t>(r) * D + d;
+    float v = *a;
+    for (int64_t j = i; j < M && rows[j] == r; ++j) {
+      const float t = row_weight ? __fmul_rn(ys[j * D + d], row_weight[j]) : ys[j * D + d];
+      v = bf16 ? round_bf16(__fadd_rn(v, round_bf16(t))) : __fadd_rn(v, t);
+    }
+    *a = v;
+  }
+}
+
+__global__ void add_round_kernel(const float* a, const float* b, int64_t n, bool bf16_out, float* y) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = __fadd_rn(a[i], b[i]);
+    y[i] = bf16_out ? round_bf16(v) : v;
+  }
+}
+
+}  // namespace
+
+gpuError_t route_gate(const float* x, int64_t N, int64_t D, WeightRef gate, int64_t E, bool bf16, float* logits,
+                      gpuStream_t s) {
+  if (N > 0 && E > 0) {
+    const dim3 grid(static_cast<unsigned>((E + kWarps - 1) / kWarps),
+                    static_cast<unsigned>((N + kGateTokens - 1) / kGateTokens));
+    route_gate_kernel<<<grid, kThreads, 0, s>>>(x, N, D, gate, E, bf16, logits);
+  }
+  return gpuGetLastError();
+}
+
+gpuError_t route_select(const float* logits, int64_t N, int64_t E, WeightRef bias, bool has_bias, bool sigmoid,
+                        int64_t groups, int64_t topk_groups, int64_t K, float route_scale, bool hashed, bool bf16,
+                        int32_t* experts, float* weights, gpuStream_t s) {
+  if (N > 0)
+    route_select_kernel<<<static_cast<unsigned>(N), kWarp, static_cast<size_t>(route_select_shared_bytes(E, groups)),
+                          s>>>(logits, E, bias, has_bias, sigmoid, groups, topk_groups, K, route_scale, hashed, bf16,
+                               experts, weights);
+  return gpuGetLastError();
+}
+
+gpuError_t gather_rows(const float* src, int64_t D, const int32_t* rows, int64_t M, float* dst, gpuStream_t s) {
+  if (M * D > 0) gather_rows_kernel<<<blocks_for(M * D), kThreads, 0, s>>>(src, D, rows, M, dst);
+  return gpuGetLastError();
+}
+
+gpuError_t swiglu(const float* g, const float* u, int64_t M, int64_t I, const float* row_weight, float limit,
+                  bool silu_bf16, bool bf16_out, float* h, gpuStream_t s) {
+  if (M * I > 0)
+    swiglu_kernel<<<blocks_for(M * I), kThreads, 0, s>>>(g, u, M, I, row_weight, limit, silu_bf16, bf16_out, h);
+  return gpuGetLastError();
+}
+
+gpuError_t accumulate_rows(float* acc, const float* ys, const int32_t* rows, const float* row_weight, bool bf16,
+                           int64_t M, int64_t D, gpuStream_t s) {
+  if (M * D > 0) accumulate_rows_kernel<<<blocks_for(M * D), kThreads, 0, s>>>(acc, ys, rows, row_weight, bf16, M, D);
+  return gpuGetLastError();
+}
+
+gpuError_t add_round(const float* a, const float* b, int64_t n, bool bf16_out, float* y, gpuStream_t s) {
+  if (n > 0) add_round_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, n, bf16_out, y);
+  return gpuGetLastError();
+}
+
+}  // namespace plumb::gpu::k

@@ -1,0 +1,38 @@
+#pragma once
+// Launchers of the grouped routed-expert kernels (kernels/moe_grouped.cu): few tokens, routing
+// read on the device, expert weights from a device table; host side in gpu_moe.cpp.
+#include <cstdint>
+
+#include "plumb/backend/gpu/gpu_compat.h"
+#include "plumb/backend/gpu/weight_ref.h"
+
+namespace plumb::gpu::k {
+
+// Largest D and I the kernels stage in shared memory (48 KB with padding).
+constexpr int64_t kGroupedMoeMaxVector = 8192;
+
+struct GroupedMoeArgs {
+  int64_t N = 0, K = 0, D = 0, I = 0, E = 0;  // tokens, slots per token, hidden, expert width, experts
+  WFormat format = WFormat::F32;              // every routed expert's (checked by the host)
+  const WeightRef* table = nullptr;           // device [3E]: w1, w3, w2 of expert e at 3e, 3e+1, 3e+2
+  const int32_t* experts = nullptr;           // device [N, K] routing (ids outside [0, E) are skipped)
+  const float* weights = nullptr;             // device [N, K] routing weights
+  const float* x = nullptr;                   // device [N, D] (already act-quantized when the profile says so)
+  float* h = nullptr;                         // device [N*K, I] scratch
+  float* ys = nullptr;                        // device [N*K, D] scratch
+  float limit = 0.f;                          // swiglu_limit; <= 0: no clamp
+  bool round_bf16 = false;                    // MoeParams::round: GEMM outputs, h and the sum
+  bool silu_bf16 = false;                     // MoeParams::silu_out
+  bool round_w = false;                       // MoeParams::bf16_weight
+  bool weight_after = false;                  // MoeParams::weight_after
+  bool accumulate_bf16 = false;               // MoeParams::accumulate
+  bool quant_h = false;                       // FP8 round trip of h before w2 (MoeParams::act_fp8)
+  bool vec_up = false, vec_down = false;      // set by the launcher: 16-element loads fit rows of D / I
+};
+
+// h and ys for every slot: up projection + SwiGLU (+ the act-quant of h), down projection.
+gpuError_t grouped_moe_experts(const GroupedMoeArgs& a, gpuStream_t s);
+// y [N, D] = bf16?(sum of each token's weighted slots in the CPU's order + shared [N, D]).
+gpuError_t grouped_moe_combine(const GroupedMoeArgs& a, const float* shared, float* y, gpuStream_t s);
+
+}  // namespace plumb::gpu::k
