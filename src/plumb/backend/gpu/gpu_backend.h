@@ -133,6 +133,8 @@ class GpuBackend final : public Backend {
   Tensor add(const Tensor& a, const Tensor& b, Round out) override;
   Tensor columns(const Tensor& x, int64_t begin, int64_t count) override;
   Tensor linear(const Tensor& x, const WeightView& w, const LinearOpts& opts) override;
+  // linear() on a given path (Auto: chosen by size and format, as linear() does for linear_path_).
+  Tensor linear_on(const Tensor& x, const WeightView& w, const LinearOpts& opts, LinearPath path);
   Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, bool inverse, Round out) override;
   Tensor quant_fp8(const Tensor& x, int64_t cols, int64_t block) override;
   Tensor quant_fp4(const Tensor& x, int64_t block) override;

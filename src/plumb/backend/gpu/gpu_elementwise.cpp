@@ -102,7 +102,7 @@ Tensor GpuBackend::quant_fp8(const Tensor& x, int64_t cols, int64_t block) {
   check_quant_fp8(x, cols, block);
   Tensor y = copy_of(*this, x, "quant_fp8 input", "quant_fp8 copy");
   if (x.numel() == 0) return y;
-  check_launch(k::quant_blocks(dev_f32(y), vectors(x), x.dim(-1), cols, block, false, stream_), "quant_fp8");
+  check_launch(k::quant_blocks(dev_f32(y), dev_f32(y), vectors(x), x.dim(-1), cols, block, false, stream_), "quant_fp8");
   return y;
 }
 
@@ -110,7 +110,7 @@ Tensor GpuBackend::quant_fp4(const Tensor& x, int64_t block) {
   check_quant_fp4(x, block);
   Tensor y = copy_of(*this, x, "quant_fp4 input", "quant_fp4 copy");
   if (x.numel() == 0) return y;
-  check_launch(k::quant_blocks(dev_f32(y), vectors(x), x.dim(-1), x.dim(-1), block, true, stream_), "quant_fp4");
+  check_launch(k::quant_blocks(dev_f32(y), dev_f32(y), vectors(x), x.dim(-1), x.dim(-1), block, true, stream_), "quant_fp4");
   return y;
 }
 

@@ -36,7 +36,9 @@ bool bf16_exact(const WeightRef& w) {
 }
 }  // namespace
 
-Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts& o) {
+Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts& o) { return linear_on(x, w, o, linear_path_); }
+
+Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearOpts& o, LinearPath path) {
   const LinearDims d = check_linear(x, w, o);
   const int64_t G = d.groups, K = d.K, R = d.rows_per_group, in = d.in, N = d.N;
   const float* src = dev_f32(x, "linear input");
@@ -58,7 +60,6 @@ Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts
   a.round_bf16 = o.out == Round::BF16;
   a.round_w = o.bf16_weight;
 
-  LinearPath path = linear_path_;
   const bool fp8_ok = fp8_eligible(info_, wr, o, K, R);
   if (path == LinearPath::Auto && cpu_order(kLinear)) path = LinearPath::CpuOrder;
   if (path == LinearPath::Auto) {
@@ -85,10 +86,7 @@ Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts
   Tensor quantized;
   if (o.act_fp8 && N > 0 && K > 0) {  // the product sees the FP8 round trip of x, per group's K blocks
     quantized = alloc(ElemType::F32, {N, in});
-    check(gpuMemcpyAsync(dev_f32(quantized), src, static_cast<std::size_t>(N * in) * 4, gpuMemcpyDeviceToDevice,
-                         stream_),
-          "linear act_fp8 copy");
-    check_launch(k::quant_blocks(dev_f32(quantized), N * G, K, K, 128, false, stream_), "linear act_fp8");
+    check_launch(k::quant_blocks(dev_f32(quantized), src, N * G, K, K, 128, false, stream_), "linear act_fp8");
     a.x = dev_f32(quantized);
   }
 

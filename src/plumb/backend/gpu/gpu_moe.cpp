@@ -21,18 +21,14 @@ namespace plumb::gpu {
 namespace {
 
 constexpr int64_t kMaxSelectShared = 48 * 1024;  // static limit of dynamic shared memory per block
-constexpr int64_t kMaxGridY = 65535;
 
 }  // namespace
 
 Routing GpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams& p) {
   const RouteDims d = check_route(x, ids, p);
-  const int64_t N = d.N, D = d.D, E = d.E, K = d.K, G = d.G, TG = d.TG;
+  const int64_t N = d.N, E = d.E, K = d.K, G = d.G, TG = d.TG;
   if (k::route_select_shared_bytes(E, G) > kMaxSelectShared)
     fail("route: {} experts exceed the GPU selection kernel's shared memory", E);
-  if ((N + k::kRouteGateTokens - 1) / k::kRouteGateTokens > kMaxGridY) fail("route: {} tokens in one call exceed the GPU gate kernel's grid", N);
-  const float* xp = dev_f32(x, "route input");
-  const WeightRef gate = weight(*p.gate);
   WeightRef bias = p.bias ? weight(*p.bias) : WeightRef{};
   if (bias.format == WFormat::F32 || bias.format == WFormat::BF16) bias.rows = E, bias.cols = 1;  // flat, as decode_all
   Routing r{alloc(ElemType::I32, {N, K}), alloc(ElemType::F32, {N, K})};
@@ -44,17 +40,14 @@ Routing GpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
       copy_in(dev_i32(r.experts), ex.data(), ex.size() * 4, "route: uploading hashed experts");
     }
   }
-  const bool bf16 = p.round == Round::BF16;  // the V3 release's Gate on bf16 tensors
-  Tensor logits;
-  if (cpu_order(kGate)) {  // the CPU's gate product is its linear(), which ours then repeats bitwise
-    LinearOpts lo;
-    lo.out = p.round;
-    lo.bf16_weight = bf16;
-    logits = linear(x, *p.gate, lo);
-  } else {
-    logits = alloc(ElemType::F32, {N, E});
-    check_launch(k::route_gate(xp, N, D, gate, E, bf16, dev_f32(logits), stream()), "route gate");
-  }
+  // The gate product is the CPU's linear() (a GEMV at decode sizes), in the CPU's order when the
+  // gate site asks for it: bf16 rounds the weights and the logits, the V3 release's Gate on bf16
+  // tensors.
+  const bool bf16 = p.round == Round::BF16;
+  LinearOpts lo;
+  lo.out = p.round;
+  lo.bf16_weight = bf16;
+  const Tensor logits = linear_on(x, *p.gate, lo, cpu_order(kGate) ? LinearPath::CpuOrder : linear_path_);
   check_launch(k::route_select(dev_f32(logits), N, E, bias, p.bias != nullptr, p.scoring == Scoring::Sigmoid, G, TG, K,
                                p.route_scale, p.tid2eid != nullptr, bf16, dev_i32(r.experts), dev_f32(r.weights),
                                stream()),

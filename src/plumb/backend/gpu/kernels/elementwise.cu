@@ -94,7 +94,7 @@ __global__ void rms_norm_kernel(float* y, const float* x, int64_t rows, int64_t 
       const float inv = 1.0f / sqrtf(add_rn(mul_rn(ss, inv_d), eps));
       for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
         float t = mul_rn(v[i], inv);
-        if (has_weight) t = mul_rn(weight_at(w, i / w.cols, i % w.cols), t);
+        if (has_weight) t = mul_rn(w.rows == 1 ? weight_at(w, 0, i) : weight_at(w, i / w.cols, i % w.cols), t);
         o[i] = maybe_round(t, round_out);
       }
     }
@@ -118,29 +118,30 @@ __global__ void columns_kernel(float* y, const float* x, int64_t n, int64_t c, i
 // The CPU takes cos/sin in double of the f32 angle and rounds to f32 (correctly rounded); the
 // device's double cos/sin are within an ulp of double, so the f32 results agree except in cases
 // astronomically close to a rounding boundary.
+// One thread per (row, vector, pair): each recomputes its pair's angle (the same value for every
+// vector of the row), so that a decode step's single row of 64 heads still fills the device.
 __global__ void rope_kernel(float* y, const int32_t* pos, const float* inv_freq, int64_t n, int64_t vecs, int64_t dl,
                             int64_t f, bool inverse, bool r) {
-  const int64_t total = n * f;
+  const int64_t total = n * vecs * f;
   for (int64_t t = global_id(); t < total; t += global_stride()) {
-    const int64_t row = t / f, i = t % f;
+    const int64_t i = t % f, rv = t / f, row = rv / vecs;
     const float angle = mul_rn(static_cast<float>(pos[row]), inv_freq[i]);
     double sd, cd;
     sincos(static_cast<double>(angle), &sd, &cd);
     const float c = static_cast<float>(cd);
     float s = static_cast<float>(sd);
     if (inverse) s = -s;
-    for (int64_t v = 0; v < vecs; ++v) {
-      float* p = y + (row * vecs + v) * dl + (dl - 2 * f) + 2 * i;
-      const float a = p[0], b = p[1];
-      p[0] = maybe_round(sub_rn(mul_rn(a, c), mul_rn(b, s)), r);
-      p[1] = maybe_round(add_rn(mul_rn(a, s), mul_rn(b, c)), r);
-    }
+    float* p = y + rv * dl + (dl - 2 * f) + 2 * i;
+    const float a = p[0], b = p[1];
+    p[0] = maybe_round(sub_rn(mul_rn(a, c), mul_rn(b, s)), r);
+    p[1] = maybe_round(add_rn(mul_rn(a, s), mul_rn(b, c)), r);
   }
 }
 
 // One warp per quantization block: amax by warp_max (fmaxf ignores NaN like the CPU's std::max
-// with the running max first), the power-of-two scale, then the element round trips.
-__global__ void quant_kernel(float* y, int64_t vecs, int64_t dl, int64_t cols, int64_t block, bool fp4) {
+// with the running max first), the power-of-two scale, then the element round trips of x into y
+// (in place when x == y).
+__global__ void quant_kernel(float* y, const float* x, int64_t vecs, int64_t dl, int64_t cols, int64_t block, bool fp4) {
   const int64_t nb = (cols + block - 1) / block, units = vecs * nb;
   const int lane = threadIdx.x % kWarp;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
@@ -148,12 +149,13 @@ __global__ void quant_kernel(float* y, int64_t vecs, int64_t dl, int64_t cols, i
     const int64_t vec = u / nb, b0 = (u % nb) * block;
     const int64_t len = cols - b0 < block ? cols - b0 : block;
     float* p = y + vec * dl + b0;
+    const float* q = x + vec * dl + b0;
     float amax = 0.f;
-    for (int64_t i = lane; i < len; i += kWarp) amax = fmaxf(amax, fabsf(p[i]));
+    for (int64_t i = lane; i < len; i += kWarp) amax = fmaxf(amax, fabsf(q[i]));
     amax = warp_max(amax);
     const float s = fp4 ? ue8m0_to_f32(ue8m0_scale_for(amax, kFp4Max, fp4_min_amax()))
                         : ue8m0_to_f32(ue8m0_scale_for(amax, kFp8Max, kFp8MinAmax));
-    for (int64_t i = lane; i < len; i += kWarp) p[i] = fp4 ? fp4_roundtrip(p[i], s) : fp8_roundtrip(p[i], s);
+    for (int64_t i = lane; i < len; i += kWarp) p[i] = fp4 ? fp4_roundtrip(q[i], s) : fp8_roundtrip(q[i], s);
   }
 }
 
@@ -219,11 +221,20 @@ gpuError_t repeat_rows(float* y, const float* x, int64_t n, int64_t copies, int6
   return gpuGetLastError();
 }
 
+// Threads per row of rms_norm: about 4 elements each (a decode step's one row of 4096 is then
+// not left to 256 threads), in whole warps, 32 to 1024 (block_sum's limit). A function of d
+// only, so that a row's sum never depends on how many rows the call has.
+unsigned norm_threads(int64_t d) {
+  int64_t t = (d + 3) / 4;
+  t = (t + kWarp - 1) / kWarp * kWarp;
+  return static_cast<unsigned>(t < 32 ? (kWarp > 32 ? kWarp : 32) : (t > 1024 ? 1024 : t));
+}
+
 gpuError_t rms_norm(float* y, const float* x, int64_t rows, int64_t d, const WeightRef* weight, float eps,
                     bool bf16_steps, bool round_bf16, bool cpu_order, gpuStream_t s) {
   if (rows > 0 && d > 0) {
     const unsigned grid = static_cast<unsigned>(rows > kMaxBlocks ? kMaxBlocks : rows);
-    rms_norm_kernel<<<grid, kThreads, 0, s>>>(y, x, rows, d, weight ? *weight : WeightRef{}, weight != nullptr, eps,
+    rms_norm_kernel<<<grid, norm_threads(d), 0, s>>>(y, x, rows, d, weight ? *weight : WeightRef{}, weight != nullptr, eps,
                                               bf16_steps, round_bf16, cpu_order);
   }
   return gpuGetLastError();
@@ -247,13 +258,14 @@ gpuError_t columns(float* y, const float* x, int64_t n, int64_t c, int64_t begin
 gpuError_t rope(float* y, const int32_t* pos, const float* inv_freq, int64_t n, int64_t vecs, int64_t dl, int64_t f,
                 bool inverse, bool round_bf16, gpuStream_t s) {
   if (n * f > 0 && vecs > 0)
-    rope_kernel<<<grid_for(n * f), kThreads, 0, s>>>(y, pos, inv_freq, n, vecs, dl, f, inverse, round_bf16);
+    rope_kernel<<<grid_for(n * vecs * f), kThreads, 0, s>>>(y, pos, inv_freq, n, vecs, dl, f, inverse, round_bf16);
   return gpuGetLastError();
 }
 
-gpuError_t quant_blocks(float* y, int64_t vecs, int64_t dl, int64_t cols, int64_t block, bool fp4, gpuStream_t s) {
+gpuError_t quant_blocks(float* y, const float* x, int64_t vecs, int64_t dl, int64_t cols, int64_t block, bool fp4,
+                        gpuStream_t s) {
   const int64_t units = vecs * ((cols + block - 1) / block);
-  if (units > 0) quant_kernel<<<grid_for(units, kThreads / kWarp), kThreads, 0, s>>>(y, vecs, dl, cols, block, fp4);
+  if (units > 0) quant_kernel<<<grid_for(units, kThreads / kWarp), kThreads, 0, s>>>(y, x, vecs, dl, cols, block, fp4);
   return gpuGetLastError();
 }
 

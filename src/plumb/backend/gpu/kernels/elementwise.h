@@ -24,9 +24,10 @@ gpuError_t columns(float* y, const float* x, int64_t n, int64_t c, int64_t begin
 // In place on y [n, vecs, dl]: rotates the last 2f dims of each vector (y already holds x).
 gpuError_t rope(float* y, const int32_t* pos, const float* inv_freq, int64_t n, int64_t vecs, int64_t dl, int64_t f,
                 bool inverse, bool round_bf16, gpuStream_t s);
-// In place: FP8 (fp4 = false) or FP4 round trip of blocks of `block` over the first `cols` of each
-// of `vecs` vectors of dl values.
-gpuError_t quant_blocks(float* y, int64_t vecs, int64_t dl, int64_t cols, int64_t block, bool fp4, gpuStream_t s);
+// y <- FP8 (fp4 = false) or FP4 round trip of x, blocks of `block` over the first `cols` of each of
+// `vecs` vectors of dl values (x == y: in place; otherwise y's other columns are not written).
+gpuError_t quant_blocks(float* y, const float* x, int64_t vecs, int64_t dl, int64_t cols, int64_t block, bool fp4,
+                        gpuStream_t s);
 // In place normalized Walsh-Hadamard transform of `vecs` vectors of n values (n a power of two).
 gpuError_t hadamard(float* y, int64_t vecs, int64_t n, bool round_bf16, gpuStream_t s);
 

@@ -15,10 +15,13 @@ constexpr int64_t kHcMaxOut = 35;
 // X [N, hc, D]: m = (fn . x) / sqrt(mean(x^2) + norm_eps); pre = sigmoid(m*scale0 + base) + hc_eps;
 // with post/comb also post = 2 sigmoid(...) and comb = Sinkhorn(...); y = sum_i pre_i X[i].
 // scale and base are device weights ([3] or [1], [n_out]). cpu_order: the long sums in the CPU
-// backend's order (bitwise its result).
+// backend's order (bitwise its result), one block per token; fast: each token's sums split over
+// several blocks (partials in `scratch`, hc_mix_scratch_floats(N, hc, D) floats) so that a decode
+// step's few tokens fill the device.
 gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn, WeightRef base, WeightRef scale,
                   int64_t sinkhorn_iters, float hc_eps, float norm_eps, bool bf16_out, bool cpu_order, float* y,
-                  float* post, float* comb, gpuStream_t s);
+                  float* post, float* comb, float* scratch, gpuStream_t s);
+int64_t hc_mix_scratch_floats(int64_t N, int64_t hc, int64_t D);
 
 // y[n, j, d] = post[n, j] * out[n, d] + sum_i comb[n, i, j] * X[n, i, d], then the rounding.
 gpuError_t hc_post(const float* out, const float* X, const float* post, const float* comb, int64_t N, int64_t hc,

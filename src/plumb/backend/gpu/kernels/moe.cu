@@ -1,6 +1,6 @@
 // Routing and SwiGLU expert kernels (MODEL-SPEC 3.8): the same function as cpu/cpu_moe.cpp. Sums
 // and products whose rounding the CPU fixes use the _rn intrinsics (no FMA contraction, which the
-// CPU build does not do); only the gate dot products use a parallel order.
+// CPU build does not do). The gate product is linear()'s (gpu_moe.cpp).
 #include "plumb/backend/gpu/kernels/moe.h"
 
 #include "plumb/backend/gpu/gpu_numerics.h"
@@ -9,35 +9,10 @@ namespace plumb::gpu::k {
 namespace {
 
 constexpr int kThreads = 256;  // a multiple of kWarp on both platforms
-constexpr int kWarps = kThreads / kWarp;
-constexpr int kGateTokens = static_cast<int>(kRouteGateTokens);  // each gate element is read once per 8 tokens
 
 unsigned blocks_for(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(b < 65536 ? b : 65536);  // grid-stride loops cover the rest
-}
-
-// One warp per (expert, group of kGateTokens tokens): lanes stride over D, then a warp sum.
-__global__ void __launch_bounds__(kThreads)
-    route_gate_kernel(const float* x, int64_t N, int64_t D, WeightRef gate, int64_t E, bool bf16, float* logits) {
-  const int lane = threadIdx.x % kWarp;
-  const int64_t e = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / kWarp;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kGateTokens;
-  if (e >= E) return;  // whole warps leave together
-  float acc[kGateTokens];
-#pragma unroll
-  for (int t = 0; t < kGateTokens; ++t) acc[t] = 0.f;
-  for (int64_t i = lane; i < D; i += kWarp) {
-    const float w = bf16 ? round_bf16(weight_at(gate, e, i)) : weight_at(gate, e, i);
-#pragma unroll
-    for (int t = 0; t < kGateTokens; ++t)
-      if (n0 + t < N) acc[t] += w * x[(n0 + t) * D + i];
-  }
-#pragma unroll
-  for (int t = 0; t < kGateTokens; ++t) {
-    const float v = warp_sum(acc[t]);
-    if (lane == 0 && n0 + t < N) logits[(n0 + t) * E + e] = bf16 ? round_bf16(v) : v;
-  }
 }
 
 __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1p_cr(exp_cr(x)); }  // torch's threshold
@@ -172,16 +147,6 @@ __global__ void add_round_kernel(const float* a, const float* b, int64_t n, bool
 }
 
 }  // namespace
-
-gpuError_t route_gate(const float* x, int64_t N, int64_t D, WeightRef gate, int64_t E, bool bf16, float* logits,
-                      gpuStream_t s) {
-  if (N > 0 && E > 0) {
-    const dim3 grid(static_cast<unsigned>((E + kWarps - 1) / kWarps),
-                    static_cast<unsigned>((N + kGateTokens - 1) / kGateTokens));
-    route_gate_kernel<<<grid, kThreads, 0, s>>>(x, N, D, gate, E, bf16, logits);
-  }
-  return gpuGetLastError();
-}
 
 gpuError_t route_select(const float* logits, int64_t N, int64_t E, WeightRef bias, bool has_bias, bool sigmoid,
                         int64_t groups, int64_t topk_groups, int64_t K, float route_scale, bool hashed, bool bf16,

@@ -8,12 +8,6 @@
 
 namespace plumb::gpu::k {
 
-// logits [N, E] = x [N, D] . gate [E, D]^T, f32; one grid row per kRouteGateTokens tokens. bf16:
-// the gate weight and the logits rounded to bf16 (the V3 release's Gate on bf16 tensors).
-constexpr int64_t kRouteGateTokens = 8;
-gpuError_t route_gate(const float* x, int64_t N, int64_t D, WeightRef gate, int64_t E, bool bf16, float* logits,
-                      gpuStream_t s);
-
 // Dynamic shared memory route_select needs per token (the host checks it against the device).
 inline int64_t route_select_shared_bytes(int64_t E, int64_t G) { return (2 * E + G) * 4 + E; }
 
