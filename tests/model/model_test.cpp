@@ -184,7 +184,7 @@ TEST_P(ModelInterface, CacheSpecDescribesTheSequenceState) {
       EXPECT_EQ(ls.kind, m == 0 ? AttnType::SWA : m == 4 ? AttnType::CSA : AttnType::HCA) << l;
       EXPECT_EQ(ls.ratio, m) << l;
       EXPECT_EQ(st.window.shape(), (backend::Shape{ls.window, ls.window_row})) << l;
-      int64_t fixed = 0, entry = 0;
+      int64_t fixed = 0;
       for (const backend::CompressorState* c : {&st.compressor, &st.index_compressor})
         if (c->kv.defined()) fixed += c->kv.numel() + c->score.numel();
       EXPECT_EQ(fixed, ls.fixed) << l;
