@@ -15,6 +15,7 @@
 #include "bench_probe.h"
 #include "op_cases.h"
 #include "op_weights.h"
+#include "paged_util.h"
 #include "plumb/util/error.h"
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
 #include "plumb/backend/gpu/gpu_backend.h"
@@ -157,12 +158,13 @@ void add_compress_and_indexer(std::vector<TimedCase>& out) {
   for (const IndexerCase& c : indexer_cases())
     out.push_back({"indexer_topk", c.name(), [c](Backend& be, std::mt19937_64& rng) -> Bound {
                      const Batch b = make_batch(c.starts, c.lens);
-                     std::vector<Tensor> keys;
+                     std::vector<std::vector<float>> keys;
                      for (std::size_t s = 0; s < c.starts.size(); ++s)
-                       keys.push_back(rand_tensor(be, rng, {(c.starts[s] + c.lens[s]) / c.ratio + 2, c.di}));
+                       keys.push_back(randn(rng, ((c.starts[s] + c.lens[s]) / c.ratio + 2) * c.di));
+                     const Paged k = paged(be, keys, c.di, c.per_block, 7);
                      const Tensor q = rand_tensor(be, rng, {b.rows, c.H, c.di}), w = rand_tensor(be, rng, {b.rows, c.H});
                      const backend::IndexerParams p{c.ratio, c.top_k, 0.5f, c.round};
-                     return [&be, q, w, b, keys, p] { be.indexer_topk(q, w, b, keys, p); };
+                     return [&be, q, w, b, k, p] { be.indexer_topk(q, w, b, k.cache, k.tables, p); };
                    }});
 }
 
@@ -172,25 +174,25 @@ void add_attention(std::vector<TimedCase>& out) {
                      const Batch b = make_batch(c.starts, c.lens);
                      auto w = std::make_shared<Weights>();
                      const WeightView* sink = w->add(f32_weight({c.H}, randn(rng, c.H)));
-                     std::vector<Tensor> rings, comp;
+                     std::vector<Tensor> rings;
+                     std::vector<std::vector<float>> entries;
                      std::vector<int32_t> sel;
                      for (std::size_t s = 0; s < c.starts.size(); ++s) {
                        rings.push_back(rand_tensor(be, rng, {c.W, c.Dh}));
                        const int64_t nc = c.ratio ? (c.starts[s] + c.lens[s]) / c.ratio + 1 : 1;
-                       comp.push_back(rand_tensor(be, rng, {nc, c.Dh}));
+                       entries.push_back(randn(rng, nc * c.Dh));
                        for (int64_t i = 0; c.sel_k > 0 && i < c.lens[s]; ++i) {
                          const int64_t visible = (c.starts[s] + i + 1) / c.ratio;
                          for (int64_t k = 0; k < c.sel_k; ++k) sel.push_back(k < visible ? static_cast<int32_t>(k) : -1);
                        }
                      }
+                     const Paged comp = paged(be, entries, c.Dh, c.per_block, 7);
                      const Tensor q = rand_tensor(be, rng, {b.rows, c.H, c.Dh}), kv = rand_tensor(be, rng, {b.rows, c.Dh});
                      const Tensor st = c.sel_k > 0 ? up(be, sel, {b.rows, c.sel_k}) : Tensor();
                      const backend::AttentionParams p{c.W, c.ratio, sink, 1.f / std::sqrt(static_cast<float>(c.Dh)),
                                                       c.bf16p, c.prob_block, c.out};
                      return [&be, w, q, kv, b, rings, comp, st, p, c] {
-                       be.sparse_attention(q, kv, b, rings,
-                                           c.ratio ? std::span<const Tensor>(comp) : std::span<const Tensor>(),
-                                           st.defined() ? &st : nullptr, p);
+                       be.sparse_attention(q, kv, b, rings, comp.cache, comp.tables, st.defined() ? &st : nullptr, p);
                      };
                    }});
   for (const MlaCase& c : mla_cases())
@@ -198,15 +200,18 @@ void add_attention(std::vector<TimedCase>& out) {
       out.push_back({"mla_attention", c.name() + (r == Round::BF16 ? " bf16" : ""),
                      [c, r](Backend& be, std::mt19937_64& rng) -> Bound {
                        const Batch b = make_batch(c.starts, c.lens);
-                       std::vector<Tensor> lat, kpe;
+                       std::vector<std::vector<float>> lat, kpe;
                        for (std::size_t s = 0; s < c.starts.size(); ++s) {
-                         lat.push_back(rand_tensor(be, rng, {c.starts[s] + c.lens[s], c.R}));
-                         kpe.push_back(rand_tensor(be, rng, {c.starts[s] + c.lens[s], c.P}));
+                         lat.push_back(randn(rng, (c.starts[s] + c.lens[s]) * c.R));
+                         kpe.push_back(randn(rng, (c.starts[s] + c.lens[s]) * c.P));
                        }
+                       const PagedMla caches = paged_mla(be, lat, c.R, kpe, c.P, c.per_block, 7);
                        const Tensor ql = rand_tensor(be, rng, {b.rows, c.H, c.R}, 0.1f),
                                     qp = rand_tensor(be, rng, {b.rows, c.H, c.P}, 0.1f);
                        const backend::MlaParams p{0.0722f, r};
-                       return [&be, ql, qp, b, lat, kpe, p] { be.mla_attention(ql, qp, b, lat, kpe, p); };
+                       return [&be, ql, qp, b, caches, p] {
+                         be.mla_attention(ql, qp, b, caches.latent, caches.k_pe, caches.tables, p);
+                       };
                      }});
 }
 

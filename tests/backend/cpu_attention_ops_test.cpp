@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "op_test_util.h"
+#include "paged_util.h"
 #include "plumb/backend/backend.h"
 #include "plumb/backend/cpu/simquant.h"
 
@@ -94,6 +95,31 @@ TEST_F(CpuAttnOps, CompressorStateMachineMatchesWholeWindowPooling) {
   }
 }
 
+// paged_write puts each run's rows at the pool rows its table maps them to (written out here from
+// the ids) and leaves every other row as it was, at block sizes 1, 3 and 4.
+TEST_F(CpuAttnOps, PagedWriteLandsAtTableMappedRows) {
+  const int64_t D = 5;
+  for (const int64_t per_block : {1, 3, 4}) {
+    // Three sequences: entries 2..6, none, 0..3 (7 and 4 entries in all).
+    const std::vector<backend::CacheRun> runs = {{2, 5}, {0, 0}, {0, 4}};
+    const std::vector<std::vector<int32_t>> ids = block_ids({7, 0, 4}, per_block, 41 + static_cast<uint64_t>(per_block));
+    int64_t blocks = 0;
+    for (const auto& t : ids)
+      for (int32_t id : t) blocks = std::max<int64_t>(blocks, int64_t{id} + 1);
+    const std::vector<float> before = randn(rng, blocks * per_block * D), src = randn(rng, 9 * D);
+    backend::PagedCache c{upload(before, {blocks * per_block, D}), per_block};
+    be->paged_write(c, backend::make_block_tables(*be, ids), upload(src, {9, D}), runs);
+    std::vector<float> want = before;
+    int64_t r = 0;
+    for (std::size_t s = 0; s < runs.size(); ++s)
+      for (int64_t w = runs[s].first; w < runs[s].first + runs[s].count; ++w, ++r) {
+        const int64_t row = int64_t{ids[s][static_cast<std::size_t>(w / per_block)]} * per_block + w % per_block;
+        std::copy_n(src.begin() + r * D, D, want.begin() + row * D);
+      }
+    EXPECT_EQ(host(*be, c.pool), want) << "blocks of " << per_block;
+  }
+}
+
 TEST_F(CpuAttnOps, IndexerTopKWithCausalityAndTies) {
   const int64_t H = 3, di = 8, m = 4, K = 3;
   // one sequence, queries at positions 2..13: visible entries floor((t+1)/4) = 0..3
@@ -104,12 +130,13 @@ TEST_F(CpuAttnOps, IndexerTopKWithCausalityAndTies) {
   backend::Batch b;
   b.seqs.push_back({0, len, start});
   b.rows = len;
-  const std::vector<Tensor> kt = {upload(keys, {n_keys, di})};
+  const Paged kt = paged(*be, {keys}, di, 2, 11);  // blocks of 2 keys, scattered
   backend::IndexerParams p;
   p.ratio = m;
   p.top_k = K;
   p.relu_scale = 0.5f;
-  const std::vector<int32_t> got = host_i32(*be, be->indexer_topk(upload(q, {len, H, di}), upload(w, {len, H}), b, kt, p));
+  const std::vector<int32_t> got =
+      host_i32(*be, be->indexer_topk(upload(q, {len, H, di}), upload(w, {len, H}), b, kt.cache, kt.tables, p));
   for (int64_t i = 0; i < len; ++i) {
     const int64_t t = start + i, nv = (t + 1) / m;
     std::vector<double> sc(static_cast<std::size_t>(nv));
@@ -133,11 +160,12 @@ TEST_F(CpuAttnOps, IndexerBf16ZeroScoresTieToTheLowerIndex) {
   backend::Batch b;
   b.seqs.push_back({0, 1, 4 * n_keys - 1});
   b.rows = 1;
-  const std::vector<Tensor> kt = {upload(keys, {n_keys, di})};
+  const Paged kt = paged(*be, {keys}, di, 4, 0);
   backend::IndexerParams p;
   p.top_k = 4;
   p.round = Round::BF16;
-  const std::vector<int32_t> got = host_i32(*be, be->indexer_topk(upload(q, {1, 1, di}), upload(w, {1, 1}), b, kt, p));
+  const std::vector<int32_t> got =
+      host_i32(*be, be->indexer_topk(upload(q, {1, 1, di}), upload(w, {1, 1}), b, kt.cache, kt.tables, p));
   EXPECT_EQ(got, (std::vector<int32_t>{0, 1, 2, 3}));
 }
 
@@ -159,7 +187,7 @@ TEST_F(CpuAttnOps, SparseAttentionWindowRingCompressedAndSink) {
   b.seqs = {{0, 5, 0}, {5, 3, 20}};
   b.rows = 8;
   const std::vector<Tensor> rings = {upload(ringA, {W, Dh}), upload(ringB, {W, Dh})};
-  const std::vector<Tensor> comp = {upload(compA, {1, Dh}), upload(compB, {5, Dh})};
+  const Paged comp = paged(*be, {compA, compB}, Dh, 2, 5);  // B's 5 entries in 3 scattered blocks
   // CSA-style selection, 3 per row (-1 = unused): A's queries at 3, 4 see entry 0; B's see 0..4.
   const std::vector<int32_t> sel = {-1, -1, -1, -1, -1, -1, -1, -1, -1, 0, -1, -1, -1, 0, -1, 4, 1, -1, 3, -1, 2, 0, 4, 2};
 
@@ -171,7 +199,8 @@ TEST_F(CpuAttnOps, SparseAttentionWindowRingCompressedAndSink) {
     p.scale = scale;
     const Tensor st = be->from_host(sel.data(), {8, 3});
     const std::vector<float> got =
-        host(*be, be->sparse_attention(upload(q, {8, H, Dh}), upload(kv, {8, Dh}), b, rings, comp, selected ? &st : nullptr, p));
+        host(*be, be->sparse_attention(upload(q, {8, H, Dh}), upload(kv, {8, Dh}), b, rings, comp.cache, comp.tables,
+                                       selected ? &st : nullptr, p));
     std::vector<double> ref;
     for (int64_t row = 0; row < 8; ++row) {
       const bool isA = row < 5;
@@ -252,7 +281,7 @@ TEST_F(CpuAttnOps, SparseAttentionFollowsTheReleaseOnlineSoftmaxBlocks) {
   b.seqs = {{0, L, 0}, {L, 1, TD}};
   b.rows = L + 1;
   const std::vector<Tensor> rings = {upload(ringP, {W, Dh}), upload(ringD, {W, Dh})};
-  const std::vector<Tensor> comp = {upload(compP, {L / m, Dh}), upload(compD, {(TD + 1) / m, Dh})};
+  const Paged comp = paged(*be, {compP, compD}, Dh, 8, 17);
   backend::AttentionParams p;
   p.window = W;
   p.ratio = m;
@@ -262,7 +291,7 @@ TEST_F(CpuAttnOps, SparseAttentionFollowsTheReleaseOnlineSoftmaxBlocks) {
   p.prob_block = B;
   const Tensor st = be->from_host(sel.data(), {L + 1, K});
   const std::vector<float> got = host(*be, be->sparse_attention(upload(q, {L + 1, H, Dh}), upload(kv, {L + 1, Dh}), b,
-                                                                rings, comp, &st, p));
+                                                                rings, comp.cache, comp.tables, &st, p));
 
   std::vector<double> want, global;  // global: one softmax max per row (the rule before issue 13)
   for (int64_t r = 0; r <= L; ++r) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "op_test_util.h"
+#include "paged_util.h"
 #include "plumb/backend/backend.h"
 #include "plumb/util/error.h"
 
@@ -84,21 +85,19 @@ TEST_F(CpuV3Ops, MlaAttentionMatchesNaiveLoop) {
   const int64_t starts[2] = {5, 0}, lens[2] = {3, 6};
   backend::Batch b;
   std::vector<std::vector<float>> lat, kpe;
-  std::vector<Tensor> lat_t, kpe_t;
   for (int s = 0; s < 2; ++s) {
     b.seqs.push_back({b.rows, lens[s], starts[s]});
     b.rows += lens[s];
     const int64_t T = starts[s] + lens[s] + 2;  // caches may be larger than needed
     lat.push_back(randn(rng, T * R));
     kpe.push_back(randn(rng, T * P));
-    lat_t.push_back(upload(lat.back(), {T, R}));
-    kpe_t.push_back(upload(kpe.back(), {T, P}));
   }
+  const PagedMla c = paged_mla(*be, lat, R, kpe, P, 3, 23);  // blocks of 3 positions, scattered
   const int64_t N = b.rows;
   const std::vector<float> ql = randn(rng, N * H * R), qp = randn(rng, N * H * P);
   const float scale = 0.37f;
   const Tensor o =
-      be->mla_attention(upload(ql, {N, H, R}), upload(qp, {N, H, P}), b, lat_t, kpe_t, backend::MlaParams{scale});
+      be->mla_attention(upload(ql, {N, H, R}), upload(qp, {N, H, P}), b, c.latent, c.k_pe, c.tables, backend::MlaParams{scale});
   std::vector<float> got(N * H * R);
   be->to_host(o, got.data());
   for (int s = 0; s < 2; ++s)
@@ -198,10 +197,10 @@ TEST_F(CpuV3Ops, MlaAttentionBf16RoundsLikeTheRelease) {
   };
   const std::vector<float> lat = bf(randn(rng, T * R)), kpe = bf(randn(rng, T * P));
   const std::vector<float> ql = bf(randn(rng, 4 * H * R, 0.5f)), qp = bf(randn(rng, 4 * H * P, 0.5f));
-  const std::vector<Tensor> lat_t{upload(lat, {T, R})}, kpe_t{upload(kpe, {T, P})};
+  const PagedMla c = paged_mla(*be, {lat}, R, {kpe}, P, 4, 29);
   const float scale = 0.29f;
   auto mla = [&](backend::Round r) {
-    return host(*be, be->mla_attention(upload(ql, {4, H, R}), upload(qp, {4, H, P}), b, lat_t, kpe_t,
+    return host(*be, be->mla_attention(upload(ql, {4, H, R}), upload(qp, {4, H, P}), b, c.latent, c.k_pe, c.tables,
                                        backend::MlaParams{scale, r}));
   };
   const std::vector<float> got = mla(backend::Round::BF16), f32 = mla(backend::Round::None);

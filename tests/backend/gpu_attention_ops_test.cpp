@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "paged_util.h"
 #include "plumb/util/error.h"
 
 namespace plumb::test {
@@ -118,9 +119,8 @@ TEST_F(GpuOps, IndexerTopKWithTies) {
     p.relu_scale = 0.5f;
     p.round = c.round;
     auto run = [&](Backend& be) {
-      std::vector<Tensor> kt;
-      for (const auto& k : keys) kt.push_back(up(be, k, {static_cast<int64_t>(k.size()) / c.di, c.di}));
-      return be.indexer_topk(up(be, q, {N, c.H, c.di}), up(be, w, {N, c.H}), b, kt, p);
+      const Paged kt = paged(be, keys, c.di, c.per_block, 7);  // the same scattered tables on both
+      return be.indexer_topk(up(be, q, {N, c.H, c.di}), up(be, w, {N, c.H}), b, kt.cache, kt.tables, p);
     };
     const Tensor g = run(*gpu), r = run(*cpu);
     const std::string what = std::string("indexer_topk ") + c.what;
@@ -182,12 +182,11 @@ TEST_F(GpuOps, SparseAttention) {
     p.prob_block = c.prob_block;
     p.out = c.out;
     check(std::string("sparse_attention ") + c.what, c.tolerance(), [&](Backend& be) {
-      std::vector<Tensor> rt, ct;
+      std::vector<Tensor> rt;
       for (const auto& r : rings) rt.push_back(up(be, r, {c.W, c.Dh}));
-      for (const auto& x : comp) ct.push_back(up(be, x, {static_cast<int64_t>(x.size()) / c.Dh, c.Dh}));
+      const Paged ct = paged(be, comp, c.Dh, c.per_block, 7);
       const Tensor st = c.sel_k > 0 ? up(be, sel, {N, c.sel_k}) : Tensor();
-      return be.sparse_attention(up(be, q, {N, c.H, c.Dh}), up(be, kv, {N, c.Dh}), b, rt,
-                                 c.ratio ? std::span<const Tensor>(ct) : std::span<const Tensor>(),
+      return be.sparse_attention(up(be, q, {N, c.H, c.Dh}), up(be, kv, {N, c.Dh}), b, rt, ct.cache, ct.tables,
                                  c.sel_k > 0 ? &st : nullptr, p);
     });
   }
@@ -205,17 +204,40 @@ TEST_F(GpuOps, SparseAttentionInvisibleSelectionIsRefused) {
   p.ratio = m;
   p.sink = &sv;
   for (Backend* be : {cpu.get(), gpu.get()}) {
-    const std::vector<Tensor> rings = {up(*be, rnd(W * Dh), {W, Dh})}, comp = {up(*be, rnd(2 * Dh), {2, Dh})};
+    const std::vector<Tensor> rings = {up(*be, rnd(W * Dh), {W, Dh})};
+    const Paged comp = paged(*be, {rnd(2 * Dh)}, Dh, 2, 0);
     const Tensor sel = up(*be, std::vector<int32_t>{0, 1}, {1, 2});
     try {
       const Tensor out = be->sparse_attention(up(*be, rnd(H * Dh), {1, H, Dh}), up(*be, rnd(Dh), {1, Dh}), b, rings,
-                                              comp, &sel, p);
+                                              comp.cache, comp.tables, &sel, p);
       be->synchronize();
       ADD_FAILURE() << be->name() << " accepted a selection of an invisible entry";
     } catch (const plumb::Error& e) {
       EXPECT_NE(std::string(e.what()).find("selects entry 1 of 1 visible"), std::string::npos) << e.what();
     }
     be->synchronize();  // the report was consumed: the backend works on
+  }
+}
+
+// paged_write on the GPU writes the CPU's pool bitwise (scattered tables, blocks of 1, 3 and 64).
+TEST_F(GpuOps, PagedWrite) {
+  for (const int64_t per_block : {1, 3, 64}) {
+    const int64_t D = 512;
+    const std::vector<backend::CacheRun> runs = {{2, 70}, {0, 0}, {5, 1}, {0, 9}};
+    const std::vector<std::vector<int32_t>> ids = block_ids({72, 0, 6, 9}, per_block, 77);
+    int64_t blocks = 0, rows = 0;
+    for (const auto& t : ids)
+      for (int32_t id : t) blocks = std::max<int64_t>(blocks, int64_t{id} + 1);
+    for (const auto& r : runs) rows += r.count;
+    const std::vector<float> before = rnd(blocks * per_block * D), src = rnd(rows * D);
+    std::vector<float> pools[2];
+    Backend* bes[2] = {gpu.get(), cpu.get()};
+    for (int i = 0; i < 2; ++i) {
+      backend::PagedCache c{up(*bes[i], before, {blocks * per_block, D}), per_block};
+      bes[i]->paged_write(c, backend::make_block_tables(*bes[i], ids), up(*bes[i], src, {rows, D}), runs);
+      pools[i] = host(*bes[i], c.pool);
+    }
+    expect_close("paged_write blocks of " + std::to_string(per_block), pools[0], pools[1], {blocks * per_block, D}, 0);
   }
 }
 
@@ -252,12 +274,9 @@ void run_mla_cases(GpuOps& t, Compare&& compare) {
       const backend::MlaParams p{0.0722f, r};
       const std::string what = "mla_attention " + c.name() + (r == Round::BF16 ? " bf16" : "");
       compare(what, c, r, [&](Backend& be) {
-        std::vector<Tensor> lt, kt;
-        for (std::size_t s = 0; s < lat.size(); ++s) {
-          lt.push_back(t.up(be, lat[s], {static_cast<int64_t>(lat[s].size()) / c.R, c.R}));
-          kt.push_back(t.up(be, kpe[s], {static_cast<int64_t>(kpe[s].size()) / c.P, c.P}));
-        }
-        return be.mla_attention(t.up(be, ql, {N, c.H, c.R}), t.up(be, qp, {N, c.H, c.P}), b, lt, kt, p);
+        const PagedMla caches = paged_mla(be, lat, c.R, kpe, c.P, c.per_block, 7);
+        return be.mla_attention(t.up(be, ql, {N, c.H, c.R}), t.up(be, qp, {N, c.H, c.P}), b, caches.latent,
+                                caches.k_pe, caches.tables, p);
       });
     }
   }

@@ -121,6 +121,7 @@ struct IndexerCase {
   bool integer;                       // small integer values: exact scores, many ties
   backend::Round round;
   const char* what;
+  int64_t per_block = 64;  // keys per block of the paged cache (a 256-position block of a CSA layer)
   std::string name() const { return what; }
 };
 inline std::vector<IndexerCase> indexer_cases() {
@@ -130,9 +131,10 @@ inline std::vector<IndexerCase> indexer_cases() {
       {64, 128, 512, 4, {0, 1500, 2600}, {7, 1, 4}, true, Round::None, "real dims, integer-valued (exact scores, many ties)"},
       {64, 128, 512, 4, {2040, 3}, {3, 2}, true, Round::BF16, "real dims, bf16 scores"},
       {64, 128, 512, 4, {700, 2900}, {2, 3}, false, Round::None, "real dims, random f32"},
-      {3, 8, 3, 4, {2}, {12}, true, Round::None, "small"},
-      {4, 32, 4, 4, {0, 9, 30}, {5, 1, 3}, true, Round::BF16, "tiny-model dims, ragged, bf16"},
-      {4, 32, 4, 4, {0, 9, 30}, {5, 1, 3}, false, Round::None, "tiny-model dims, ragged, random f32"},
+      {64, 128, 512, 4, {0, 1500}, {3, 2}, true, Round::None, "real dims, blocks of 32 keys (128 positions)", 32},
+      {3, 8, 3, 4, {2}, {12}, true, Round::None, "small, blocks of one key", 1},
+      {4, 32, 4, 4, {0, 9, 30}, {5, 1, 3}, true, Round::BF16, "tiny-model dims, ragged, bf16, blocks of 3", 3},
+      {4, 32, 4, 4, {0, 9, 30}, {5, 1, 3}, false, Round::None, "tiny-model dims, ragged, random f32", 2},
   };
 }
 
@@ -145,6 +147,7 @@ struct AttentionCase {
   backend::Round out;
   const char* what;
   int64_t prob_block = 0;  // AttentionParams::prob_block (the release's softmax blocks)
+  int64_t per_block = 64;  // compressed entries per block of the paged cache
   std::string name() const { return what; }
   double tolerance() const { return with_round(bf16p ? kBf16Ulp : f32_tol(Dh * 4), out); }
 };
@@ -159,7 +162,10 @@ inline std::vector<AttentionCase> sparse_attention_cases() {
       {64, 512, 128, 128, {0, 300, 2100}, {3, 1, 4}, 0, true, false, Round::None, "compressed all, ratio 128"},
       {64, 512, 128, 4, {5, 700}, {2, 3}, 512, true, true, Round::BF16, "bf16 probs, bf16 out"},
       {64, 512, 128, 4, {130}, {1}, 0, false, false, Round::None, "negligible sink, one row, all compressed"},
-      {2, 6, 8, 4, {0, 20, 3}, {5, 3, 1}, 3, true, false, Round::None, "small, selected"},
+      {64, 512, 128, 4, {0, 300, 2100}, {3, 1, 4}, 512, true, false, Round::None, "top-512, blocks of 32", 0, 32},
+      {64, 512, 128, 128, {0, 2100}, {3, 4}, 0, true, false, Round::None, "ratio 128, blocks of 1 (B = 128)", 0, 1},
+      {2, 6, 8, 4, {0, 20, 3}, {5, 3, 1}, 3, true, false, Round::None, "small, selected, blocks of 2", 0, 2},
+      {2, 6, 8, 2, {0, 9}, {9, 1}, 0, true, true, Round::None, "release blocks of 2, blocks of 3", 2, 3},
       {2, 6, 8, 0, {0, 9}, {9, 1}, 0, true, true, Round::None, "small, window over len > W"},
   };
 }
@@ -169,13 +175,20 @@ inline std::vector<AttentionCase> sparse_attention_cases() {
 struct MlaCase {
   int64_t H, R, P;
   std::vector<int64_t> starts, lens;
-  std::string name() const { return "H " + std::to_string(H) + " R " + std::to_string(R); }
+  int64_t per_block = 256;  // positions per block of the paged caches
+  std::string name() const {
+    return "H " + std::to_string(H) + " R " + std::to_string(R) + " blocks of " + std::to_string(per_block);
+  }
   // bf16 (the V3 release's einsums): a last-bit difference in a score sum can flip its bf16
   // rounding, a 2^-8 change of one logit: a few bf16 ulps of the output.
   double tolerance(backend::Round r) const { return r == backend::Round::BF16 ? 4 * kBf16Ulp : f32_tol(R * 8); }
 };
 inline std::vector<MlaCase> mla_cases() {
-  return {{128, 512, 64, {0, 17, 200}, {5, 1, 3}}, {16, 512, 64, {0}, {40}}, {3, 10, 4, {5, 0}, {3, 6}}};
+  return {{128, 512, 64, {0, 17, 200}, {5, 1, 3}},
+          {16, 512, 64, {0}, {40}},
+          {16, 512, 64, {0, 130}, {200, 1}, 128},
+          {3, 10, 4, {5, 0}, {3, 6}, 2},
+          {3, 10, 4, {5, 0}, {3, 6}, 1}};
 }
 
 // ---- mixture of experts

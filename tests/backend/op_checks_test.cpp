@@ -44,6 +44,7 @@ class BadCalls {
     add_sparse_attention();
     add_window_update();
     add_mla();
+    add_paged_write();
     add_route();
     add_moe();
   }
@@ -157,47 +158,55 @@ class BadCalls {
         [=](Backend& be) { run(be, {2, 4}, batch(0, 2, 0, 2), 1, {4, 4}, p); });
   }
 
-  void add_indexer() {  // q [2, 2, 4]; two tokens from position 6 see (6 + 2) / 4 = 2 entries
-    auto run = [](Backend& be, Shape q, Shape w, const Batch& b, std::vector<Shape> keys, int64_t ratio,
-                  int64_t top_k) {
-      std::vector<Tensor> k;
-      for (const Shape& s : keys) k.push_back(f(be, s));
-      be.indexer_topk(f(be, q), f(be, w), b, k, {ratio, top_k, 1.f, Round::None});
+  void add_indexer() {  // q [2, 2, 4]; two tokens from position 6 see (6 + 2) / 4 = 2 entries,
+                        // one block of a pool of 2 blocks of 2 keys
+    using Ids = std::vector<std::vector<int32_t>>;
+    auto run = [](Backend& be, Shape q, Shape w, const Batch& b, Shape pool, Ids ids, int64_t ratio, int64_t top_k) {
+      const backend::PagedCache k{f(be, pool), 2};
+      be.indexer_topk(f(be, q), f(be, w), b, k, backend::make_block_tables(be, ids), {ratio, top_k, 1.f, Round::None});
     };
     const Batch b = batch(0, 2, 6, 2);
-    add("indexer_topk: q must have rank 3, got [2, 8]", [=](Backend& be) { run(be, {2, 8}, {2, 2}, b, {{2, 4}}, 4, 2); });
+    const Ids one{{1}};
+    add("indexer_topk: q must have rank 3, got [2, 8]", [=](Backend& be) { run(be, {2, 8}, {2, 2}, b, {4, 4}, one, 4, 2); });
     add("indexer_topk: weights [2, 3] for q [2, 2, 4]",
-        [=](Backend& be) { run(be, {2, 2, 4}, {2, 3}, b, {{2, 4}}, 4, 2); });
-    add("indexer_topk: 2 key caches for 1 sequences",
-        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, b, {{2, 4}, {2, 4}}, 4, 2); });
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 3}, b, {4, 4}, one, 4, 2); });
+    add("indexer_topk: block tables for 2 sequences (2 ids of width 1) given for 1 sequences",
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, b, {4, 4}, {{1}, {0}}, 4, 2); });
     add("indexer_topk: ratio must be positive, got 0",
-        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, b, {{2, 4}}, 0, 2); });
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, b, {4, 4}, one, 0, 2); });
     add("indexer_topk: top_k must not be negative, got -1",
-        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, b, {{2, 4}}, 4, -1); });
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, b, {4, 4}, one, 4, -1); });
     add("indexer_topk: sequence 0 (rows [1, +2) at position 6) lies outside the 2 rows of the batch",
-        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, batch(1, 2, 6, 2), {{2, 4}}, 4, 2); });
-    add("indexer_topk: key cache [1, 4] holds fewer than 2 entries of 4",
-        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, b, {{1, 4}}, 4, 2); });
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, batch(1, 2, 6, 2), {4, 4}, one, 4, 2); });
+    add("indexer_topk: the key pool [3, 4] must be [blocks * 2, 4]",
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, b, {3, 4}, one, 4, 2); });
+    add("indexer_topk: the key entries 0..1 of sequence 0 need 1 blocks of 2; its block table has 0",
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, b, {4, 4}, {{}}, 4, 2); });
+    add("indexer_topk: block 0 of sequence 0's table is 2, outside the key pool of 2 blocks",
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, b, {4, 4}, {{2}}, 4, 2); });
   }
 
-  void add_sparse_attention() {  // q [2, 2, 4], window 3, ratio 4: from position 6, 2 compressed entries
+  void add_sparse_attention() {  // q [2, 2, 4], window 3, ratio 4: from position 6, 2 compressed
+                                 // entries, one block of a pool of 2 blocks of 2 entries
     const WeightView *sink = f32w({2}, "sink"), *sink4 = f32w({4}, "sink4");
     struct Call {
       Shape q{2, 2, 4}, kv{2, 4};
       Batch b = batch(0, 2, 6, 2);
-      std::vector<Shape> rings{{3, 4}}, comp{{2, 4}};
+      std::vector<Shape> rings{{3, 4}};
+      Shape comp{4, 4};
+      std::vector<std::vector<int32_t>> ids{{1}};
       Shape selected;  // empty: no selection
       std::vector<int32_t> selection;
     };
     auto run = [=](Backend& be, const Call& c, const WeightView* s) {
-      std::vector<Tensor> r, k;
+      std::vector<Tensor> r;
       for (const Shape& x : c.rings) r.push_back(f(be, x));
-      for (const Shape& x : c.comp) k.push_back(f(be, x));
+      const backend::PagedCache k{f(be, c.comp), 2};
       Tensor sel;
       if (!c.selection.empty()) sel = be.from_host(c.selection.data(), c.selected);
       else if (!c.selected.empty()) sel = i(be, c.selected, -1);
-      be.sparse_attention(f(be, c.q), f(be, c.kv), c.b, r, k, sel.defined() ? &sel : nullptr,
-                          {3, 4, s, 0.5f, false, 0, Round::None});
+      be.sparse_attention(f(be, c.q), f(be, c.kv), c.b, r, k, backend::make_block_tables(be, c.ids),
+                          sel.defined() ? &sel : nullptr, {3, 4, s, 0.5f, false, 0, Round::None});
     };
     auto with = [](auto edit) {
       Call c;
@@ -209,19 +218,24 @@ class BadCalls {
     };
     bad("sparse_attention: q must have rank 3, got [2, 8]", with([](Call& c) { c.q = {2, 8}; }), sink);
     bad("sparse_attention: kv [2, 5] for q [2, 2, 4]", with([](Call& c) { c.kv = {2, 5}; }), sink);
-    bad("sparse_attention: per-sequence state for 1 sequences expected",
-        with([](Call& c) { c.rings = {{3, 4}, {3, 4}}; }), sink);
+    bad("sparse_attention: 2 window rings for 1 sequences", with([](Call& c) { c.rings = {{3, 4}, {3, 4}}; }), sink);
+    bad("sparse_attention: block tables for 2 sequences (2 ids of width 1) given for 1 sequences",
+        with([](Call& c) { c.ids = {{1}, {0}}; }), sink);
     bad("sparse_attention: sink must hold 2 values", Call{}, sink4);
     bad("sparse_attention: selection [6] must be [2, K]", with([](Call& c) { c.selected = {6}; }), sink);
     bad("sparse_attention: selection [3, 2] for 2 queries", with([](Call& c) { c.selected = {3, 2}; }), sink);
     bad("sparse_attention: sequence 0 (rows [1, +2) at position 6) lies outside the 2 rows of the batch",
         with([](Call& c) { c.b = batch(1, 2, 6, 2); }), sink);
     bad("sparse_attention: window ring [2, 4] must be [3, 4]", with([](Call& c) { c.rings = {{2, 4}}; }), sink);
-    bad("sparse_attention: compressed cache [1, 4] must hold 2 entries of 4",
-        with([](Call& c) { c.comp = {{1, 4}}; }), sink);
+    bad("sparse_attention: the compressed pool [3, 4] must be [blocks * 2, 4]", with([](Call& c) { c.comp = {3, 4}; }),
+        sink);
+    bad("sparse_attention: the compressed entries 0..1 of sequence 0 need 1 blocks of 2; its block table has 0",
+        with([](Call& c) { c.ids = {{}}; }), sink);
+    bad("sparse_attention: block 0 of sequence 0's table is -3, outside the compressed pool of 2 blocks",
+        with([](Call& c) { c.ids = {{-3}}; }), sink);
     // One token at position 3 sees (3 + 1) / 4 = 1 entry; it selects entry 1.
     bad("sparse_attention: query at position 3 selects entry 1 of 1 visible", with([](Call& c) {
-          c.q = {1, 2, 4}, c.kv = {1, 4}, c.b = batch(0, 1, 3, 1), c.comp = {{1, 4}};
+          c.q = {1, 2, 4}, c.kv = {1, 4}, c.b = batch(0, 1, 3, 1), c.comp = {2, 4}, c.ids = {{0}};
           c.selected = {1, 1}, c.selection = {1};
         }),
         sink);
@@ -242,25 +256,53 @@ class BadCalls {
         [=](Backend& be) { run(be, {{3, 5}}, b); });
   }
 
-  void add_mla() {  // q_lat [2, 2, 4], q_pe [2, 2, 3]; two tokens from position 6 need 8 cached rows
-    auto run = [](Backend& be, Shape ql, Shape qp, const Batch& b, std::vector<Shape> lat, Shape kpe) {
-      std::vector<Tensor> l, k;
-      for (const Shape& s : lat) l.push_back(f(be, s)), k.push_back(f(be, kpe));
-      be.mla_attention(f(be, ql), f(be, qp), b, l, k, {0.5f, Round::None});
+  void add_mla() {  // q_lat [2, 2, 4], q_pe [2, 2, 3]; two tokens from position 6 need 8 cached rows:
+                    // two blocks of 4 positions, from pools of 2 blocks
+    using Ids = std::vector<std::vector<int32_t>>;
+    auto run = [](Backend& be, Shape ql, Shape qp, const Batch& b, Shape lat, Shape kpe, Ids ids) {
+      const backend::PagedCache l{f(be, lat), 4}, k{f(be, kpe), 4};
+      be.mla_attention(f(be, ql), f(be, qp), b, l, k, backend::make_block_tables(be, ids), {0.5f, Round::None});
     };
     const Batch b = batch(0, 2, 6, 2);
+    const Ids two{{1, 0}};
     add("mla_attention: q_lat must have rank 3, got [2, 8]",
-        [=](Backend& be) { run(be, {2, 8}, {2, 2, 3}, b, {{8, 4}}, {8, 3}); });
+        [=](Backend& be) { run(be, {2, 8}, {2, 2, 3}, b, {8, 4}, {8, 3}, two); });
     add("mla_attention: q_pe must have rank 3, got [2, 6]",
-        [=](Backend& be) { run(be, {2, 2, 4}, {2, 6}, b, {{8, 4}}, {8, 3}); });
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 6}, b, {8, 4}, {8, 3}, two); });
     add("mla_attention: q_pe [2, 1, 3] for q_lat [2, 2, 4]",
-        [=](Backend& be) { run(be, {2, 2, 4}, {2, 1, 3}, b, {{8, 4}}, {8, 3}); });
-    add("mla_attention: caches for 1 sequences expected",
-        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2, 3}, b, {{8, 4}, {8, 4}}, {8, 3}); });
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 1, 3}, b, {8, 4}, {8, 3}, two); });
+    add("mla_attention: block tables for 2 sequences (4 ids of width 2) given for 1 sequences",
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2, 3}, b, {8, 4}, {8, 3}, {{1, 0}, {0, 1}}); });
     add("mla_attention: sequence 0 (rows [1, +2) at position 6) lies outside the 2 rows of the batch",
-        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2, 3}, batch(1, 2, 6, 2), {{8, 4}}, {8, 3}); });
-    add("mla_attention: caches [7, 4] / [8, 3] must hold 8 rows of 4 / 3",
-        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2, 3}, b, {{7, 4}}, {8, 3}); });
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2, 3}, batch(1, 2, 6, 2), {8, 4}, {8, 3}, two); });
+    add("mla_attention: the latent pool [6, 4] must be [blocks * 4, 4]",
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2, 3}, b, {6, 4}, {8, 3}, two); });
+    add("mla_attention: the rope key pool [8, 4] must be [blocks * 4, 3]",
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2, 3}, b, {8, 4}, {8, 4}, two); });
+    add("mla_attention: the latent entries 0..7 of sequence 0 need 2 blocks of 4; its block table has 1",
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2, 3}, b, {8, 4}, {8, 3}, {{1}}); });
+    add("mla_attention: block 1 of sequence 0's table is 2, outside the latent pool of 2 blocks",
+        [=](Backend& be) { run(be, {2, 2, 4}, {2, 2, 3}, b, {8, 4}, {8, 3}, {{1, 2}}); });
+  }
+
+  void add_paged_write() {  // a pool of 2 blocks of 2 rows of 4
+    using Ids = std::vector<std::vector<int32_t>>;
+    auto run = [](Backend& be, Shape pool, Ids ids, Shape src, std::vector<backend::CacheRun> runs) {
+      backend::PagedCache c{f(be, pool), 2};
+      be.paged_write(c, backend::make_block_tables(be, ids), f(be, src), runs);
+    };
+    add("paged_write: block tables for 1 sequences (1 ids of width 1) given for 2 sequences",
+        [=](Backend& be) { run(be, {4, 4}, {{0}}, {2, 4}, {{0, 1}, {0, 1}}); });
+    add("paged_write: sequence 0 writes 1 entries from entry -1",
+        [=](Backend& be) { run(be, {4, 4}, {{0}}, {1, 4}, {{-1, 1}}); });
+    add("paged_write: the destination entries 0..2 of sequence 0 need 2 blocks of 2; its block table has 1",
+        [=](Backend& be) { run(be, {4, 4}, {{0}}, {2, 4}, {{1, 2}}); });
+    add("paged_write: block 0 of sequence 0's table is 5, outside the destination pool of 2 blocks",
+        [=](Backend& be) { run(be, {4, 4}, {{5}}, {2, 4}, {{0, 2}}); });
+    add("paged_write: the destination pool [4, 4] must be [blocks * 2, 5]",
+        [=](Backend& be) { run(be, {4, 4}, {{0}}, {2, 5}, {{0, 2}}); });
+    add("paged_write: the runs take 2 rows, the source [3, 4] holds 3",
+        [=](Backend& be) { run(be, {4, 4}, {{0}}, {3, 4}, {{0, 2}}); });
   }
 
   void add_route() {  // x [2, 6], 4 experts, top 2

@@ -129,13 +129,16 @@ TEST(V3MlaNaive, AbsorbedOpEqualsNaiveAttention) {
       return o;
     };
     backend::Backend& be = *m.be;
-    const Tensor lat_t = be.from_host(lat.data(), {T, R}), kpe_t = be.from_host(k_pe.data(), {T, dr});
+    // Each cache is one block holding the whole sequence (the op's paged reads at their simplest).
+    const std::vector<std::vector<int32_t>> one_block{{0}};
+    const backend::BlockTables table = backend::make_block_tables(be, one_block);
+    const backend::PagedCache lat_t{be.from_host(lat.data(), {T, R}), T}, kpe_t{be.from_host(k_pe.data(), {T, dr}), T};
     // Prefill: all T queries at once over the full caches.
     backend::Batch b;
     b.seqs.push_back({0, T, 0});
     b.rows = T;
     const Tensor o_pre = be.mla_attention(be.from_host(q_lat.data(), {T, H, R}), be.from_host(q_pe.data(), {T, H, dr}),
-                                          b, {&lat_t, 1}, {&kpe_t, 1}, backend::MlaParams{scale});
+                                          b, lat_t, kpe_t, table, backend::MlaParams{scale});
     const double pre = rel_diff(value(m.host(o_pre), T), want);
     // Decode: query t alone, the caches holding exactly rows 0..t.
     std::vector<float> dec;
@@ -143,9 +146,10 @@ TEST(V3MlaNaive, AbsorbedOpEqualsNaiveAttention) {
       backend::Batch d;
       d.seqs.push_back({0, 1, t});
       d.rows = 1;
-      const Tensor lc = be.from_host(lat.data(), {t + 1, R}), kc = be.from_host(k_pe.data(), {t + 1, dr});
+      const backend::PagedCache lc{be.from_host(lat.data(), {t + 1, R}), t + 1},
+          kc{be.from_host(k_pe.data(), {t + 1, dr}), t + 1};
       const Tensor o = be.mla_attention(be.from_host(q_lat.data() + t * H * R, {1, H, R}),
-                                        be.from_host(q_pe.data() + t * H * dr, {1, H, dr}), d, {&lc, 1}, {&kc, 1},
+                                        be.from_host(q_pe.data() + t * H * dr, {1, H, dr}), d, lc, kc, table,
                                         backend::MlaParams{scale});
       const std::vector<float> ot = value(m.host(o), 1);
       dec.insert(dec.end(), ot.begin(), ot.end());

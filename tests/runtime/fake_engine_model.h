@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "plumb/runtime/engine_model.h"
+#include "plumb/util/error.h"
 
 namespace plumb::runtime::testing {
 
@@ -48,10 +49,15 @@ class FakeModel final : public EngineModel {
   };
 
   std::unique_ptr<Sequence> new_sequence() override { return std::make_unique<Seq>(); }
+  void use_kv_blocks(std::int64_t block_size, std::int64_t blocks) override {
+    block_size_ = block_size;
+    blocks_ = blocks;
+  }
 
   std::vector<float> forward(std::span<const Chunk> batch) override {
     std::vector<float> out;
     ++steps;
+    check_tables(batch);
     for (const Chunk& c : batch) {
       auto& s = *static_cast<Seq*>(c.seq);
       rows_fed += static_cast<std::int64_t>(c.tokens.size());
@@ -76,7 +82,24 @@ class FakeModel final : public EngineModel {
   std::int64_t steps = 0, rows_fed = 0, max_batch_seqs = 0;
 
  private:
+  // What a paged model needs of the engine's tables: each chunk's covers its positions with ids
+  // inside the pool, and no block is in two tables of a step.
+  void check_tables(std::span<const Chunk> batch) const {
+    std::vector<bool> used(static_cast<std::size_t>(blocks_));
+    for (const Chunk& c : batch) {
+      const std::int64_t end = static_cast<Seq*>(c.seq)->pos + static_cast<std::int64_t>(c.tokens.size());
+      if (block_size_ < 1 || static_cast<std::int64_t>(c.blocks.size()) * block_size_ < end)
+        fail("fake model: a block table of {} blocks of {} for {} positions", c.blocks.size(), block_size_, end);
+      for (std::int32_t id : c.blocks) {
+        if (id < 0 || id >= blocks_ || used[static_cast<std::size_t>(id)])
+          fail("fake model: block {} is outside the pool of {} or in two tables", id, blocks_);
+        used[static_cast<std::size_t>(id)] = true;
+      }
+    }
+  }
+
   ModelConfig cfg_;
+  std::int64_t block_size_ = 0, blocks_ = 0;
 };
 
 // What greedy decoding of the fake gives for `prompt`, computed without the engine.

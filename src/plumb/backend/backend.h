@@ -12,8 +12,9 @@
 //
 // Ragged batches: a batch is a set of sequences whose tokens are stacked along the first (row)
 // dimension; Batch says which rows belong to which sequence and at which positions. Ops that
-// read per-sequence state (window rings, compressed caches, compressor state) take one Tensor per
-// sequence, in Batch order.
+// read per-sequence fixed state (window rings, compressor state) take one Tensor per sequence,
+// in Batch order; the growing caches (compressed entries, indexer keys, MLA latents and rope
+// keys) are paged: one pool per cache shared by every sequence, read through block tables.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -37,6 +38,33 @@ struct SeqSlice {
 struct Batch {
   std::vector<SeqSlice> seqs;
   int64_t rows = 0;  // total tokens = sum of len
+};
+
+// Paged caches (issue #15): a cache's pool holds fixed-size blocks of `per_block` entries, and
+// each sequence of a batch has a table of block ids, one id space for every pool of a model (a
+// block is B native token positions: B/ratio entries of a compressed cache, B of an MLA cache).
+// Entry w of sequence s is pool row table[s][w / per_block] * per_block + w % per_block.
+struct BlockTables {
+  int64_t seqs = 0;          // sequences (table rows)
+  int64_t width = 0;         // ids per sequence; a shorter table is padded with -1
+  std::vector<int32_t> ids;  // [sequences, width] row-major, on the host (checks, the CPU)
+  Tensor device;             // the same [sequences, width] i32 on the backend (kernels), uploaded
+                             // once per forward; undefined when width is 0
+  int32_t id(std::size_t seq, int64_t i) const { return ids[seq * static_cast<std::size_t>(width) + static_cast<std::size_t>(i)]; }
+};
+
+struct PagedCache {
+  Tensor pool;            // [blocks * per_block, row] f32
+  int64_t per_block = 0;  // entries per block
+  // Pool row of entry w of sequence seq (the table is checked to cover it).
+  int64_t row(const BlockTables& t, std::size_t seq, int64_t w) const {
+    return static_cast<int64_t>(t.id(seq, w / per_block)) * per_block + w % per_block;
+  }
+};
+
+// Rows one sequence writes into a paged cache: entries [first, first + count).
+struct CacheRun {
+  int64_t first = 0, count = 0;
 };
 
 struct LinearOpts {
@@ -183,6 +211,11 @@ class Backend {
   virtual void to_host(const Tensor& t, int32_t* out) = 0;
   // dst rows [dst_row, dst_row + n) = src rows [src_row, src_row + n); equal row sizes.
   virtual void copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) = 0;
+  // Writes src's rows, in order, into the paged cache: sequence s's run takes the next
+  // runs[s].count rows to its entries runs[s].first.. (table-mapped rows). runs has one run per
+  // table row; src holds the sum of the counts.
+  virtual void paged_write(PagedCache& cache, const BlockTables& tables, const Tensor& src,
+                           std::span<const CacheRun> runs) = 0;
 
   // ---- elementwise and normalization
   // Rows of `table` [V, D] for ids [N] (i32) -> [N, D].
@@ -227,36 +260,37 @@ class Backend {
   virtual Tensor compress(const Tensor& kv, const Tensor& score, const Batch& b, std::span<CompressorState> states,
                           const CompressorParams& p, Round out) = 0;
 
-  // ---- Lightning indexer (MODEL-SPEC 3.5): q [N, Hi, di], w [N, Hi], keys[s] [>= n, di] of
-  // sequence s. A query at position t ranks entries e < floor((t+1)/ratio) by score (stable
+  // ---- Lightning indexer (MODEL-SPEC 3.5): q [N, Hi, di], w [N, Hi], keys the paged key cache
+  // (rows of di) read through `tables` (one row per sequence, in Batch order). A query at position t ranks entries e < floor((t+1)/ratio) by score (stable
   // descending: ties go to the lower index, +0 above -0) and returns the first
   // min(top_k, #valid) of them, then -1: [N, top_k] i32.
-  virtual Tensor indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, std::span<const Tensor> keys,
-                              const IndexerParams& p) = 0;
+  virtual Tensor indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, const PagedCache& keys,
+                              const BlockTables& tables, const IndexerParams& p) = 0;
 
   // ---- attention (MODEL-SPEC 3.6): q [N, H, Dh], kv [N, Dh] (this batch's rows, K = V). For a
   // query at position t of a sequence whose batch slice starts at position p, the candidates are
   //   window: positions max(0, t-W+1) .. t, read from kv for positions >= p and from the ring
   //           (rings[s] [W, Dh], slot = pos % W) for positions < p;
-  //   compressed (ratio > 0): entries of compressed[s], either the non-negative indices in
+  //   compressed (ratio > 0): entries of sequence s in the paged cache `compressed` (through
+  //           `tables`; unused when ratio is 0), either the non-negative indices in
   //           row `selected` [N, K] (i32) or, with selected == null, every e < floor((t+1)/ratio).
   // o_h = sum_j e^{s_j-M} v_j / (sum_j e^{s_j-M} + e^{sink_h-M}), s_j = scale * q_h . k_j
   // (blockwise with AttentionParams::prob_block).
   virtual Tensor sparse_attention(const Tensor& q, const Tensor& kv, const Batch& b, std::span<const Tensor> rings,
-                                  std::span<const Tensor> compressed, const Tensor* selected,
+                                  const PagedCache& compressed, const BlockTables& tables, const Tensor* selected,
                                   const AttentionParams& p) = 0;
   // Writes each sequence's last min(len, W) kv rows into its ring at slot pos % W.
   virtual void window_update(std::span<Tensor> rings, const Tensor& kv, const Batch& b) = 0;
 
   // ---- multi-head latent attention in the absorbed form (MODEL-SPEC 7): q_lat [N, H, R] is the
-  // nope query absorbed into the latent space, q_pe [N, H, P] the rotated rope query; latent[s]
-  // [>= start+len, R] and k_pe[s] [>= start+len, P] are sequence s's caches, already holding this
-  // batch's rows. A query at position t attends to positions 0..t:
+  // nope query absorbed into the latent space, q_pe [N, H, P] the rotated rope query; latent
+  // (rows of R) and k_pe (rows of P) are the paged caches, read through `tables`, already holding
+  // this batch's rows (positions 0 .. start+len-1 of each sequence). A query at position t attends to positions 0..t:
   //   s_j = scale * (q_lat_h . latent_j + q_pe_h . k_pe_j),  o_h = sum_j softmax(s)_j latent_j
   // (in f32, or with the V3 release's bf16 roundings: MlaParams).
   // Returns o [N, H, R] (f32); the caller applies each head's V projection.
-  virtual Tensor mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, std::span<const Tensor> latent,
-                               std::span<const Tensor> k_pe, const MlaParams& p) = 0;
+  virtual Tensor mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, const PagedCache& latent,
+                               const PagedCache& k_pe, const BlockTables& tables, const MlaParams& p) = 0;
 
   // ---- mixture of experts (MODEL-SPEC 3.8, 7): x [N, D], ids [N] (i32, hash routing)
   // scores = sqrt(softplus(gate . x)) or sigmoid(gate . x) in f32; experts = tid2eid[id] or top_k
@@ -269,6 +303,10 @@ class Backend {
   virtual Tensor moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts,
                      const SwiGluWeights& shared, const MoeParams& p) = 0;
 };
+
+// A batch's block tables (one id list per sequence, Batch order), padded to the longest and
+// uploaded once.
+BlockTables make_block_tables(Backend& be, std::span<const std::vector<int32_t>> tables);
 
 // The CPU backend (reference implementation of every op); threads <= 0: all hardware threads.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);

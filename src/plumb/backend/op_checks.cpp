@@ -28,6 +28,48 @@ void check_copy_rows(const Tensor& dst, int64_t dst_row, const Tensor& src, int6
          dst.shape_str());
 }
 
+// ---- paged caches
+
+void check_block_tables(const BlockTables& t, std::size_t seqs, const char* op) {
+  if (t.seqs != static_cast<int64_t>(seqs) || t.width < 0 || t.ids.size() != seqs * static_cast<std::size_t>(t.width))
+    fail("{}: block tables for {} sequences ({} ids of width {}) given for {} sequences", op, t.seqs, t.ids.size(),
+         t.width, seqs);
+  if (t.width > 0 && (!t.device.defined() || t.device.type() != ElemType::I32 ||
+                      t.device.numel() != static_cast<int64_t>(t.ids.size())))
+    fail("{}: the block tables' device copy does not hold their {} ids", op, t.ids.size());
+}
+
+void check_paged(const PagedCache& c, const BlockTables& t, std::size_t seq, int64_t entries, int64_t row_size,
+                 const char* op, const char* what) {
+  if (entries <= 0) return;
+  if (c.per_block < 1) fail("{}: the {} cache has {} entries per block, at least 1 expected", op, what, c.per_block);
+  if (!c.pool.defined() || c.pool.rows() % c.per_block != 0 || c.pool.row_size() != row_size)
+    fail("{}: the {} pool {} must be [blocks * {}, {}]", op, what, c.pool.defined() ? c.pool.shape_str() : "(none)",
+         c.per_block, row_size);
+  const int64_t need = (entries + c.per_block - 1) / c.per_block, blocks = c.pool.rows() / c.per_block;
+  if (need > t.width)
+    fail("{}: the {} entries 0..{} of sequence {} need {} blocks of {}; its block table has {}", op, what, entries - 1,
+         seq, need, c.per_block, t.width);
+  for (int64_t i = 0; i < need; ++i) {
+    const int32_t id = t.id(seq, i);
+    if (id < 0 || id >= blocks)
+      fail("{}: block {} of sequence {}'s table is {}, outside the {} pool of {} blocks", op, i, seq, id, what, blocks);
+  }
+}
+
+void check_paged_write(const PagedCache& c, const BlockTables& t, const Tensor& src, std::span<const CacheRun> runs) {
+  check_block_tables(t, runs.size(), "paged_write");
+  int64_t rows = 0;
+  for (std::size_t s = 0; s < runs.size(); ++s) {
+    if (runs[s].first < 0 || runs[s].count < 0)
+      fail("paged_write: sequence {} writes {} entries from entry {}", s, runs[s].count, runs[s].first);
+    check_paged(c, t, s, runs[s].first + runs[s].count, src.row_size(), "paged_write", "destination");
+    rows += runs[s].count;
+  }
+  if (rows != src.rows()) fail("paged_write: the runs take {} rows, the source {} holds {}", rows, src.shape_str(), src.rows());
+  if (rows > 0 && c.pool.type() != src.type()) fail("paged_write: pool and source element types differ");
+}
+
 // ---- elementwise and normalization
 
 void check_token_ids(std::span<const int32_t> ids, int64_t vocab) {
@@ -170,34 +212,31 @@ CompressDims check_compress(const Tensor& kv, const Tensor& score, const Batch& 
   return r;
 }
 
-IndexerDims check_indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, std::span<const Tensor> keys,
-                               const IndexerParams& p) {
+IndexerDims check_indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, const PagedCache& keys,
+                               const BlockTables& tables, const IndexerParams& p) {
   expect_rank(q, 3, "indexer_topk", "q");
   const IndexerDims d{q.dim(0), q.dim(1), q.dim(2)};
   if (w.numel() != d.N * d.H) fail("indexer_topk: weights {} for q {}", w.shape_str(), q.shape_str());
-  if (keys.size() != b.seqs.size()) fail("indexer_topk: {} key caches for {} sequences", keys.size(), b.seqs.size());
+  check_block_tables(tables, b.seqs.size(), "indexer_topk");
   if (p.ratio <= 0) fail("indexer_topk: ratio must be positive, got {}", p.ratio);
   if (p.top_k < 0) fail("indexer_topk: top_k must not be negative, got {}", p.top_k);
   check_batch(b, d.N, "indexer_topk");
-  for (std::size_t si = 0; si < keys.size(); ++si) {
-    const int64_t n_total = (b.seqs[si].start + b.seqs[si].len) / p.ratio;
-    if (n_total > 0 && (keys[si].rows() < n_total || keys[si].row_size() != d.di))
-      fail("indexer_topk: key cache {} holds fewer than {} entries of {}", keys[si].shape_str(), n_total, d.di);
-  }
+  for (std::size_t si = 0; si < b.seqs.size(); ++si)
+    check_paged(keys, tables, si, (b.seqs[si].start + b.seqs[si].len) / p.ratio, d.di, "indexer_topk", "key");
   return d;
 }
 
 // ---- attention
 
 AttentionDims check_sparse_attention(const Tensor& q, const Tensor& kv, const Batch& b, std::span<const Tensor> rings,
-                                     std::span<const Tensor> compressed, const Tensor* selected,
+                                     const PagedCache& compressed, const BlockTables& tables, const Tensor* selected,
                                      const AttentionParams& p) {
   expect_rank(q, 3, "sparse_attention", "q");
   AttentionDims d{q.dim(0), q.dim(1), q.dim(2)};
   const int64_t W = p.window, m = p.ratio;
   if (kv.rows() != d.N || kv.row_size() != d.Dh) fail("sparse_attention: kv {} for q {}", kv.shape_str(), q.shape_str());
-  if (rings.size() != b.seqs.size() || (m > 0 && compressed.size() != b.seqs.size()))
-    fail("sparse_attention: per-sequence state for {} sequences expected", b.seqs.size());
+  if (rings.size() != b.seqs.size()) fail("sparse_attention: {} window rings for {} sequences", rings.size(), b.seqs.size());
+  if (m > 0) check_block_tables(tables, b.seqs.size(), "sparse_attention");
   if (!p.sink || p.sink->numel() != d.H) fail("sparse_attention: sink must hold {} values", d.H);
   if (selected && selected->rank() != 2)
     fail("sparse_attention: selection {} must be [{}, K]", selected->shape_str(), d.N);
@@ -209,10 +248,7 @@ AttentionDims check_sparse_attention(const Tensor& q, const Tensor& kv, const Ba
     const SeqSlice& s = b.seqs[si];
     if (rings[si].rows() != W || rings[si].row_size() != d.Dh)
       fail("sparse_attention: window ring {} must be [{}, {}]", rings[si].shape_str(), W, d.Dh);
-    const int64_t n_comp = m > 0 ? (s.start + s.len) / m : 0;
-    if (n_comp > 0 && (compressed[si].rows() < n_comp || compressed[si].row_size() != d.Dh))
-      fail("sparse_attention: compressed cache {} must hold {} entries of {}", compressed[si].shape_str(), n_comp,
-           d.Dh);
+    if (m > 0) check_paged(compressed, tables, si, (s.start + s.len) / m, d.Dh, "sparse_attention", "compressed");
   }
   return d;
 }
@@ -232,21 +268,19 @@ void check_window_update(std::span<const Tensor> rings, const Tensor& kv, const 
   }
 }
 
-MlaDims check_mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, std::span<const Tensor> latent,
-                            std::span<const Tensor> k_pe) {
+MlaDims check_mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, const PagedCache& latent,
+                            const PagedCache& k_pe, const BlockTables& tables) {
   expect_rank(q_lat, 3, "mla_attention", "q_lat");
   expect_rank(q_pe, 3, "mla_attention", "q_pe");
   const MlaDims d{q_lat.dim(0), q_lat.dim(1), q_lat.dim(2), q_pe.dim(2)};
   if (q_pe.dim(0) != d.N || q_pe.dim(1) != d.H)
     fail("mla_attention: q_pe {} for q_lat {}", q_pe.shape_str(), q_lat.shape_str());
-  if (latent.size() != b.seqs.size() || k_pe.size() != b.seqs.size())
-    fail("mla_attention: caches for {} sequences expected", b.seqs.size());
+  check_block_tables(tables, b.seqs.size(), "mla_attention");
   check_batch(b, d.N, "mla_attention");
-  for (std::size_t si = 0; si < latent.size(); ++si) {
+  for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const int64_t T = b.seqs[si].start + b.seqs[si].len;
-    if (latent[si].rows() < T || latent[si].row_size() != d.R || k_pe[si].rows() < T || k_pe[si].row_size() != d.P)
-      fail("mla_attention: caches {} / {} must hold {} rows of {} / {}", latent[si].shape_str(), k_pe[si].shape_str(),
-           T, d.R, d.P);
+    check_paged(latent, tables, si, T, d.R, "mla_attention", "latent");
+    check_paged(k_pe, tables, si, T, d.P, "mla_attention", "rope key");
   }
   return d;
 }

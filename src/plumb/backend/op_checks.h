@@ -21,6 +21,14 @@ namespace plumb::backend {
 // Equal row sizes and element types, row ranges inside both tensors.
 void check_copy_rows(const Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n);
 
+// ---- paged caches (backend.h): tables with one row per sequence of the call (and, when they
+// have ids, their device copy); a pool of [blocks * per_block, row_size]; and, per sequence, a
+// table covering `entries` entries with ids of blocks inside the pool. `what` names the cache.
+void check_block_tables(const BlockTables& t, std::size_t seqs, const char* op);
+void check_paged(const PagedCache& c, const BlockTables& t, std::size_t seq, int64_t entries, int64_t row_size,
+                 const char* op, const char* what);
+void check_paged_write(const PagedCache& c, const BlockTables& t, const Tensor& src, std::span<const CacheRun> runs);
+
 // ---- elementwise and normalization
 // Every id inside [0, vocab): embed() reads the ids on the host, so the check needs their values.
 void check_token_ids(std::span<const int32_t> ids, int64_t vocab);
@@ -69,8 +77,8 @@ CompressDims check_compress(const Tensor& kv, const Tensor& score, const Batch& 
 struct IndexerDims {
   int64_t N = 0, H = 0, di = 0;  // q [N, H, di]
 };
-IndexerDims check_indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, std::span<const Tensor> keys,
-                               const IndexerParams& p);
+IndexerDims check_indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, const PagedCache& keys,
+                               const BlockTables& tables, const IndexerParams& p);
 
 // ---- attention
 struct AttentionDims {
@@ -78,7 +86,7 @@ struct AttentionDims {
   int64_t K = 0;                 // selected entries per query (0 without a selection)
 };
 AttentionDims check_sparse_attention(const Tensor& q, const Tensor& kv, const Batch& b, std::span<const Tensor> rings,
-                                     std::span<const Tensor> compressed, const Tensor* selected,
+                                     const PagedCache& compressed, const BlockTables& tables, const Tensor* selected,
                                      const AttentionParams& p);
 // A selected entry the query at `pos` cannot see yet: found while computing (the values live in
 // the selection), so each backend reports it through this one message.
@@ -88,8 +96,8 @@ void check_window_update(std::span<const Tensor> rings, const Tensor& kv, const 
 struct MlaDims {
   int64_t N = 0, H = 0, R = 0, P = 0;  // q_lat [N, H, R], q_pe [N, H, P]
 };
-MlaDims check_mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, std::span<const Tensor> latent,
-                            std::span<const Tensor> k_pe);
+MlaDims check_mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, const PagedCache& latent,
+                            const PagedCache& k_pe, const BlockTables& tables);
 
 // ---- mixture of experts
 struct RouteDims {

@@ -50,15 +50,9 @@ void ForwardV4::compress(int64_t layer, const Tensor& x, Step& st, bool indexer)
   }
   tap(st, st.prefix + (indexer ? "attn.index_keys" : "attn.compressed"), e);
 
-  int64_t row = 0;
-  for (std::size_t i = 0; i < st.states.size(); ++i) {
-    const auto& s = st.batch.seqs[i];
-    const int64_t w0 = s.start / m, n = (s.start + s.len) / m - w0;
-    Tensor& cache = indexer ? st.states[i]->layers[layer].index_keys : st.states[i]->layers[layer].compressed;
-    ensure_capacity(be_, cache, w0 + n, w0);
-    be_.copy_rows(cache, w0, e, row, n);
-    row += n;
-  }
+  std::vector<backend::CacheRun> runs;  // each sequence's new entries, in e's order
+  for (const auto& s : st.batch.seqs) runs.push_back({s.start / m, (s.start + s.len) / m - s.start / m});
+  be_.paged_write(pool_.cache(indexer ? index_cache_[layer] : compressed_cache_[layer]), st.tables, e, runs);
 }
 
 // Lightning indexer (MODEL-SPEC 3.5): top-k compressed entries per query, -1 where unused.
@@ -82,9 +76,7 @@ Tensor ForwardV4::indexer_select(int64_t layer, const Tensor& x, const Tensor& q
     w = be_.scale(w, static_cast<float>(std::pow(static_cast<double>(Hi), -0.5)), st.R);
     p.relu_scale = static_cast<float>(std::pow(static_cast<double>(di), -0.5));
   }
-  std::vector<Tensor> keys;
-  for (SequenceState* s : st.states) keys.push_back(s->layers[layer].index_keys);
-  Tensor sel = be_.indexer_topk(q, w, st.batch, keys, p);
+  Tensor sel = be_.indexer_topk(q, w, st.batch, pool_.cache(index_cache_[layer]), st.tables, p);
   tap(st, st.prefix + "attn.index_topk", sel);
   return sel;
 }
@@ -114,9 +106,8 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
     compress(layer, x, st, false);
     if (m == 4) selected = indexer_select(layer, x, qr, st);
   }
-  std::vector<Tensor> compressed;
-  if (m != 0)
-    for (SequenceState* s : st.states) compressed.push_back(s->layers[layer].compressed);
+  const backend::PagedCache none;  // SWA layers read no compressed entries
+  const backend::PagedCache& compressed = m != 0 ? pool_.cache(compressed_cache_[layer]) : none;
 
   // 3.6: sparse attention with sink, then the window ring takes this batch's kv.
   std::vector<Tensor> rings = windows(st.states, layer);
@@ -128,7 +119,8 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   ap.bf16_probs = st.faithful;
   ap.prob_block = st.faithful ? 64 : 0;  // the release kernel's online softmax blocks (kernel.py 290)
   ap.out = st.R;
-  Tensor o = be_.sparse_attention(q, kv, st.batch, rings, compressed, selected.defined() ? &selected : nullptr, ap);
+  Tensor o = be_.sparse_attention(q, kv, st.batch, rings, compressed, st.tables, selected.defined() ? &selected : nullptr,
+                                  ap);
   be_.window_update(rings, kv, st.batch);
 
   // 3.7: undo the rope carried by V, then the grouped low-rank output projection (wo_a runs as

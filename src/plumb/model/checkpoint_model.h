@@ -2,7 +2,7 @@
 // The one implementation of Model: a checkpoint (config, bound weights) on a backend, run by an
 // architecture's forward. Each architecture names its parts in a traits type (model_v4.h,
 // model_v3.h):
-//   Forward       the forward pass (new_sequence(), forward(batch, logit_rows, taps))
+//   Forward       the forward pass (new_sequence(), forward(batch, logit_rows, taps), kv_pool())
 //   State         the SequenceState subclass Forward::new_sequence() returns
 //   Weights       the bound weights, from bind(Checkpoint, ModelConfig)
 //   kArch, kName  the architecture it runs and the class name errors use
@@ -43,6 +43,9 @@ class CheckpointModel final : public Model {
   const char* residual_tap_suffix() const override { return Traits::kResidualTap; }
   std::unique_ptr<SequenceState> new_sequence() const override {
     return std::make_unique<typename Traits::State>(fwd_->new_sequence());
+  }
+  void use_external_blocks(int64_t block_size, int64_t blocks) override {
+    fwd_->kv_pool().use_external_blocks(block_size, blocks);
   }
   backend::Tensor forward(std::span<const SequenceStep> batch, std::span<const int64_t> logit_rows,
                           const Taps& taps = {}) override {

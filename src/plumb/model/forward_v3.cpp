@@ -48,7 +48,6 @@
 #include "plumb/model/batch.h"
 #include "plumb/model/rope_v4.h"
 #include "plumb/model/tap_emit.h"
-#include "plumb/model/state_v4.h"
 #include "plumb/util/error.h"
 
 namespace plumb::v3 {
@@ -143,7 +142,8 @@ ForwardV3::ForwardV3(backend::Backend& be, const ModelConfig& cfg, const ModelWe
       w_(weights),
       faithful_(numerics == Numerics::Faithful),
       R_(faithful_ ? backend::Round::BF16 : backend::Round::None),
-      rope_(faithful_ ? rope_v3_release(cfg) : rope_v3(cfg)) {
+      rope_(faithful_ ? rope_v3_release(cfg) : rope_v3(cfg)),
+      pool_(be) {
   if (cfg.arch != Arch::DeepseekV3) fail("the V3 forward needs a deepseek_v3 config, got {}", arch_name(cfg.arch));
   if (cfg.scoring_func != "sigmoid") fail("config: scoring_func '{}' is not supported (V3 uses sigmoid)", cfg.scoring_func);
   if (!cfg.norm_topk_prob) fail("config: norm_topk_prob false is not supported");
@@ -162,6 +162,10 @@ ForwardV3::ForwardV3(backend::Backend& be, const ModelConfig& cfg, const ModelWe
              v->name, dtype_name(v->dtype));
   }
   inv_freq_ = be.from_host(rope_.inv_freq.data(), {static_cast<int64_t>(rope_.inv_freq.size())});
+  for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
+    latent_cache_.push_back(pool_.add(l, 1, cfg.kv_lora_rank));
+    k_pe_cache_.push_back(pool_.add(l, 1, cfg.qk_rope_head_dim));
+  }
   // Absorption (MODEL-SPEC 7): score_h = q_nope_h . K_h c = (K_h^T q_nope_h) . c, and the
   // output V_h (sum_j p_j c_j); K_h and V_h are head h's rows of kv_b [H*(nope+v), R].
   const int64_t H = cfg.num_attention_heads, R = cfg.kv_lora_rank, dn = cfg.qk_nope_head_dim, dv = cfg.v_head_dim;
@@ -184,15 +188,12 @@ ForwardV3::ForwardV3(backend::Backend& be, const ModelConfig& cfg, const ModelWe
 
 SequenceState ForwardV3::new_sequence() const {
   SequenceState s;
-  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
-    s.latent.push_back(be_.full(backend::ElemType::F32, {0, cfg_.kv_lora_rank}, 0.f));
-    s.k_pe.push_back(be_.full(backend::ElemType::F32, {0, cfg_.qk_rope_head_dim}, 0.f));
-  }
+  s.blocks = pool_.new_blocks();
   return s;
 }
 
 Tensor ForwardV3::attention(int64_t l, const Tensor& x, const backend::Batch& b, const Tensor& positions,
-                            std::span<SequenceState* const> states) {
+                            const backend::BlockTables& tables) {
   const MlaWeights& a = w_.layers[l].attn;
   const Absorbed& ab = absorbed_[l];
   const int64_t N = x.rows(), H = cfg_.num_attention_heads, R = cfg_.kv_lora_rank;
@@ -219,19 +220,14 @@ Tensor ForwardV3::attention(int64_t l, const Tensor& x, const backend::Batch& b,
   const Tensor kv = be_.linear(x, a.kv_a_proj_with_mqa, lin);
   const Tensor lat = be_.rms_norm(be_.columns(kv, 0, R), &a.kv_a_layernorm, eps, F32, R16);
   const Tensor k_pe = rotate(be_.columns(kv, R, dr));
-  std::vector<Tensor> lat_c, kpe_c;
-  for (std::size_t i = 0; i < b.seqs.size(); ++i) {
-    const backend::SeqSlice& s = b.seqs[i];
-    SequenceState& st = *states[i];
-    v4::ensure_capacity(be_, st.latent[l], s.start + s.len, s.start);
-    v4::ensure_capacity(be_, st.k_pe[l], s.start + s.len, s.start);
-    be_.copy_rows(st.latent[l], s.start, lat, s.row, s.len);
-    be_.copy_rows(st.k_pe[l], s.start, k_pe, s.row, s.len);
-    lat_c.push_back(st.latent[l]);
-    kpe_c.push_back(st.k_pe[l]);
-  }
-  const Tensor o_lat =
-      be_.mla_attention(q_lat.reshaped({N, H, R}), q_pe, b, lat_c, kpe_c, backend::MlaParams{rope_.softmax_scale, R16});
+  std::vector<backend::CacheRun> runs;  // each sequence's new positions, in batch order
+  for (const backend::SeqSlice& s : b.seqs) runs.push_back({s.start, s.len});
+  backend::PagedCache& lat_c = pool_.cache(latent_cache_[l]);
+  backend::PagedCache& kpe_c = pool_.cache(k_pe_cache_[l]);
+  be_.paged_write(lat_c, tables, lat, runs);
+  be_.paged_write(kpe_c, tables, k_pe, runs);
+  const Tensor o_lat = be_.mla_attention(q_lat.reshaped({N, H, R}), q_pe, b, lat_c, kpe_c, tables,
+                                         backend::MlaParams{rope_.softmax_scale, R16});
   const Tensor o =
       be_.linear(o_lat.reshaped({N, H * R}), ab.v_view, {.groups = H, .out = R16, .bf16_weight = faithful_});
   return be_.linear(o, a.o_proj, lin);
@@ -277,11 +273,9 @@ Tensor ForwardV3::forward(std::span<const SequenceStep> batch, std::span<const i
                           const Taps& taps) {
   const BatchLayout layout = lay_out_batch(batch, cfg_);
   const backend::Batch& b = layout.batch;
-  const std::vector<SequenceState*> states = states_of<SequenceState>(batch, "the V3 model");
-  for (const SequenceState* s : states)
-    if (static_cast<int64_t>(s->latent.size()) != cfg_.num_hidden_layers)
-      fail("forward: sequence state has {} layers, the model {}", s->latent.size(), cfg_.num_hidden_layers);
+  states_of<SequenceState>(batch, "the V3 model");  // refuses a state another model made
   check_logit_rows(logit_rows, b.rows);
+  const backend::BlockTables tables = pool_.prepare(batch);
   const Tensor tok = be_.from_host(layout.ids.data(), {b.rows});
   const Tensor positions = be_.from_host(layout.positions.data(), {b.rows});
   // The release's RMSNorm ignores the config's rms_norm_eps: every norm has the default 1e-6.
@@ -297,7 +291,7 @@ Tensor ForwardV3::forward(std::span<const SequenceStep> batch, std::span<const i
     const std::string prefix = fmt::format("layer.{}.", l);
     Tensor x = be_.rms_norm(h, &L.input_layernorm, eps, F32, R16);
     emit_tap(be_, tp, prefix + "attn_in", x);
-    Tensor a = attention(l, x, b, positions, states);
+    Tensor a = attention(l, x, b, positions, tables);
     emit_tap(be_, tp, prefix + "attn.out", a);
     h = be_.add(h, a, R16);
     x = be_.rms_norm(h, &L.post_attention_layernorm, eps, F32, R16);

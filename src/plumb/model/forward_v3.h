@@ -15,6 +15,7 @@
 
 #include "plumb/backend/backend.h"
 #include "plumb/format/config.h"
+#include "plumb/model/kv_pool.h"
 #include "plumb/model/model.h"
 #include "plumb/model/numerics.h"
 #include "plumb/model/taps.h"
@@ -22,11 +23,9 @@
 
 namespace plumb::v3 {
 
-// Per-sequence state: the latent cache (pos, the tokens processed, is plumb::SequenceState's).
-struct SequenceState final : plumb::SequenceState {
-  std::vector<backend::Tensor> latent;  // per layer [capacity, kv_lora_rank]
-  std::vector<backend::Tensor> k_pe;    // per layer [capacity, qk_rope_head_dim]
-};
+// Per-sequence state: nothing beyond plumb::SequenceState's position and KV blocks; the latent
+// and rope key caches of every layer are paged in the forward's KvPool.
+struct SequenceState final : plumb::SequenceState {};
 
 // YaRN as HF applies it to V3 (modeling_rope_utils._compute_yarn_parameters, yarn_apply_mscale).
 struct RopeV3 {
@@ -60,6 +59,9 @@ class ForwardV3 {
   // Logits of every row of the batch.
   backend::Tensor forward(std::span<const SequenceStep> batch, const Taps& taps = {});
 
+  // The paged latent and rope key caches of every sequence.
+  KvPool& kv_pool() { return pool_; }
+
  private:
   struct Absorbed {  // kv_b split per head, decoded to f32 (grouped linears, groups = heads; the
                      // faithful profile rounds them to bf16 in the linear, as weight_dequant does)
@@ -67,7 +69,7 @@ class ForwardV3 {
     WeightView k_t_view, v_view;
   };
   backend::Tensor attention(int64_t layer, const backend::Tensor& x, const backend::Batch& b,
-                            const backend::Tensor& positions, std::span<SequenceState* const> states);
+                            const backend::Tensor& positions, const backend::BlockTables& tables);
   backend::Tensor ffn(int64_t layer, const backend::Tensor& x);
 
   backend::Backend& be_;
@@ -78,6 +80,8 @@ class ForwardV3 {
   RopeV3 rope_;
   backend::Tensor inv_freq_;
   std::vector<Absorbed> absorbed_;  // per layer
+  KvPool pool_;
+  std::vector<int> latent_cache_, k_pe_cache_;  // per layer: the pool's cache indices
 };
 
 }  // namespace plumb::v3

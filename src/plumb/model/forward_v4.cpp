@@ -18,18 +18,22 @@ using backend::Round;
 using backend::Tensor;
 
 ForwardV4::ForwardV4(backend::Backend& be, const ModelConfig& cfg, const ModelWeights& weights, Numerics numerics)
-    : be_(be), cfg_(cfg), w_(weights), numerics_(numerics) {
+    : be_(be), cfg_(cfg), w_(weights), numerics_(numerics), pool_(be) {
   if (cfg.arch != Arch::DeepseekV4) fail("the V4 forward needs a deepseek_v4 config, got {}", arch_name(cfg.arch));
   if (cfg.scoring_func != "sqrtsoftplus") fail("config: scoring_func '{}' is not supported (V4 uses sqrtsoftplus)", cfg.scoring_func);
   if (cfg.num_key_value_heads != 1) fail("config: V4 attention has one shared KV head, got {}", cfg.num_key_value_heads);
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
     const std::vector<float> f = rope_inv_freq(cfg, l);
     inv_freq_.push_back(be.from_host(f.data(), {static_cast<int64_t>(f.size())}));
+    const int64_t m = cfg.compress_ratio(l);
+    compressed_cache_.push_back(m != 0 ? pool_.add(l, m, cfg.head_dim) : -1);
+    index_cache_.push_back(m == 4 ? pool_.add(l, m, cfg.index_head_dim) : -1);
   }
 }
 
 SequenceState ForwardV4::new_sequence() const {
   SequenceState s;
+  s.blocks = pool_.new_blocks();
   const int64_t Dh = cfg_.head_dim, di = cfg_.index_head_dim;
   const float neg_inf = -INFINITY;
   auto fresh = [&](int64_t slots, int64_t channels) {
@@ -42,12 +46,8 @@ SequenceState ForwardV4::new_sequence() const {
     const int64_t m = cfg_.compress_ratio(l);
     if (m != 0) {
       const int64_t c = m == 4 ? 2 : 1;  // ratio 4 keeps the overlapping previous window
-      ls.compressed = be_.full(backend::ElemType::F32, {0, Dh}, 0.f);
       ls.compressor = fresh(c * m, c * Dh);
-      if (m == 4) {
-        ls.index_keys = be_.full(backend::ElemType::F32, {0, di}, 0.f);
-        ls.index_compressor = fresh(2 * m, 2 * di);
-      }
+      if (m == 4) ls.index_compressor = fresh(2 * m, 2 * di);
     }
     s.layers.push_back(std::move(ls));
   }
@@ -97,6 +97,7 @@ Tensor ForwardV4::forward(std::span<const SequenceStep> batch, std::span<const i
     if (static_cast<int64_t>(s->layers.size()) != cfg_.num_hidden_layers)
       fail("forward: sequence state has {} layers, the model {}", s->layers.size(), cfg_.num_hidden_layers);
   check_logit_rows(logit_rows, st.batch.rows);
+  st.tables = pool_.prepare(batch);
   const int64_t N = st.batch.rows, hc = cfg_.hc_mult;
   st.ids = be_.from_host(layout.ids.data(), {N});
   st.positions = be_.from_host(layout.positions.data(), {N});

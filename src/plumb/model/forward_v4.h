@@ -10,6 +10,7 @@
 
 #include "plumb/backend/backend.h"
 #include "plumb/format/config.h"
+#include "plumb/model/kv_pool.h"
 #include "plumb/model/model.h"
 #include "plumb/model/numerics.h"
 #include "plumb/model/state_v4.h"
@@ -34,6 +35,9 @@ class ForwardV4 {
   // Logits of every row of the batch.
   backend::Tensor forward(std::span<const SequenceStep> batch, const Taps& taps = {});
 
+  // The paged compressed entries and indexer keys of every sequence.
+  KvPool& kv_pool() { return pool_; }
+
  private:
   struct Step;  // per-call context (forward_v4.cpp)
   backend::Tensor attention(int64_t layer, const backend::Tensor& x, Step& st);
@@ -47,6 +51,8 @@ class ForwardV4 {
   const ModelWeights& w_;
   Numerics numerics_;
   std::vector<backend::Tensor> inv_freq_;  // per layer [rope_dim / 2]
+  KvPool pool_;
+  std::vector<int> compressed_cache_, index_cache_;  // per layer: the pool's cache index, -1 none
 };
 
 }  // namespace plumb::v4

@@ -23,13 +23,34 @@
 
 namespace plumb {
 
-// One sequence's state in a model: what its layers keep of the tokens fed so far (KV caches,
-// sliding-window rings, compressor slots). Opaque outside the model that made it: each
-// architecture derives its own, and forward() refuses a state of another architecture.
+class BlockAllocator;  // model/kv_pool.h
+
+// The KV block ids of one sequence, in position order (model/kv_pool.h). With an owner (the
+// model's private allocator) the model grows the list and the ids go back when it is destroyed;
+// without one the caller (the serving engine) sets the ids and owns them.
+struct SequenceBlocks {
+  std::vector<int32_t> ids;
+  std::shared_ptr<BlockAllocator> owner;
+
+  SequenceBlocks() = default;
+  SequenceBlocks(SequenceBlocks&& o) noexcept;
+  SequenceBlocks& operator=(SequenceBlocks&& o) noexcept;
+  SequenceBlocks(const SequenceBlocks&) = delete;
+  SequenceBlocks& operator=(const SequenceBlocks&) = delete;
+  ~SequenceBlocks();
+};
+
+// One sequence's state in a model: what its layers keep of the tokens fed so far (the blocks of
+// its paged caches, sliding-window rings, compressor slots). Opaque outside the model that made
+// it: each architecture derives its own, and forward() refuses a state of another architecture.
 class SequenceState {
  public:
+  SequenceState() = default;
+  SequenceState(SequenceState&&) = default;
+  SequenceState& operator=(SequenceState&&) = default;
   virtual ~SequenceState() = default;
   int64_t pos = 0;  // tokens processed; the next token's position
+  SequenceBlocks blocks;
 };
 
 // One sequence of a forward batch and its new tokens (at least one).
@@ -76,6 +97,10 @@ class Model {
 
   // A fresh sequence at position 0.
   virtual std::unique_ptr<SequenceState> new_sequence() const = 0;
+  // Hands the KV block ids to the caller (the serving engine): from now on each sequence's
+  // blocks.ids must cover its positions before a forward, with ids below `blocks`, each block
+  // `block_size` token positions (kv_pool.h). Sequences made before become unusable.
+  virtual void use_external_blocks(int64_t block_size, int64_t blocks) = 0;
   // Logits [logit_rows.size(), vocab] (f32) of the batch rows `logit_rows` (ascending indices
   // into the batch's new tokens, sequences stacked in input order; empty: no logits, a tensor of
   // 0 rows). Taps, when enabled, receive the batch's intermediates (rows in the same order;

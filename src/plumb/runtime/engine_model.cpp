@@ -27,6 +27,10 @@ class LoadedModel final : public EngineModel {
     return s;
   }
 
+  void use_kv_blocks(std::int64_t block_size, std::int64_t blocks) override {
+    model_->use_external_blocks(block_size, blocks);
+  }
+
   std::vector<float> forward(std::span<const Chunk> batch) override {
     std::vector<SequenceStep> steps(batch.size());
     std::vector<int64_t> wanted;  // batch rows whose logits go back
@@ -34,7 +38,9 @@ class LoadedModel final : public EngineModel {
     for (std::size_t i = 0; i < batch.size(); ++i) {
       const Chunk& c = batch[i];
       if (c.tokens.empty()) fail("engine model: chunk {} of the batch has no tokens", i);
-      steps[i] = SequenceStep{static_cast<Seq*>(c.seq)->state.get(), c.tokens};
+      SequenceState* state = static_cast<Seq*>(c.seq)->state.get();
+      state->blocks.ids.assign(c.blocks.begin(), c.blocks.end());
+      steps[i] = SequenceStep{state, c.tokens};
       const int64_t n = static_cast<int64_t>(c.tokens.size());
       if (c.all_logits)
         for (int64_t r = 0; r < n; ++r) wanted.push_back(row + r);

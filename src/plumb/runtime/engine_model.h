@@ -4,6 +4,8 @@
 // the engine validates requests against. Today it sits over v4::ModelV4 / v3::ModelV3 and their
 // ragged-batch forwards (prefill chunks and decode tokens of different sequences in one call give
 // the same logits as separate calls); it is the one file to port when the model interface changes.
+// The engine's KvBlockManager hands out the block ids; the model's paged caches (model/kv_pool.h)
+// store each sequence's entries at the rows those ids name.
 // The engine's tests implement it with scripted logits.
 #include <cstdint>
 #include <memory>
@@ -28,10 +30,15 @@ class EngineModel {
     std::span<const std::uint32_t> tokens;  // at least one, continuing the sequence
     bool all_logits = false;                // logits of every row (prompt logprobs)
     bool last_logits = false;               // logits of the last row (the next token)
+    std::span<const std::int32_t> blocks;   // the sequence's KV block table (KvBlockManager),
+                                            // covering every position up to the chunk's last
   };
 
   virtual ~EngineModel() = default;
   virtual std::unique_ptr<Sequence> new_sequence() = 0;
+  // Once, before the first sequence: the KV block ids come from the engine's KvBlockManager
+  // (blocks of `block_size` token positions, ids below `blocks`), and name the model's storage.
+  virtual void use_kv_blocks(std::int64_t block_size, std::int64_t blocks) = 0;
   // Runs the batch as one step. Returns the wanted rows' logits, [rows, vocab] flattened, in
   // chunk order: every row of an all_logits chunk, else the last row of a last_logits chunk.
   virtual std::vector<float> forward(std::span<const Chunk> batch) = 0;

@@ -1,10 +1,9 @@
 #pragma once
 // The KV block pool: a fixed number of blocks of `block_size` native token positions and, per
-// sequence, the table of blocks that covers its positions. This round it is the engine's
-// admission and accounting layer only: the model still keeps each sequence's caches in its own
-// dense state, so a block id names no storage yet (paged storage through these tables is the
-// next step of issue #15). What it guarantees now is that the sequences the scheduler runs
-// together fit the memory the pool stands for.
+// sequence, the table of blocks that covers its positions. The ids it hands out are the storage
+// rows of the model's paged caches (model/kv_pool.h: one id space for every layer's pools, as in
+// vLLM), so releasing a sequence's blocks frees its storage for the next; it also guarantees that
+// the sequences the scheduler runs together fit the memory the pool stands for.
 #include <cstdint>
 #include <span>
 #include <unordered_map>

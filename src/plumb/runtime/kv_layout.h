@@ -4,8 +4,9 @@
 // (ratio 4) B/4 compressed entries and B/4 indexer keys, for another compressed layer (ratio m:
 // 128 in V4-Flash) B/m entries, for a sliding-window layer nothing; V3 holds B latent + rope rows
 // per layer. Fixed per sequence (V4): every layer's window ring of `sliding_window` entries and
-// the compressor states (f32 running sums). The pool is sized from these numbers; see
-// kv_blocks.h for what the pool does and does not do this round.
+// the compressor states (f32 running sums). The pool is sized from these numbers. The model's
+// storage (model/kv_pool.h) is f32 whatever the format says, so with bf16/fp8/fp4 formats the
+// pool's real bytes exceed these (the storage formats are issue #15's next step).
 #include <cstdint>
 #include <string>
 

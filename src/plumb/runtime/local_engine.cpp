@@ -54,6 +54,7 @@ class LocalEngine final : public Engine {
         blocks_(options.kv_block_size, pool_size(layout_, options)),
         scheduler_(options.scheduler, blocks_) {
     stats_.kv_blocks_total = blocks_.total_blocks();
+    model_->use_kv_blocks(blocks_.block_size(), blocks_.total_blocks());  // the ids name its storage
     thread_ = std::thread([this] { loop(); });
   }
   ~LocalEngine() override { shutdown(); }
@@ -216,7 +217,8 @@ void LocalEngine::step() {
     if (!a.seq) a.seq = model_->new_sequence();  // model state only while running (c.start is 0)
     const auto prompt = static_cast<std::int64_t>(a.request->prompt.size());
     all_rows.push_back(a.out->wants_prompt_rows() && c.start < prompt - 1);
-    chunks.push_back({a.seq.get(), std::span(a.tokens).subspan(c.start, c.count), all_rows.back(), c.completes});
+    chunks.push_back({a.seq.get(), std::span(a.tokens).subspan(c.start, c.count), all_rows.back(), c.completes,
+                      blocks_.table(c.id)});
   }
   const auto vocab = static_cast<std::size_t>(vocab_size());
   std::vector<std::size_t> rows(chunks.size());

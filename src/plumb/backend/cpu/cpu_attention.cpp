@@ -60,9 +60,9 @@ void attend(const std::vector<const float*>& cand, const std::vector<float>& sc,
 }  // namespace
 
 Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Batch& b, std::span<const Tensor> rings,
-                                    std::span<const Tensor> compressed, const Tensor* selected,
+                                    const PagedCache& compressed, const BlockTables& tables, const Tensor* selected,
                                     const AttentionParams& p) {
-  const AttentionDims d = check_sparse_attention(q, kv, b, rings, compressed, selected, p);
+  const AttentionDims d = check_sparse_attention(q, kv, b, rings, compressed, tables, selected, p);
   const int64_t N = d.N, H = d.H, Dh = d.Dh, K = d.K, W = p.window, m = p.ratio;
   const std::vector<float> sink = decode_all(*p.sink);
   const int32_t* sel = selected ? i32(*selected, "selected entries") : nullptr;
@@ -75,7 +75,8 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
     const SeqSlice& s = b.seqs[si];
     const float* ring = f32(rings[si], "window ring");
     const int64_t n_comp = m > 0 ? (s.start + s.len) / m : 0;
-    const float* comp = n_comp > 0 ? f32(compressed[si], "compressed cache") : nullptr;
+    const float* comp_pool = n_comp > 0 ? f32(compressed.pool, "compressed cache") : nullptr;
+    auto entry = [&](int64_t e) { return comp_pool + compressed.row(tables, si, e) * Dh; };
 
     // The release's window part: min(len, W) slots in a prefill (start 0), W in a decode step.
     const int64_t wslots = s.start == 0 ? std::min(s.len, W) : W;
@@ -99,12 +100,12 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
               if (e < 0) continue;
               if (e >= visible) fail_invisible_entry(t, e, visible);
               layout.slot.push_back(wslots + k);
-              cand.push_back(comp + e * Dh);
+              cand.push_back(entry(e));
             }
           } else {
             for (int64_t e = 0; e < visible; ++e) {
               layout.slot.push_back(wslots + e);
-              cand.push_back(comp + e * Dh);
+              cand.push_back(entry(e));
             }
           }
         }

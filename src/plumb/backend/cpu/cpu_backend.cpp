@@ -60,6 +60,18 @@ void CpuBackend::copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int6
   std::memmove(f32(dst) + dst_row * rs, f32(src) + src_row * rs, static_cast<std::size_t>(n * rs) * sizeof(float));
 }
 
+void CpuBackend::paged_write(PagedCache& cache, const BlockTables& tables, const Tensor& src,
+                             std::span<const CacheRun> runs) {
+  check_paged_write(cache, tables, src, runs);
+  const int64_t rs = src.row_size();
+  if (src.rows() == 0 || rs == 0) return;
+  float* to = f32(cache.pool, "paged cache");
+  const float* from = f32(src, "paged_write source");
+  for (std::size_t s = 0; s < runs.size(); ++s)
+    for (int64_t i = 0; i < runs[s].count; ++i, from += rs)
+      std::memcpy(to + cache.row(tables, s, runs[s].first + i) * rs, from, static_cast<std::size_t>(rs) * sizeof(float));
+}
+
 // ---- elementwise
 
 Tensor CpuBackend::embed(const WeightView& table, const Tensor& ids) {

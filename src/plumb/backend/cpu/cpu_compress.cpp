@@ -81,9 +81,9 @@ int32_t order_key(float x) {
 
 }  // namespace
 
-Tensor CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, std::span<const Tensor> keys,
-                                const IndexerParams& p) {
-  const IndexerDims d = check_indexer_topk(q, w, b, keys, p);
+Tensor CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, const PagedCache& keys,
+                                const BlockTables& tables, const IndexerParams& p) {
+  const IndexerDims d = check_indexer_topk(q, w, b, keys, tables, p);
   const int64_t N = d.N, H = d.H, di = d.di, K = p.top_k, m = p.ratio;
   Tensor out = new_i32({N, K}, -1);
   const float* qp = f32(q, "indexer q");
@@ -94,7 +94,7 @@ Tensor CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
     const int64_t n_total = (s.start + s.len) / m;
-    const float* kp = n_total > 0 ? f32(keys[si], "indexer keys") : nullptr;
+    const float* key_pool = n_total > 0 ? f32(keys.pool, "indexer keys") : nullptr;
     pool().parallel_for(s.len, 1, [&](int64_t i0, int64_t i1) {
       std::vector<float> score;
       std::vector<int32_t> order;
@@ -102,9 +102,10 @@ Tensor CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b
         const int64_t row = s.row + i, n_valid = (s.start + i + 1) / m;
         score.assign(static_cast<std::size_t>(n_valid), 0.f);
         for (int64_t e = 0; e < n_valid; ++e) {
+          const float* kp = key_pool + keys.row(tables, si, e) * di;
           float acc = 0.f;
           for (int64_t h = 0; h < H; ++h) {
-            const float qk = rnd(dot(qp + (row * H + h) * di, kp + e * di, di));
+            const float qk = rnd(dot(qp + (row * H + h) * di, kp, di));
             acc += rnd(rnd(std::max(qk, 0.f) * p.relu_scale) * wp[row * H + h]);
           }
           score[e] = rnd(acc);

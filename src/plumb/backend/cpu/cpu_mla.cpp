@@ -12,11 +12,11 @@
 
 namespace plumb::cpu {
 
-Tensor CpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b,
-                                 std::span<const Tensor> latent, std::span<const Tensor> k_pe, const MlaParams& p) {
+Tensor CpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, const PagedCache& latent,
+                                 const PagedCache& k_pe, const BlockTables& tables, const MlaParams& p) {
   const float scale = p.scale;
   const bool bf16 = p.round == Round::BF16;
-  const MlaDims d = check_mla_attention(q_lat, q_pe, b, latent, k_pe);
+  const MlaDims d = check_mla_attention(q_lat, q_pe, b, latent, k_pe, tables);
   const int64_t N = d.N, H = d.H, R = d.R, P = d.P;
   const float* ql = f32(q_lat, "q_lat");
   const float* qp = f32(q_pe, "q_pe");
@@ -25,8 +25,16 @@ Tensor CpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
     const int64_t T = s.start + s.len;
-    const float* c = f32(latent[si], "latent cache");
-    const float* kp = f32(k_pe[si], "rope key cache");
+    // Position j's rows, through the block table.
+    std::vector<const float*> c(static_cast<std::size_t>(T)), kp(c.size());
+    if (T > 0) {
+      const float* lat_pool = f32(latent.pool, "latent cache");
+      const float* pe_pool = f32(k_pe.pool, "rope key cache");
+      for (int64_t j = 0; j < T; ++j) {
+        c[j] = lat_pool + latent.row(tables, si, j) * R;
+        kp[j] = pe_pool + k_pe.row(tables, si, j) * P;
+      }
+    }
     pool().parallel_for(s.len * H, 1, [&](int64_t i0, int64_t i1) {
       std::vector<float> sc(static_cast<std::size_t>(T));
       for (int64_t ih = i0; ih < i1; ++ih) {
@@ -37,13 +45,13 @@ Tensor CpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
         for (int64_t j = 0; j <= t; ++j) {
           if (bf16) {  // two bf16 einsums, their bf16 sum, then the bf16 product with the scale
             float dl = 0.f, dp = 0.f;
-            for (int64_t r = 0; r < R; ++r) dl += qlh[r] * c[j * R + r];
-            for (int64_t r = 0; r < P; ++r) dp += qph[r] * kp[j * P + r];
+            for (int64_t r = 0; r < R; ++r) dl += qlh[r] * c[j][r];
+            for (int64_t r = 0; r < P; ++r) dp += qph[r] * kp[j][r];
             sc[j] = round_bf16(round_bf16(round_bf16(dl) + round_bf16(dp)) * scale);
           } else {
             float dot = 0.f;
-            for (int64_t r = 0; r < R; ++r) dot += qlh[r] * c[j * R + r];
-            for (int64_t r = 0; r < P; ++r) dot += qph[r] * kp[j * P + r];
+            for (int64_t r = 0; r < R; ++r) dot += qlh[r] * c[j][r];
+            for (int64_t r = 0; r < P; ++r) dot += qph[r] * kp[j][r];
             sc[j] = dot * scale;
           }
           mx = std::max(mx, sc[j]);
@@ -54,7 +62,7 @@ Tensor CpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
         std::fill(o, o + R, 0.f);
         for (int64_t j = 0; j <= t; ++j) {
           const float pj = bf16 ? round_bf16(sc[j] / sum) : sc[j] / sum;  // softmax(f32).type_as(x)
-          for (int64_t r = 0; r < R; ++r) o[r] += pj * c[j * R + r];
+          for (int64_t r = 0; r < R; ++r) o[r] += pj * c[j][r];
         }
         if (bf16) round_bf16(o, R);
       }

@@ -42,6 +42,11 @@ SeqTable<Seq> upload_table(GpuBackend& g, const std::vector<Seq>& seqs, const Ba
   return t;
 }
 
+// Sequence si's block table row on the device (the tables were uploaded once for the forward).
+const int32_t* device_blocks(const BlockTables& t, std::size_t si) {
+  return t.width > 0 ? dev_i32(t.device, "block tables") + si * static_cast<std::size_t>(t.width) : nullptr;
+}
+
 // Query rows per launch: all of them when the scores fit in shared memory, else as many as keep
 // the global score scratch ([rows * H, max_cand] floats) within a fixed budget.
 int64_t rows_per_launch(int64_t N, int64_t H, int64_t max_cand, bool scratch) {
@@ -53,9 +58,9 @@ int64_t rows_per_launch(int64_t N, int64_t H, int64_t max_cand, bool scratch) {
 }  // namespace
 
 Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Batch& b, std::span<const Tensor> rings,
-                                    std::span<const Tensor> compressed, const Tensor* selected,
+                                    const PagedCache& compressed, const BlockTables& tables, const Tensor* selected,
                                     const AttentionParams& p) {
-  const AttentionDims d = check_sparse_attention(q, kv, b, rings, compressed, selected, p);
+  const AttentionDims d = check_sparse_attention(q, kv, b, rings, compressed, tables, selected, p);
   const int64_t N = d.N, H = d.H, Dh = d.Dh, K = d.K, W = p.window, m = p.ratio;
   const int32_t* sel = selected ? dev_i32(*selected, "selected entries") : nullptr;
   k::SparseAttnArgs a;
@@ -64,12 +69,13 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   if (k::sparse_attention_smem_cands(Dh) < 0) fail("sparse_attention: head dim {} is too large for the GPU kernel", Dh);
 
   std::vector<k::AttnSeq> seqs(b.seqs.size());
-  int64_t max_cand = 0;
+  int64_t max_cand = 0, entries = 0;
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
     seqs[si].ring = dev_f32(rings[si], "window ring");
     const int64_t n_comp = m > 0 ? (s.start + s.len) / m : 0;
-    seqs[si].comp = n_comp > 0 ? dev_f32(compressed[si], "compressed cache") : nullptr;
+    seqs[si].blocks = n_comp > 0 ? device_blocks(tables, si) : nullptr;
+    entries += n_comp;
     seqs[si].row = s.row;
     seqs[si].start = s.start;
     seqs[si].len = s.len;
@@ -92,6 +98,8 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   a.seqs = table.seqs;
   a.row_seq = table.row_seq;
   a.selected = m > 0 ? sel : nullptr;
+  a.comp = entries > 0 ? dev_f32(compressed.pool, "compressed cache") : nullptr;
+  a.comp_per_block = entries > 0 ? compressed.per_block : 1;
   a.sink = weight(*p.sink);
   a.out = dev_f32(out);
   a.scratch = scratch.defined() ? dev_f32(scratch) : nullptr;
@@ -160,9 +168,25 @@ void GpuBackend::window_update(std::span<Tensor> rings, const Tensor& kv, const 
                "window_update");
 }
 
-Tensor GpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b,
-                                 std::span<const Tensor> latent, std::span<const Tensor> k_pe, const MlaParams& p) {
-  const MlaDims d = check_mla_attention(q_lat, q_pe, b, latent, k_pe);
+void GpuBackend::paged_write(PagedCache& cache, const BlockTables& tables, const Tensor& src,
+                             std::span<const CacheRun> runs) {
+  check_paged_write(cache, tables, src, runs);
+  const int64_t rs = src.row_size();
+  if (src.rows() == 0 || rs == 0) return;
+  float* pool = dev_f32(cache.pool, "paged cache");
+  std::vector<k::RowCopy> jobs;
+  int64_t row = 0;
+  for (std::size_t s = 0; s < runs.size(); ++s)  // distinct entries of distinct tables: no copies race
+    for (int64_t i = 0; i < runs[s].count; ++i) jobs.push_back({pool + cache.row(tables, s, runs[s].first + i) * rs, row++});
+  Tensor table = upload(jobs.data(), jobs.size() * sizeof(k::RowCopy));
+  check_launch(k::copy_rows_to(static_cast<const k::RowCopy*>(dev_ptr(table)), static_cast<int64_t>(jobs.size()),
+                               dev_f32(src, "paged_write source"), rs, stream()),
+               "paged_write");
+}
+
+Tensor GpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, const PagedCache& latent,
+                                 const PagedCache& k_pe, const BlockTables& tables, const MlaParams& p) {
+  const MlaDims d = check_mla_attention(q_lat, q_pe, b, latent, k_pe, tables);
   const int64_t N = d.N, H = d.H, R = d.R, P = d.P;
   k::MlaArgs a;
   a.q_lat = dev_f32(q_lat, "q_lat");
@@ -173,8 +197,7 @@ Tensor GpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
     const int64_t T = s.start + s.len;
-    seqs[si].latent = dev_f32(latent[si], "latent cache");
-    seqs[si].k_pe = dev_f32(k_pe[si], "rope key cache");
+    seqs[si].blocks = T > 0 ? device_blocks(tables, si) : nullptr;
     seqs[si].row = s.row;
     seqs[si].start = s.start;
     seqs[si].len = s.len;
@@ -189,6 +212,10 @@ Tensor GpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
   if (use_scratch) scratch = alloc(ElemType::F32, {chunk * H * max_cand});
   a.seqs = table.seqs;
   a.row_seq = table.row_seq;
+  a.latent = max_cand > 0 ? dev_f32(latent.pool, "latent cache") : nullptr;
+  a.k_pe = max_cand > 0 ? dev_f32(k_pe.pool, "rope key cache") : nullptr;
+  a.lat_per_block = latent.per_block;
+  a.pe_per_block = k_pe.per_block;
   a.out = dev_f32(out);
   a.scratch = scratch.defined() ? dev_f32(scratch) : nullptr;
   a.N = N;

@@ -125,6 +125,7 @@ class GpuBackend final : public Backend {
   void to_host(const Tensor& t, float* out) override;
   void to_host(const Tensor& t, int32_t* out) override;
   void copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) override;
+  void paged_write(PagedCache& cache, const BlockTables& tables, const Tensor& src, std::span<const CacheRun> runs) override;
 
   Tensor embed(const WeightView& table, const Tensor& ids) override;
   Tensor repeat_rows(const Tensor& x, int64_t copies) override;
@@ -146,14 +147,14 @@ class GpuBackend final : public Backend {
 
   Tensor compress(const Tensor& kv, const Tensor& score, const Batch& b, std::span<CompressorState> states,
                   const CompressorParams& p, Round out) override;
-  Tensor indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, std::span<const Tensor> keys,
-                      const IndexerParams& p) override;
+  Tensor indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, const PagedCache& keys,
+                      const BlockTables& tables, const IndexerParams& p) override;
   Tensor sparse_attention(const Tensor& q, const Tensor& kv, const Batch& b, std::span<const Tensor> rings,
-                          std::span<const Tensor> compressed, const Tensor* selected,
+                          const PagedCache& compressed, const BlockTables& tables, const Tensor* selected,
                           const AttentionParams& p) override;
   void window_update(std::span<Tensor> rings, const Tensor& kv, const Batch& b) override;
-  Tensor mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, std::span<const Tensor> latent,
-                       std::span<const Tensor> k_pe, const MlaParams& p) override;
+  Tensor mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, const PagedCache& latent,
+                       const PagedCache& k_pe, const BlockTables& tables, const MlaParams& p) override;
 
   Routing route(const Tensor& x, const Tensor& ids, const RouteParams& p) override;
   Tensor moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts, const SwiGluWeights& shared,

@@ -48,9 +48,9 @@ Tensor GpuBackend::compress(const Tensor& kv, const Tensor& score, const Batch& 
   return pooled;
 }
 
-Tensor GpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, std::span<const Tensor> keys,
-                                const IndexerParams& p) {
-  const IndexerDims d = check_indexer_topk(q, w, b, keys, p);
+Tensor GpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b, const PagedCache& keys,
+                                const BlockTables& tables, const IndexerParams& p) {
+  const IndexerDims d = check_indexer_topk(q, w, b, keys, tables, p);
   const int64_t N = d.N, H = d.H, di = d.di, K = p.top_k, m = p.ratio;
   if (!k::indexer_topk_supported(K)) fail("indexer_topk: top_k {} is too large for the GPU kernel", K);
   k::IndexerArgs a;
@@ -63,7 +63,8 @@ Tensor GpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
     const int64_t n_total = (s.start + s.len) / m;
-    seqs[si].keys = n_total > 0 ? dev_f32(keys[si], "indexer keys") : nullptr;
+    seqs[si].blocks = n_total > 0 ? dev_i32(tables.device, "block tables") + si * static_cast<std::size_t>(tables.width)
+                                  : nullptr;
     seqs[si].row = s.row;
     seqs[si].start = s.start;
     seqs[si].len = s.len;
@@ -88,6 +89,8 @@ Tensor GpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b
   a.seqs = reinterpret_cast<const k::IdxSeq*>(base);
   a.row_seq = reinterpret_cast<const int32_t*>(base + seq_bytes);
   a.scores = scores.defined() ? dev_f32(scores) : nullptr;
+  a.keys = max_n > 0 ? dev_f32(keys.pool, "indexer keys") : nullptr;
+  a.per_block = keys.per_block;
   a.out = dev_i32(out);
   a.N = N;
   a.H = H;

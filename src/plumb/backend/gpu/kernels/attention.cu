@@ -10,6 +10,7 @@
 // products in cpu::dot's order (cpu_order.h), as on the CPU.
 #include "plumb/backend/gpu/kernels/attention.h"
 #include "plumb/backend/gpu/kernels/cpu_order.h"
+#include "plumb/backend/gpu/kernels/paged.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -61,14 +62,14 @@ __device__ const float* candidate(const SparseAttnArgs& a, const RowCtx& c, int6
     return pos >= c.sq.start ? a.kv + (c.sq.row + pos - c.sq.start) * a.Dh : c.sq.ring + (pos % a.W) * a.Dh;
   }
   j -= c.nwin;
-  if (!a.selected) return c.sq.comp + j * a.Dh;
+  if (!a.selected) return a.comp + paged_row(c.sq.blocks, j, a.comp_per_block) * a.Dh;
   const int64_t e = a.selected[c.row * a.K + j];
   if (e < 0) return nullptr;
   if (e >= c.visible) {
     if (bad) *bad = e;
     return nullptr;
   }
-  return c.sq.comp + e * a.Dh;
+  return a.comp + paged_row(c.sq.blocks, e, a.comp_per_block) * a.Dh;
 }
 
 // ---- the release kernel's blocked online softmax (SparseAttnArgs::prob_block, cpu_attention.cpp)
@@ -240,8 +241,8 @@ __global__ void __launch_bounds__(kThreads) mla_kernel(MlaArgs a) {
 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, nwarps = blockDim.x / kWarp;
   for (int64_t j = warp; j < nc; j += nwarps) {
-    const float* cj = sq.latent + j * R;
-    const float* kj = sq.k_pe + j * P;
+    const float* cj = a.latent + paged_row(sq.blocks, j, a.lat_per_block) * R;
+    const float* kj = a.k_pe + paged_row(sq.blocks, j, a.pe_per_block) * P;
     // The latent and the rope parts: separate sums under bf16 (two einsums), one running sum else.
     float sl = 0.f, sp = 0.f;
     if (a.cpu_order) {  // one lane, in index order (a branch uniform over the warp)
@@ -279,7 +280,8 @@ __global__ void __launch_bounds__(kThreads) mla_kernel(MlaArgs a) {
   float* o = a.out + (row * a.H + h) * R;
   for (int64_t d = threadIdx.x; d < R; d += blockDim.x) {
     float acc = 0.f;
-    for (int64_t j = 0; j < nc; ++j) acc = __fadd_rn(acc, __fmul_rn(sc[j], sq.latent[j * R + d]));
+    for (int64_t j = 0; j < nc; ++j)
+      acc = __fadd_rn(acc, __fmul_rn(sc[j], a.latent[paged_row(sq.blocks, j, a.lat_per_block) * R + d]));
     o[d] = a.bf16 ? round_bf16(acc) : acc;
   }
 }

@@ -11,8 +11,8 @@ namespace plumb::gpu::k {
 
 // One sequence of a sparse_attention batch (device table, one entry per sequence).
 struct AttnSeq {
-  const float* ring = nullptr;  // [W, Dh]
-  const float* comp = nullptr;  // [>= n_comp, Dh], null when the sequence has no entry yet
+  const float* ring = nullptr;      // [W, Dh]
+  const int32_t* blocks = nullptr;  // the sequence's block table row (device), null without entries
   int64_t row = 0, start = 0, len = 0;
 };
 
@@ -30,6 +30,8 @@ struct SparseAttnArgs {
   const AttnSeq* seqs = nullptr;
   const int32_t* row_seq = nullptr;   // [N]: sequence of each row
   const int32_t* selected = nullptr;  // [N, K] or null
+  const float* comp = nullptr;        // the compressed pool [blocks * comp_per_block, Dh]
+  int64_t comp_per_block = 1;         // entries per block (paged.h)
   WeightRef sink;                     // [H]
   float* out = nullptr;               // [N, H, Dh]
   float* scratch = nullptr;  // [rows * H, max_cand] scores when they do not fit in shared memory, else null
@@ -55,8 +57,7 @@ struct RowCopy {
 gpuError_t copy_rows_to(const RowCopy* jobs, int64_t n_jobs, const float* src, int64_t row_size, gpuStream_t s);
 
 struct MlaSeq {
-  const float* latent = nullptr;  // [>= T, R]
-  const float* k_pe = nullptr;    // [>= T, P]
+  const int32_t* blocks = nullptr;  // the sequence's block table row (device)
   int64_t row = 0, start = 0, len = 0;
 };
 
@@ -65,6 +66,9 @@ struct MlaArgs {
   const float* q_pe = nullptr;   // [N, H, P]
   const MlaSeq* seqs = nullptr;
   const int32_t* row_seq = nullptr;  // [N]
+  const float* latent = nullptr;     // pool [blocks * lat_per_block, R]
+  const float* k_pe = nullptr;       // pool [blocks * pe_per_block, P]
+  int64_t lat_per_block = 1, pe_per_block = 1;  // entries per block (paged.h)
   float* out = nullptr;              // [N, H, R]
   float* scratch = nullptr;          // [rows * H, max_cand] when scores do not fit in shared memory
   int64_t row0 = 0, rows = 0;        // this launch's query rows

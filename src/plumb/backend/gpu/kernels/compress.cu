@@ -6,6 +6,7 @@
 // exactly) and the compressor differs only where exp_cr and glibc's expf round differently (rare).
 #include "plumb/backend/gpu/kernels/compress.h"
 #include "plumb/backend/gpu/kernels/cpu_order.h"
+#include "plumb/backend/gpu/kernels/paged.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -112,13 +113,14 @@ __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerArgs a, int64_
     __syncthreads();
   }
   const float* w = a.w + row * H;
-  const float* keys = a.seqs[si].keys;
+  const int32_t* blocks = a.seqs[si].blocks;
   float* score = a.scores + row * a.max_n;
   auto rnd = [&](float x) { return a.bf16 ? round_bf16(x) : x; };
   for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
+    const float* key = a.keys + paged_row(blocks, e, a.per_block) * di;
     float acc = 0.f;
     for (int64_t h = 0; h < H; ++h) {
-      const float qk = rnd(cpu_dot(q + h * di, keys + e * di, di));
+      const float qk = rnd(cpu_dot(q + h * di, key, di));
       const float relu = qk < 0.f ? 0.f : qk;  // std::max(qk, 0.f), sign of zero included
       acc = __fadd_rn(acc, rnd(__fmul_rn(rnd(__fmul_rn(relu, a.relu_scale)), w[h])));
     }

@@ -30,7 +30,7 @@ struct CompressArgs {
 gpuError_t compress(const CompressArgs& a, gpuStream_t s);
 
 struct IdxSeq {
-  const float* keys = nullptr;  // [>= n, di], null when the sequence has no entry yet
+  const int32_t* blocks = nullptr;  // the sequence's block table row (device), null without entries
   int64_t row = 0, start = 0, len = 0;
 };
 
@@ -39,6 +39,8 @@ struct IndexerArgs {
   const float* w = nullptr;  // [N, H]
   const IdxSeq* seqs = nullptr;
   const int32_t* row_seq = nullptr;  // [N], -1 for a row no sequence covers
+  const float* keys = nullptr;       // the key pool [blocks * per_block, di]
+  int64_t per_block = 1;             // entries per block (paged.h)
   float* scores = nullptr;           // scratch [N, max_n]
   int32_t* out = nullptr;            // [N, K]
   int64_t N = 0, H = 0, di = 0, K = 0, m = 0, max_n = 0;
