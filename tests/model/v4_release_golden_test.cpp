@@ -116,8 +116,8 @@ TEST_F(V4ReleaseGolden, LastLogitsAtTheReleaseNoiseFloor) {
 // (teacher forcing). Where plumb's own top-1/top-2 gap exceeds the floor's logit spread the floor
 // cannot flip the choice, so up to the first step that is not so decided plumb must pick the
 // release's token; the rest is printed. (At step 17 plumb picks what the release picks with a
-// two-pass softmax, 7.9 logits above the release's token, with a layer-1 router near-tie at that
-// position: docs/CORRECTNESS.md.)
+// two-pass softmax, 7.9 logits above the release's token, in every one of its own other summation
+// orders too: open, docs/CORRECTNESS.md.)
 TEST_F(V4ReleaseGolden, GreedyFollowsTheReleaseWhereTheFloorCannotDecide) {
   const nlohmann::json m = meta();
   const std::string len = std::to_string(m.at("greedy").at("prompt").get<int>());
