@@ -12,22 +12,17 @@
 // them), so logits are bit-identical to the release's until an fp32 summation-order difference
 // (cuBLAS / torch reductions vs our dot products) flips one bf16 rounding; the flip then spreads by
 // bf16 ulps and now and then changes an expert choice (that token's logits then move by much more).
-// Measured on the goldens of 2026-11-30 (torch 2.11, H200): prompts of 3 tokens bit-identical,
-// 7 tokens bit-identical except one tiny-b position, 1 token bit-identical in tiny-b and 2 bf16
-// ulps off in tiny-a (cosine 0.999938: from one flip in layer 0's attention; its inputs are
-// bit-identical, and position 0 of every other prompt is); 64 tokens cosine 0.99999, every argmax;
-// 211 tokens cosine 0.9980 / 0.9997 with 209 / 208 of 211 argmax equal. How much the long prompts
-// move depends on where the flips fall: a trial build summing the CPU's sums of squares in another
-// order gave 0.99919 / 0.99999 there. The f32 reference profile scores 0.99882..0.99996 on <= 7
-// tokens (no position bit-identical: its logits are not bf16) and 0.9902..0.9972 on 64 / 211
-// tokens against the same goldens. Hence, like the V4 test, near-exact where no flip has had room
-// to grow and a loose agreement beyond:
-//   prompts <= 7 tokens: every argmax equal, cosine >= 0.9999, and per config at least 2/3 of
-//                        these positions bit-identical to the release (0 for the reference
-//                        profile or for a missing / misplaced rounding point);
-//   longer prompts:      cosine >= 0.995 and >= 95% of the argmax equal.
-// Greedy: the ids must equal the release's, except that they may part at a step where the release's
-// choice is within two bf16 ulps of plumb's best logit (a near-tie that a flip can decide).
+// Bars from the measured noise floor (noise_floor.h): per prompt, the worst of plumb's own runs in
+// other summation orders (order_floor.json: linear, gate, norm and MLA sums reversed or in blocks of
+// 32) against its canonical order, with kFloorMargin on the deviation; bitwise where every such run
+// is bitwise (the 3-token prompts of both configs, the 1-token prompt of tiny-b). The release's
+// side of the floor is not recorded for V3 (no CPU run of the release here). For scale: the f32
+// reference profile scores 0.99882..0.99996 on <= 7 tokens and 0.9902..0.9972 on 64 / 211 tokens
+// against the same goldens.
+// Greedy: plumb's incremental greedy run (prefill, then one token per forward) against the
+// release's. Its floor is where plumb's own runs in the other orders first leave its canonical run
+// (order_floor.json "greedy"): every one keeps all 32 tokens of both configs, so the bar is the
+// identical continuation (it had allowed a parting at a near-tie of two bf16 ulps).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../format/safetensors_corpus.h"
+#include "noise_floor.h"
 #include "v3_test_util.h"
 #include "plumb/backend/backend.h"
 #include "plumb/format/config.h"
@@ -61,11 +57,6 @@ namespace fs = std::filesystem;
 const fs::path kFixtures = fs::path(PLUMB_TEST_DATA) / "golden" / "v3";
 const fs::path kGoldens = fs::path(PLUMB_TEST_DATA) / "golden" / "v3-faithful";
 const char* kConfigs[] = {"tiny-a", "tiny-b"};
-constexpr int64_t kShortPrompt = 7;      // prompts up to this length: near bit-exact
-constexpr double kShortCosine = 0.9999;  // and every argmax equal
-constexpr double kShortBitExact = 2.0 / 3;  // share of their positions bit-identical, per config
-constexpr double kLongCosine = 0.995;    // longer prompts
-constexpr double kLongArgmax = 0.95;     // share of equal argmax on longer prompts
 
 // The lengths L of the fixture's files named <stem>_<L>.ids.npy.
 std::set<int64_t> lengths(const fs::path& dir, const std::string& stem) {
@@ -114,7 +105,6 @@ TEST(V3FaithfulGolden, LogitsFollowTheRelease) {
     const fs::path dir = kFixtures / name, gold = kGoldens / name;
     auto model = v3::ModelV3::load(dir.string(), {"cpu", 2, Numerics::Faithful});
     const int64_t V = model->config().vocab_size;
-    int64_t short_positions = 0, short_exact = 0;
     for (int64_t L : lengths(dir, "prompt")) {
       const fs::path file = gold / ("prompt_" + std::to_string(L) + ".logits.npy");
       if (!fs::exists(file)) {
@@ -133,18 +123,17 @@ TEST(V3FaithfulGolden, LogitsFollowTheRelease) {
                  argmax(std::span<const float>(want.data() + t * V, V));
         exact += std::equal(got.begin() + t * V, got.begin() + (t + 1) * V, want.begin() + t * V);
       }
+      const test::FloorBar bar = test::floor_bar(test::plumb_order_samples(gold, std::to_string(L)), L);
       std::printf("[v3 faithful golden] %s prompt_%lld: cosine %.6f, argmax agreement %lld/%lld, bit-identical "
-                  "positions %lld\n",
+                  "positions %lld; floor %.6f (%s), bar %s%.6f, argmax >= %lld\n",
                   name, static_cast<long long>(L), cos, static_cast<long long>(agree), static_cast<long long>(L),
-                  static_cast<long long>(exact));
-      EXPECT_GE(cos, L <= kShortPrompt ? kShortCosine : kLongCosine) << name << " prompt_" << L;
-      const int64_t want_agree = L <= kShortPrompt ? L : static_cast<int64_t>(std::ceil(kLongArgmax * L));
-      EXPECT_GE(agree, want_agree) << name << " prompt_" << L;
-      if (L <= kShortPrompt) short_positions += L, short_exact += exact;
+                  static_cast<long long>(exact), bar.floor_cosine, bar.floor_what.c_str(),
+                  bar.bitwise ? "bitwise, " : "", bar.cosine, static_cast<long long>(bar.argmax));
+      if (bar.bitwise) EXPECT_EQ(got, want) << name << " prompt_" << L << ": the floor is bitwise";
+      EXPECT_GE(cos, bar.cosine) << name << " prompt_" << L;
+      EXPECT_GE(agree, bar.argmax) << name << " prompt_" << L;
       ++checked;
     }
-    EXPECT_GE(short_exact, static_cast<int64_t>(std::ceil(kShortBitExact * short_positions)))
-        << name << ": positions of prompts <= " << kShortPrompt << " tokens bit-identical to the release";
   }
   EXPECT_GT(checked, 0);
 }
@@ -169,6 +158,13 @@ TEST(V3FaithfulGolden, GreedyFollowsTheRelease) {
       // Prefill, then 1-token decode steps on the bf16 latent cache (the release's generate()).
       v3::SequenceState s = m.fwd->new_sequence();
       std::vector<TokenId> step(prompt), got;
+      // The floor: the earliest step where an other-order run left the canonical one (none: -1).
+      const nlohmann::json floor = test::read_json(gold / "order_floor.json").at("greedy").at(std::to_string(L));
+      int64_t earliest = -1;
+      for (const auto& [order, first] : floor.at("orders").items())
+        if (first.get<int64_t>() >= 0 && (earliest < 0 || first.get<int64_t>() < earliest)) earliest = first.get<int64_t>();
+      const std::size_t may_part_from =
+          earliest < 0 ? want.size() : static_cast<std::size_t>(static_cast<double>(earliest) / test::kFloorMargin);
       std::size_t parted = want.size();
       while (got.size() < want.size()) {
         const SequenceStep in{&s, step};
@@ -177,18 +173,17 @@ TEST(V3FaithfulGolden, GreedyFollowsTheRelease) {
         const TokenId best = static_cast<TokenId>(argmax(last));
         if (best != want[got.size()] && parted == want.size()) {
           parted = got.size();
-          // Allowed only at a near-tie: the release's choice within two bf16 ulps of our best.
-          const float top = last[best], theirs = last[want[got.size()]];
-          const float ulp = std::ldexp(1.f, std::ilogb(std::max(std::fabs(top), 1e-30f)) - 7);
-          EXPECT_LE(top - theirs, 2 * ulp) << name << " greedy_" << L << ": step " << parted << " plumb " << best
-                                           << " (" << top << "), release " << want[got.size()] << " (" << theirs
-                                           << ")";
+          EXPECT_GE(parted, may_part_from) << name << " greedy_" << L << ": step " << parted << " plumb " << best << " ("
+                                           << last[best] << "), release " << want[got.size()] << " ("
+                                           << last[want[got.size()]] << "); the other orders keep "
+                                           << (earliest < 0 ? "every token" : std::to_string(earliest) + " tokens");
         }
         got.push_back(best);
         step.assign(1, got.back());
       }
-      std::printf("[v3 faithful golden] %s greedy_%lld: %zu/%zu ids equal before parting\n", name,
-                  static_cast<long long>(L), parted, want.size());
+      std::printf("[v3 faithful golden] %s greedy_%lld: %zu/%zu ids equal before parting (the other orders: %s)\n",
+                  name, static_cast<long long>(L), parted, want.size(),
+                  earliest < 0 ? "every id" : std::to_string(earliest).c_str());
       ++checked;
     }
   }

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "plumb/backend/backend.h"
+#include "plumb/backend/cpu/cpu_backend.h"
 #include "plumb/util/error.h"
 
 namespace plumb::backend {
@@ -24,6 +25,9 @@ std::unique_ptr<Backend> make_gpu_backend() { fail("the GPU backend is not avail
 
 std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {
   if (name == "cpu") return make_cpu_backend(threads);
+  // "cpu@<order>": the CPU backend with some sites summed in another order (cpu_backend.h), so
+  // an experiment can compare two CPU runs that differ in that alone (plumb verify's library API).
+  if (name.starts_with("cpu@")) return cpu::make_cpu_backend_in_order(threads, name.substr(4));
   const std::string gpu = gpu_backend_name();
   if (name == "gpu" || (!gpu.empty() && name == gpu)) return make_gpu_backend();
   if (name == "cuda" || name == "hip")

@@ -26,8 +26,10 @@ struct SlotLayout {
 // block after another (a single block when L.block == 0): per block, with m its running max,
 // e_j = exp(s_j - m), l = l * alpha + sum e_j and acc = acc * alpha + sum p_j v_j, where alpha =
 // exp(m_prev - m) and p_j = e_j (bf16(e_j) with bf16_probs). acc and part hold Dh floats.
+// `reversed` sums each block's terms last first (an experiment: CpuBackend::SumOrders).
 void attend(const std::vector<const float*>& cand, const std::vector<float>& sc, float sink, int64_t Dh,
-            bool bf16_probs, const SlotLayout& L, float* o, std::vector<float>& acc, std::vector<float>& part) {
+            bool bf16_probs, const SlotLayout& L, bool reversed, float* o, std::vector<float>& acc,
+            std::vector<float>& part) {
   const int64_t n = static_cast<int64_t>(cand.size());
   float m = -std::numeric_limits<float>::infinity(), l = 0.f;
   std::fill(acc.begin(), acc.end(), 0.f);
@@ -43,7 +45,8 @@ void attend(const std::vector<const float*>& cand, const std::vector<float>& sc,
     const float alpha = exp_cr(m - bm);  // 0 for the first block (m = -inf)
     float bs = 0.f;
     std::fill(part.begin(), part.end(), 0.f);
-    for (int64_t j = j0; j < j1; ++j) {
+    for (int64_t k = j0; k < j1; ++k) {
+      const int64_t j = reversed ? j0 + j1 - 1 - k : k;
       const float e = exp_cr(sc[j] - bm);
       bs += e;
       const float pv = bf16_probs ? round_bf16(e) : e;  // the release multiplies V by bf16 P
@@ -112,9 +115,9 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
         sc.resize(cand.size());
         for (int64_t h = 0; h < H; ++h) {
           const float* qh = qp + (row * H + h) * Dh;
-          for (std::size_t j = 0; j < cand.size(); ++j) sc[j] = dot(qh, cand[j], Dh) * p.scale;
+          for (std::size_t j = 0; j < cand.size(); ++j) sc[j] = dot(qh, cand[j], Dh, order(kAttn)) * p.scale;
           float* o = op + (row * H + h) * Dh;
-          attend(cand, sc, sink[h], Dh, p.bf16_probs, layout, o, acc, part);
+          attend(cand, sc, sink[h], Dh, p.bf16_probs, layout, order(kAttn) != SumOrder::Canonical, o, acc, part);
           apply_round(o, Dh, p.out);
         }
       }

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "plumb/backend/cpu/cpu_tensor.h"
 #include "plumb/backend/cpu/simquant.h"
@@ -103,13 +106,21 @@ Tensor CpuBackend::rms_norm(const Tensor& x, const WeightView* weight, float eps
     float* v = p + r * D;
     if (math == NormMath::F32) {
       float ss = 0.f;
-      for (int64_t i = 0; i < D; ++i) ss += v[i] * v[i];
+      if (order(kNorm) != SumOrder::Canonical) ss = dot_other(v, v, D, order(kNorm));
+      else
+        for (int64_t i = 0; i < D; ++i) ss += v[i] * v[i];
       // mean as torch computes it: sum times 1/D
       const float inv = 1.0f / std::sqrt(ss * (1.0f / static_cast<float>(D)) + eps);
       for (int64_t i = 0; i < D; ++i) v[i] = weight ? w[i] * (v[i] * inv) : v[i] * inv;
     } else {  // each tensor op of the release's bf16 code rounds its result to bf16
       float ss = 0.f;
-      for (int64_t i = 0; i < D; ++i) ss += round_bf16(v[i] * v[i]);
+      if (order(kNorm) != SumOrder::Canonical) {  // an experiment (SumOrders): the same terms, another order
+        std::vector<float> sq(static_cast<std::size_t>(D)), ones(sq.size(), 1.f);
+        for (int64_t i = 0; i < D; ++i) sq[i] = round_bf16(v[i] * v[i]);
+        ss = dot_other(sq.data(), ones.data(), D, order(kNorm));
+      } else {
+        for (int64_t i = 0; i < D; ++i) ss += round_bf16(v[i] * v[i]);
+      }
       const float var = round_bf16(round_bf16(ss * (1.0f / static_cast<float>(D))) + eps);
       const float inv = round_bf16(1.0f / std::sqrt(var));
       for (int64_t i = 0; i < D; ++i) v[i] = round_bf16(v[i] * inv);
@@ -203,10 +214,53 @@ Tensor CpuBackend::hadamard(const Tensor& x, Round out) {
   return y;
 }
 
+CpuBackend::SumOrders CpuBackend::parse_order(const std::string& order) {
+  const auto bad = [&](const std::string& part) {
+    fail("PLUMB_CPU_ORDER is '{}': expected 'canonical', or '[reversed:|blocked:]' and a comma list of the sites "
+         "that sum in that other order (linear, gate, norm, hc, mla, attn, or all); '{}' is none of them",
+         order, part);
+  };
+  SumOrders o;
+  o.spec = order;
+  if (order.empty() || order == "canonical") return o;
+  std::string list = order;
+  if (const std::size_t colon = order.find(':'); colon != std::string::npos) {
+    const std::string name = order.substr(0, colon);
+    if (name == "reversed") o.other = SumOrder::Reversed;
+    else if (name == "blocked") o.other = SumOrder::Blocked32;
+    else bad(name);
+    list = order.substr(colon + 1);
+  }
+  static constexpr std::pair<const char*, OrderSite> kSites[] = {{"linear", kLinear}, {"gate", kGate}, {"norm", kNorm},
+                                                                 {"hc", kHc},         {"mla", kMla},   {"attn", kAttn},
+                                                                 {"all", kAllSites}};
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    const std::string site = list.substr(at, end - at);
+    const auto* hit = std::find_if(std::begin(kSites), std::end(kSites), [&](const auto& s) { return site == s.first; });
+    if (hit == std::end(kSites)) bad(site);
+    o.sites |= hit->second;
+    at = end + 1;
+  }
+  return o;
+}
+
+std::vector<std::pair<std::string, std::string>> CpuBackend::facts() const {
+  if (orders_.sites == 0) return Backend::facts();
+  return {{"backend", name()}, {"reduction_order", orders_.spec}};
+}
+
+std::unique_ptr<Backend> make_cpu_backend_in_order(int threads, const std::string& order) {
+  return std::make_unique<CpuBackend>(threads, CpuBackend::parse_order(order));
+}
+
 }  // namespace plumb::cpu
 
 namespace plumb::backend {
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<cpu::CpuBackend>(threads); }
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  const char* order = std::getenv("PLUMB_CPU_ORDER");
+  return cpu::make_cpu_backend_in_order(threads, order ? order : "");
+}
 
 }  // namespace plumb::backend

@@ -3,7 +3,13 @@
 // reference the GPU backends are tested against. Ops are spread over files by topic
 // (cpu_backend.cpp: memory and elementwise; cpu_linear.cpp; cpu_hc.cpp; cpu_compress.cpp;
 // cpu_attention.cpp; cpu_mla.cpp; cpu_moe.cpp).
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "plumb/backend/backend.h"
+#include "plumb/backend/cpu/weight_decode.h"
 #include "plumb/backend/op_checks.h"
 #include "plumb/util/thread_pool.h"
 
@@ -13,9 +19,29 @@ using namespace plumb::backend;
 
 class CpuBackend final : public Backend {
  public:
+  // Summation order, an experiment tool (issue 13): by default every op sums in one fixed order
+  // (the one the GPU's "cpu" order reproduces). The listed sites can sum in another order
+  // instead, so that what a change of f32 order alone does to a forward is measured on the CPU
+  // (the noise floor behind the golden tests' thresholds, tools/golden/order_floor.py). Sites:
+  // linear (linear() and the experts' GEMMs), gate (the router's), norm (rms_norm), hc (the mHC
+  // mixes and their norm), mla (V3 attention scores), attn (V4 attention scores, its
+  // softmax and P.V sums within a block, and the indexer scores).
+  enum OrderSite : unsigned { kLinear = 1, kNorm = 2, kHc = 4, kGate = 8, kMla = 16, kAttn = 32, kAllSites = 63 };
+  struct SumOrders {
+    unsigned sites = 0;                  // OrderSite bits summed in `other`
+    SumOrder other = SumOrder::Reversed;
+    std::string spec;                    // as given, for the audit facts
+  };
+  // PLUMB_CPU_ORDER's value: "[reversed:|blocked:]site,site,..." or "all" for every site
+  // (the order defaults to reversed); "" or "canonical" for none. Throws naming the value otherwise.
+  static SumOrders parse_order(const std::string& order);
+
   explicit CpuBackend(int threads) : pool_(threads) {}
+  CpuBackend(int threads, SumOrders orders) : pool_(threads), orders_(std::move(orders)) {}
   std::string name() const override { return "cpu"; }
+  std::vector<std::pair<std::string, std::string>> facts() const override;
   ThreadPool& pool() { return pool_; }
+  SumOrder order(OrderSite site) const { return (orders_.sites & site) ? orders_.other : SumOrder::Canonical; }
 
   Tensor full(ElemType type, Shape shape, float value) override;
   Tensor from_host(const float* data, Shape shape) override;
@@ -58,7 +84,12 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool pool_;
+  SumOrders orders_;
 };
+
+// A CPU backend whose sites sum in the orders `order` names (CpuBackend::parse_order); the
+// backend name "cpu@<order>" (make_backend) and the environment's PLUMB_CPU_ORDER lead here.
+std::unique_ptr<Backend> make_cpu_backend_in_order(int threads, const std::string& order);
 
 // Rounds n values in place when r == Round::BF16.
 void apply_round(float* x, int64_t n, Round r);

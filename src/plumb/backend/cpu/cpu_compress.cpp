@@ -91,6 +91,7 @@ Tensor CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b
   int32_t* op = i32(out);
   const bool bf16 = p.round == Round::BF16;
   auto rnd = [&](float x) { return bf16 ? round_bf16(x) : x; };
+  const SumOrder score_order = order(kAttn);  // Canonical unless an experiment asks (SumOrders)
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
     const int64_t n_total = (s.start + s.len) / m;
@@ -105,7 +106,7 @@ Tensor CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b
           const float* kp = key_pool + keys.row(tables, si, e) * di;
           float acc = 0.f;
           for (int64_t h = 0; h < H; ++h) {
-            const float qk = rnd(dot(qp + (row * H + h) * di, kp, di));
+            const float qk = rnd(dot(qp + (row * H + h) * di, kp, di, score_order));
             acc += rnd(rnd(std::max(qk, 0.f) * p.relu_scale) * wp[row * H + h]);
           }
           score[e] = rnd(acc);

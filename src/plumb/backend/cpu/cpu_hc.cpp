@@ -24,11 +24,14 @@ HcSite load_site(const HcParams& p, int64_t n_out) {
 
 // m = (fn . x) / sqrt(mean(x^2) + eps): the linear applied to the unweighted-RMS-normalised
 // stream vector, computed as the release does (product first, then the scalar).
-void mixes(const HcSite& s, const float* x, int64_t width, float norm_eps, float* m) {
+// `order` other than Canonical: an experiment (CpuBackend::SumOrders).
+void mixes(const HcSite& s, const float* x, int64_t width, float norm_eps, SumOrder order, float* m) {
   float ss = 0.f;
-  for (int64_t i = 0; i < width; ++i) ss += x[i] * x[i];
+  if (order != SumOrder::Canonical) ss = dot_other(x, x, width, order);
+  else
+    for (int64_t i = 0; i < width; ++i) ss += x[i] * x[i];
   const float r = 1.0f / std::sqrt(ss * (1.0f / static_cast<float>(width)) + norm_eps);
-  for (int64_t k = 0; k < s.n_out; ++k) m[k] = dot(s.fn.data() + k * width, x, width) * r;
+  for (int64_t k = 0; k < s.n_out; ++k) m[k] = dot(s.fn.data() + k * width, x, width, order) * r;
 }
 
 // y = sum_i pre_i * X[i], streams added in order.
@@ -81,7 +84,7 @@ HcPreResult CpuBackend::hc_pre(const Tensor& X, const HcParams& p, Round out) {
     std::vector<float> m(static_cast<std::size_t>(s.n_out)), pre(static_cast<std::size_t>(hc));
     for (int64_t n = n0; n < n1; ++n) {
       const float* x = f32(X) + n * W;
-      mixes(s, x, W, p.norm_eps, m.data());
+      mixes(s, x, W, p.norm_eps, order(kHc), m.data());
       float* post = f32(r.post) + n * hc;
       float* C = f32(r.comb) + n * hc * hc;
       for (int64_t i = 0; i < hc; ++i) {
@@ -131,7 +134,7 @@ Tensor CpuBackend::hc_head(const Tensor& X, const HcParams& p, Round out) {
     std::vector<float> m(static_cast<std::size_t>(hc)), pre(static_cast<std::size_t>(hc));
     for (int64_t n = n0; n < n1; ++n) {
       const float* x = f32(X) + n * W;
-      mixes(s, x, W, p.norm_eps, m.data());
+      mixes(s, x, W, p.norm_eps, order(kHc), m.data());
       for (int64_t i = 0; i < hc; ++i) pre[i] = sigmoid(m[i] * s.scale[0] + s.base[i]) + p.hc_eps;
       collapse(x, pre.data(), hc, D, f32(y) + n * D);
       apply_round(f32(y) + n * D, D, out);

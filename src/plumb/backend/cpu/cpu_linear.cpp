@@ -15,7 +15,7 @@ constexpr int64_t kTileRows = 16;  // weight rows decoded at once (16 x K f32 st
 }
 
 void gemm_wt(ThreadPool& pool, const float* x, int64_t N, int64_t ldx, const WeightView& w, int64_t row0,
-             int64_t nrows, float* y, int64_t ldy, bool bf16_weight) {
+             int64_t nrows, float* y, int64_t ldy, bool bf16_weight, SumOrder order) {
   const int64_t K = w.cols();
   const int64_t tiles = (nrows + kTileRows - 1) / kTileRows;
   pool.parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
@@ -26,7 +26,7 @@ void gemm_wt(ThreadPool& pool, const float* x, int64_t N, int64_t ldx, const Wei
       decode_weight_rows(w, row0 + r0, row0 + r1, tile.data());
       if (bf16_weight) round_bf16(tile.data(), (r1 - r0) * K);
       for (int64_t n = 0; n < N; ++n)
-        for (int64_t r = r0; r < r1; ++r) y[n * ldy + r] = dot(x + n * ldx, tile.data() + (r - r0) * K, K);
+        for (int64_t r = r0; r < r1; ++r) y[n * ldy + r] = dot(x + n * ldx, tile.data() + (r - r0) * K, K, order);
     }
   });
 }
@@ -47,7 +47,7 @@ Tensor CpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts
   }
   Tensor y = new_f32(d.out);
   float* dst = f32(y);
-  for (int64_t g = 0; g < G; ++g) gemm_wt(pool(), src + g * K, N, in, w, g * R, R, dst + g * R, G * R, o.bf16_weight);
+  for (int64_t g = 0; g < G; ++g) gemm_wt(pool(), src + g * K, N, in, w, g * R, R, dst + g * R, G * R, o.bf16_weight, order(kLinear));
   apply_round(dst, N * G * R, o.out);
   return y;
 }

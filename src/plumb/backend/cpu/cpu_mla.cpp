@@ -35,6 +35,7 @@ Tensor CpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
         kp[j] = pe_pool + k_pe.row(tables, si, j) * P;
       }
     }
+    const SumOrder other = order(kMla);  // Canonical unless an experiment asks (SumOrders)
     pool().parallel_for(s.len * H, 1, [&](int64_t i0, int64_t i1) {
       std::vector<float> sc(static_cast<std::size_t>(T));
       for (int64_t ih = i0; ih < i1; ++ih) {
@@ -45,13 +46,21 @@ Tensor CpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
         for (int64_t j = 0; j <= t; ++j) {
           if (bf16) {  // two bf16 einsums, their bf16 sum, then the bf16 product with the scale
             float dl = 0.f, dp = 0.f;
-            for (int64_t r = 0; r < R; ++r) dl += qlh[r] * c[j][r];
-            for (int64_t r = 0; r < P; ++r) dp += qph[r] * kp[j][r];
+            if (other != SumOrder::Canonical) {
+              dl = dot_other(qlh, c[j], R, other), dp = dot_other(qph, kp[j], P, other);
+            } else {
+              for (int64_t r = 0; r < R; ++r) dl += qlh[r] * c[j][r];
+              for (int64_t r = 0; r < P; ++r) dp += qph[r] * kp[j][r];
+            }
             sc[j] = round_bf16(round_bf16(round_bf16(dl) + round_bf16(dp)) * scale);
           } else {
             float dot = 0.f;
-            for (int64_t r = 0; r < R; ++r) dot += qlh[r] * c[j][r];
-            for (int64_t r = 0; r < P; ++r) dot += qph[r] * kp[j][r];
+            if (other != SumOrder::Canonical) {
+              dot = dot_other(qlh, c[j], R, other, dot_other(qph, kp[j], P, other));
+            } else {
+              for (int64_t r = 0; r < R; ++r) dot += qlh[r] * c[j][r];
+              for (int64_t r = 0; r < P; ++r) dot += qph[r] * kp[j][r];
+            }
             sc[j] = dot * scale;
           }
           mx = std::max(mx, sc[j]);

@@ -28,7 +28,7 @@ Routing CpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
   if (p.bias) bias = decode_all(*p.bias);
   const bool bf16 = p.round == Round::BF16;
   std::vector<float> logits(static_cast<std::size_t>(N * E));
-  gemm_wt(pool(), f32(x), N, D, *p.gate, 0, E, logits.data(), E, bf16);  // f32 gate, or bf16 weight
+  gemm_wt(pool(), f32(x), N, D, *p.gate, 0, E, logits.data(), E, bf16, order(kGate));  // f32 gate, or bf16 weight
   if (bf16) round_bf16(logits.data(), N * E);                            // and bf16 logits (V3 release)
   Routing r{new_i32({N, K}), new_f32({N, K})};
   const std::vector<int32_t> hashed =
@@ -86,12 +86,12 @@ namespace {
 // out = w2(bf16?(weight * silu(min(g, L)) * clamp(u, -L, L))),
 // with the routing weight (row_weight, or null) applied here only when !p.weight_after.
 void swiglu(ThreadPool& pool, const SwiGluWeights& w, int64_t I, const float* x, int64_t M, int64_t D,
-            const float* row_weight, float limit, const MoeParams& p, float* out) {
+            const float* row_weight, float limit, const MoeParams& p, SumOrder order, float* out) {
   const Round round = p.round;
   std::vector<float> xin(x, x + M * D), g(static_cast<std::size_t>(M * I)), u(g.size());
   if (p.act_fp8) act_quant_fp8_rows(xin.data(), M, D);
-  gemm_wt(pool, xin.data(), M, D, *w.w1, 0, I, g.data(), I, p.bf16_weight);
-  gemm_wt(pool, xin.data(), M, D, *w.w3, 0, I, u.data(), I, p.bf16_weight);
+  gemm_wt(pool, xin.data(), M, D, *w.w1, 0, I, g.data(), I, p.bf16_weight, order);
+  gemm_wt(pool, xin.data(), M, D, *w.w3, 0, I, u.data(), I, p.bf16_weight, order);
   apply_round(g.data(), M * I, round);
   apply_round(u.data(), M * I, round);
   const bool silu_bf16 = p.silu_out == Round::BF16;
@@ -112,7 +112,7 @@ void swiglu(ThreadPool& pool, const SwiGluWeights& w, int64_t I, const float* x,
   }
   apply_round(g.data(), M * I, round);
   if (p.act_fp8) act_quant_fp8_rows(g.data(), M, I);
-  gemm_wt(pool, g.data(), M, I, *w.w2, 0, D, out, D, p.bf16_weight);
+  gemm_wt(pool, g.data(), M, I, *w.w2, 0, D, out, D, p.bf16_weight, order);
   apply_round(out, M * D, round);
 }
 
@@ -139,7 +139,7 @@ Tensor CpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGlu
     ys.resize(xs.size());
     for (int64_t i = 0; i < M; ++i) std::memcpy(&xs[i * D], xp + rows[i] * D, static_cast<std::size_t>(D) * sizeof(float));
     const int64_t I = check_swiglu(experts[e], D, fmt::format("routed expert {}", e));
-    swiglu(pool(), experts[e], I, xs.data(), M, D, ws.data(), p.swiglu_limit, p, ys.data());
+    swiglu(pool(), experts[e], I, xs.data(), M, D, ws.data(), p.swiglu_limit, p, order(kLinear), ys.data());
     if (p.weight_after || p.accumulate == Round::BF16) {
       for (int64_t i = 0; i < M; ++i)
         for (int64_t d = 0; d < D; ++d) {
@@ -157,7 +157,7 @@ Tensor CpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGlu
     }
   }
   ys.resize(static_cast<std::size_t>(N * D));
-  swiglu(pool(), shared, d.shared_I, xp, N, D, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p, ys.data());
+  swiglu(pool(), shared, d.shared_I, xp, N, D, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p, order(kLinear), ys.data());
   Tensor y = new_f32({N, D});
   float* yp = f32(y);
   for (int64_t i = 0; i < N * D; ++i) yp[i] = acc[i] + ys[i];

@@ -115,4 +115,17 @@ float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
+float dot_other(const float* a, const float* b, int64_t n, SumOrder o, float acc) {
+  if (o == SumOrder::Reversed) {
+    for (int64_t i = n - 1; i >= 0; --i) acc += a[i] * b[i];
+    return acc;
+  }
+  for (int64_t i0 = 0; i0 < n; i0 += 32) {
+    float part = 0.f;
+    for (int64_t i = i0; i < std::min(n, i0 + 32); ++i) part += a[i] * b[i];
+    acc += part;
+  }
+  return acc;
+}
+
 }  // namespace plumb::cpu

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""What the release's router and indexer choose at one decode step of the aligned fixture's greedy
+run (issue 13: step 17 of the 24-token greedy from the 300-token prompt, where plumb picks another
+token 7.9 logits away).
+
+Runs the release's inference/model.py (unmodified, make_v4_faithful.py's stand-ins, the golden
+variant: blockwise GEMM, 64-slot online softmax, on the GPU) exactly as make_v4_release.py's
+greedy does: prefill of the prompt, then one token per forward at start_pos. During the decode
+forward that produces the logits of greedy step STEP (input: the release's token of step STEP-1,
+at position prompt + STEP - 1) it records every module make_v4_release.py taps, and for every
+MoE gate its input x and biased scores sqrt(softplus(x W^T)) + bias (what topk ranks).
+
+Writes <out>/step<STEP>.npz (tap name -> f32 array; "<layer>.gate_x", "<layer>.gate_scores") and
+<out>/step<STEP>.json (per layer: the chosen experts, the top-4 biased scores and the 2nd/3rd gap;
+the indexer's picks; the logits' top-5 at this step).
+
+Usage on the GPU machine:
+    python3 tools/golden/release_step17.py --release-dir .device/inference \
+        --ckpt tests/data/golden/v4-release/aligned --out OUT [--step 17]
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_v4_release as mr  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--release-dir", required=True)
+    ap.add_argument("--ckpt", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--step", type=int, default=17)
+    a = ap.parse_args()
+
+    import torch
+    import torch.nn.functional as F
+    import make_v4_faithful as fa
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    fa.install_stand_ins()
+    sys.path.insert(0, a.release_dir)
+    import model as release  # noqa: E402
+
+    cfg = json.load(open(os.path.join(a.ckpt, "config.json")))
+    ckpt = os.path.join(a.ckpt, "model.safetensors")
+    L = mr.GREEDY_PROMPT
+    ids = np.load(os.path.join(a.ckpt, f"prompt_{L}.ids.npy"))
+    want = [int(t) for t in np.load(os.path.join(a.ckpt, f"greedy_{L}.ids.npy"))]
+    fa.GEMM_ORDER, fa.ATTN_ORDER = "block", "online"
+    device = "cuda"
+    for cached in (release.precompute_freqs_cis, release.get_window_topk_idxs, release.get_compress_topk_idxs):
+        cached.cache_clear()
+    torch.set_default_dtype(torch.bfloat16)
+    torch.set_default_device(device)
+    torch.manual_seed(0)
+    m = release.Transformer(fa.model_args(release, cfg, max_seq_len=max(mr.PROMPTS) + mr.GREEDY_NEW + 8))
+    fa.load_checkpoint(m, ckpt, device)
+
+    taps, recording = {}, [False]
+    mr.add_taps(m, taps)
+    gate_json = {}
+
+    def gate_hook(name):
+        def hook(mod, inp, out):
+            if not recording[0]:
+                return
+            x = inp[0]
+            s = F.softplus(x.float() @ mod.weight.float().t()).sqrt()
+            if mod.bias is not None:
+                s = s + mod.bias
+            taps[name + ".gate_x"] = x.float().cpu().numpy()
+            taps[name + ".gate_scores"] = s.float().cpu().numpy()
+            srt = torch.sort(s[-1], descending=True)
+            gate_json[name] = {"experts": [int(i) for i in out[1][-1].tolist()],
+                               "top4_experts": [int(i) for i in srt.indices[:4].tolist()],
+                               "top4_scores": [float(v) for v in srt.values[:4].tolist()]}
+        return hook
+
+    for name, mod in m.named_modules():
+        if name.endswith("ffn.gate"):
+            mod.register_forward_hook(gate_hook(name))
+
+    with torch.inference_mode():
+        logits = m(torch.tensor(ids, device=device).unsqueeze(0), 0)[0].float().cpu().numpy()
+        got = [int(np.argmax(logits))]
+        for s in range(1, a.step + 1):
+            recording[0] = s == a.step
+            if s == a.step:
+                taps.clear()
+            logits = m(torch.tensor([[want[s - 1]]], device=device), L + s - 1)[0].float().cpu().numpy()
+            got.append(int(np.argmax(logits)))
+    top = np.argsort(logits)[::-1][:5]
+    summary = {
+        "step": a.step, "position": L + a.step - 1, "release_greedy_so_far_matches": got == want[:a.step + 1],
+        "argmax": int(np.argmax(logits)), "top5": [[int(t), float(logits[t])] for t in top],
+        "gates": gate_json,
+        "indexer": {k: np.asarray(v).astype(np.int64).ravel().tolist() for k, v in taps.items()
+                    if k.endswith("attn.indexer") or k.endswith("attn.indexer.0")},
+    }
+    os.makedirs(a.out, exist_ok=True)
+    np.savez_compressed(os.path.join(a.out, f"step{a.step}.npz"), **taps)
+    json.dump(summary, open(os.path.join(a.out, f"step{a.step}.json"), "w"), indent=1)
+    print(json.dumps(summary)[:3000])
+
+
+if __name__ == "__main__":
+    main()
