@@ -12,7 +12,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   exit 0
 fi
 start=$(date +%s)
-binary="$(pwd)/$BUILD_DIR/plumb"
+case "$BUILD_DIR" in /*) binary="$BUILD_DIR/plumb" ;; *) binary="$(pwd)/$BUILD_DIR/plumb" ;; esac
 set +e
 (
   cd tests/server/node &&
