@@ -11,6 +11,9 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" 2>&1 | tee "$BUI
 rc=${PIPESTATUS[0]}
 set -e
 echo "test.sh: $(grep -E 'tests passed|tests failed' "$BUILD_DIR/ctest.log" | tail -1) in $(( $(date +%s) - start )) s"
+# The official openai npm client against the freshly built plumb serve on loopback
+# (tests/server/node: openai pinned by its package-lock.json); skipped only without node/npm.
+scripts/test-openai-client.sh "$BUILD_DIR" || exit 1
 # The HIP (gfx90a) compile of the GPU backend: same kernel sources, Debian's hipcc, no GPU.
 BUILD_DIR="$BUILD_DIR-hip" scripts/build-hip.sh > "$BUILD_DIR/hip.log" 2>&1 || { tail -40 "$BUILD_DIR/hip.log"; echo "test.sh: HIP build FAILED"; exit 1; }
 echo "test.sh: $(tail -1 "$BUILD_DIR/hip.log")"

@@ -119,12 +119,14 @@ TEST(Engine, StopTokenIdsAndStopStrings) {
 
 class EvenIds final : public TokenConstraint {
  public:
-  void mask(std::span<bool> allowed) override {
+  void mask(std::span<bool> allowed, std::int64_t remaining) override {
     for (std::size_t i = 1; i < allowed.size(); i += 2) allowed[i] = false;
+    budgets.push_back(remaining);
   }
   void accept(TokenId t) override { seen.push_back(t); }
   bool done() const override { return seen.size() == 3; }
   std::vector<TokenId> seen;
+  std::vector<std::int64_t> budgets;
 };
 
 TEST(Engine, ConstraintMasksAndEnds) {
@@ -139,6 +141,7 @@ TEST(Engine, ConstraintMasksAndEnds) {
   EXPECT_EQ(out.tokens, c->seen);
   for (TokenId t : out.tokens) EXPECT_EQ(t % 2, 0u);
   EXPECT_EQ(out.finish, FinishReason::kStop);
+  EXPECT_EQ(c->budgets, (std::vector<std::int64_t>{50, 49, 48}));  // max_tokens less what was generated
 }
 
 TEST(Engine, LogprobsAndPromptLogprobs) {

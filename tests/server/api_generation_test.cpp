@@ -266,7 +266,7 @@ TEST_F(ServerTest, ResponseFormatIsRenderedAndEnforced) {
   // The constraint the engine got allows "{" first and no letter.
   std::unique_ptr<bool[]> allowed(new bool[6144]);
   std::fill_n(allowed.get(), 6144, true);
-  sent[0].constraint->mask({allowed.get(), 6144});
+  sent[0].constraint->mask({allowed.get(), 6144}, 256);
   EXPECT_TRUE(allowed[*tiny_kjv_tokenizer().token_to_id("{")]);
   EXPECT_FALSE(allowed[*tiny_kjv_tokenizer().token_to_id("a")]);
   HttpResponse bad = post("/v1/chat/completions", chat_body(R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": {"anyOf": []}}})"));

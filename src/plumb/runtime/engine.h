@@ -29,8 +29,9 @@ class TokenConstraint {
  public:
   virtual ~TokenConstraint() = default;
   // Sets allowed[id] = false for every id that may not come next. `allowed` has vocab entries,
-  // all true on entry.
-  virtual void mask(std::span<bool> allowed) = 0;
+  // all true on entry. `remaining`: the tokens the request may still generate, this one
+  // included (max_tokens and the context), so that a constraint can finish in time.
+  virtual void mask(std::span<bool> allowed, std::int64_t remaining) = 0;
   // The token the engine sampled (always one mask() allowed).
   virtual void accept(TokenId token) = 0;
   // True when the constrained output is complete (the engine then ends the request with

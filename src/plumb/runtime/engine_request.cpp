@@ -63,7 +63,7 @@ std::uint32_t RequestOutput::pick(std::span<const float> logits) {
   if (!request_.constraint) return sampler_.sample(logits);
   std::unique_ptr<bool[]> allowed(new bool[vocab_]);
   std::fill(allowed.get(), allowed.get() + vocab_, true);
-  request_.constraint->mask({allowed.get(), vocab_});
+  request_.constraint->mask({allowed.get(), vocab_}, max_new_ - generated());
   std::vector<float> masked(logits.begin(), logits.end());
   bool any = false;
   for (std::size_t i = 0; i < vocab_; ++i) {

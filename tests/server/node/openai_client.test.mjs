@@ -1,7 +1,6 @@
 // plumb serve against the official openai npm client: start the binary on a free loopback port
 // with the tiny model, then chat (plain and streamed), stop, max_tokens, logprobs, tools,
-// response_format, errors and auth. When the binary has no serving engine (it exits saying so)
-// every test is reported as SKIPPED with that reason, never as passed.
+// response_format, errors and auth. A server that does not start fails every test.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -14,7 +13,7 @@ const binary = process.env.PLUMB_BINARY ?? path.join(root, 'build/plumb');
 const model = path.join(root, 'models/tiny-kjv');
 const KEY = 'test-key';
 
-let server, baseURL, skipReason = null;
+let server, baseURL;
 
 function startServer() {
   return new Promise((resolve) => {
@@ -34,9 +33,8 @@ function startServer() {
 
 before(async () => {
   const r = await startServer();
-  if (r.url) baseURL = r.url + '/v1';
-  else if (/engine is not available/.test(r.log)) skipReason = 'plumb serve has no serving engine in this build (issue #15)';
-  else throw new Error(`plumb serve did not start (exit ${r.exited}): ${r.log}`);
+  if (!r.url) throw new Error(`plumb serve (${binary}) did not start (exit ${r.exited}): ${r.log}`);
+  baseURL = r.url + '/v1';
 });
 
 after(() => server?.kill('SIGTERM'));
@@ -44,14 +42,8 @@ after(() => server?.kill('SIGTERM'));
 const client = () => new OpenAI({ baseURL, apiKey: KEY, maxRetries: 0 });
 const user = (content) => [{ role: 'user', content }];
 
-function live(name, fn) {
-  test(name, async (t) => {
-    if (skipReason) return t.skip(skipReason);
-    await fn();
-  });
-}
 
-live('chat, not streamed', async () => {
+test('chat, not streamed', async () => {
   const r = await client().chat.completions.create({ model: 'tiny-kjv', messages: user('In the beginning'), max_tokens: 8 });
   assert.equal(r.object, 'chat.completion');
   assert.equal(typeof r.choices[0].message.content, 'string');
@@ -59,7 +51,7 @@ live('chat, not streamed', async () => {
   assert.ok(['stop', 'length'].includes(r.choices[0].finish_reason));
 });
 
-live('chat, streamed, equals the same request not streamed (greedy)', async () => {
+test('chat, streamed, equals the same request not streamed (greedy)', async () => {
   const body = { model: 'tiny-kjv', messages: user('And God said'), max_tokens: 12, temperature: 0 };
   const whole = await client().chat.completions.create(body);
   const stream = await client().chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } });
@@ -72,7 +64,7 @@ live('chat, streamed, equals the same request not streamed (greedy)', async () =
   assert.equal(usage.completion_tokens, whole.usage.completion_tokens);
 });
 
-live('max_tokens and stop', async () => {
+test('max_tokens and stop', async () => {
   const r = await client().chat.completions.create({ model: 'tiny-kjv', messages: user('In the beginning'), max_tokens: 3, temperature: 0 });
   assert.equal(r.usage.completion_tokens, 3);
   assert.equal(r.choices[0].finish_reason, 'length');
@@ -81,7 +73,7 @@ live('max_tokens and stop', async () => {
   assert.ok(!s.choices[0].message.content.includes(word));
 });
 
-live('logprobs', async () => {
+test('logprobs', async () => {
   const r = await client().chat.completions.create({ model: 'tiny-kjv', messages: user('Light'), max_tokens: 4, logprobs: true, top_logprobs: 2 });
   const lp = r.choices[0].logprobs.content;
   assert.equal(lp.length, r.usage.completion_tokens);
@@ -91,33 +83,84 @@ live('logprobs', async () => {
   }
 });
 
-live('tools are accepted and the answer is well-formed', async () => {
-  const tools = [{ type: 'function', function: { name: 'get_verse', parameters: { type: 'object', properties: { book: { type: 'string' } } } } }];
-  const r = await client().chat.completions.create({ model: 'tiny-kjv', messages: user('Find Genesis'), tools, max_tokens: 16 });
+const verseTool = { type: 'function', function: { name: 'get_verse', parameters: { type: 'object', properties: { book: { type: 'string' } } } } };
+
+test('tools are accepted and the answer is well-formed', async () => {
+  const r = await client().chat.completions.create({ model: 'tiny-kjv', messages: user('Find Genesis'), tools: [verseTool], max_tokens: 16 });
   const c = r.choices[0];
   if (c.finish_reason === 'tool_calls') for (const call of c.message.tool_calls) JSON.parse(call.function.arguments);
   else assert.equal(typeof c.message.content, 'string');
 });
 
-live('response_format json_schema gives JSON matching the schema', async () => {
-  const schema = { type: 'object', properties: { verse: { type: 'string' } }, required: ['verse'] };
-  const r = await client().chat.completions.create({
-    model: 'tiny-kjv', messages: user('A verse as JSON'), max_tokens: 64,
-    response_format: { type: 'json_schema', json_schema: { name: 'v', schema } },
+test('a tool call and its result in the history', async () => {
+  const messages = [
+    ...user('Find Genesis 1:1'),
+    { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_verse', arguments: '{"book":"Genesis"}' } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: 'In the beginning God created the heaven and the earth.' },
+  ];
+  const r = await client().chat.completions.create({ model: 'tiny-kjv', messages, tools: [verseTool], max_tokens: 8 });
+  assert.ok(['stop', 'length', 'tool_calls'].includes(r.choices[0].finish_reason));
+  assert.ok(r.usage.prompt_tokens > 20);  // the call and its result were rendered into the prompt
+});
+
+const verseSchema = { type: 'object', properties: { verse: { type: 'string' }, chapter: { type: 'integer' } }, required: ['verse'] };
+const asSchema = (schema) => ({ type: 'json_schema', json_schema: { name: 'v', schema } });
+
+test('response_format json_schema gives JSON matching the schema, within max_tokens', async () => {
+  for (const max_tokens of [12, 24, 64]) {
+    const r = await client().chat.completions.create({
+      model: 'tiny-kjv', messages: user('A verse as JSON'), max_tokens, response_format: asSchema(verseSchema),
+    });
+    assert.equal(r.choices[0].finish_reason, 'stop', `max_tokens ${max_tokens}: ${r.choices[0].message.content}`);
+    assert.ok(r.usage.completion_tokens <= max_tokens);
+    const value = JSON.parse(r.choices[0].message.content);
+    assert.equal(typeof value.verse, 'string');
+    if ('chapter' in value) assert.ok(Number.isInteger(value.chapter));
+  }
+});
+
+test('response_format streamed: the deltas join into the JSON', async () => {
+  const stream = await client().chat.completions.create({
+    model: 'tiny-kjv', messages: user('A verse as JSON'), max_tokens: 32, stream: true, response_format: asSchema(verseSchema),
   });
-  const value = JSON.parse(r.choices[0].message.content);
-  assert.equal(typeof value.verse, 'string');
+  let text = '', finish = null;
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.delta?.content ?? '';
+    finish = chunk.choices[0]?.finish_reason ?? finish;
+  }
+  assert.equal(finish, 'stop');
+  assert.equal(typeof JSON.parse(text).verse, 'string');
 });
 
-live('errors come back as OpenAI errors', async () => {
+test('response_format json_object, and max_tokens below the shortest JSON ends with "length"', async () => {
+  const r = await client().chat.completions.create({
+    model: 'tiny-kjv', messages: user('JSON please'), max_tokens: 16, response_format: { type: 'json_object' },
+  });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.equal(typeof JSON.parse(r.choices[0].message.content), 'object');
+  const short = await client().chat.completions.create({
+    model: 'tiny-kjv', messages: user('A verse as JSON'), max_tokens: 1, response_format: asSchema(verseSchema),
+  });
+  assert.equal(short.choices[0].finish_reason, 'length');
+  assert.equal(short.usage.completion_tokens, 1);
+});
+
+test('errors come back as OpenAI errors', async () => {
   await assert.rejects(client().chat.completions.create({ model: 'tiny-kjv', messages: user('x'), temperature: 9 }),
-    (e) => e.status === 400 && e.error?.param === 'temperature');
-  await assert.rejects(client().chat.completions.create({ model: 'nope', messages: user('x') }), (e) => e.status === 404);
+    (e) => e instanceof OpenAI.BadRequestError && e.error?.param === 'temperature');
+  await assert.rejects(client().chat.completions.create({ model: 'nope', messages: user('x') }), (e) => e instanceof OpenAI.NotFoundError);
+  await assert.rejects(client().chat.completions.create({
+    model: 'tiny-kjv', messages: user('x'), response_format: asSchema({ anyOf: [{ type: 'string' }] }),
+  }), (e) => e.status === 400 && e.error?.param === 'response_format');
+  await assert.rejects(client().chat.completions.create({ model: 'tiny-kjv', messages: [] }), (e) => e.status === 400);
 });
 
-live('auth', async () => {
+test('auth', async () => {
   const wrong = new OpenAI({ baseURL, apiKey: 'wrong', maxRetries: 0 });
-  await assert.rejects(wrong.models.list(), (e) => e.status === 401);
+  await assert.rejects(wrong.models.list(), (e) => e instanceof OpenAI.AuthenticationError);
+  const missing = await fetch(baseURL + '/models');
+  assert.equal(missing.status, 401);
+  assert.equal(typeof (await missing.json()).error.message, 'string');
   const models = await client().models.list();
   assert.equal(models.data[0].id, 'tiny-kjv');
 });
