@@ -125,7 +125,11 @@ nlohmann::json summarize(const std::vector<Timeline>& t, double wall) {
     for (std::size_t k = 1; k < r.tokens.size(); ++k) itl.push_back(sec(r.tokens[k - 1], r.tokens[k]));
   }
   const auto ms = [](double s) { return s * 1e3; };
+  std::vector<double> ttft_ms, latency_ms;  // per request, for latency CDFs (tools/plot_bench.py)
+  for (double s : ttft) ttft_ms.push_back(ms(s));
+  for (double s : latency) latency_ms.push_back(ms(s));
   return {{"requests", t.size()},
+          {"per_request", {{"ttft_ms", ttft_ms}, {"latency_ms", latency_ms}}},
           {"output_tokens", tokens},
           {"wall_s", wall},
           {"output_tokens_per_s", static_cast<double>(tokens) / wall},

@@ -2,7 +2,7 @@
 # Installs plumb's build and test dependencies from Debian 12 (bookworm) apt. Idempotent: does
 # nothing when everything is already installed. Needs root or passwordless sudo.
 # --hip adds Debian's hipcc and HIP runtime (~1.7 GB) for the gfx90a compile that the test suite
-# (scripts/test.sh) runs; the quickstart does not need them.
+# (scripts/test.sh) runs; the quickstart does not need them. --plots adds python3-matplotlib.
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build ccache pkg-config
@@ -13,8 +13,14 @@ PKGS=(
   libboost-dev
   clang libclang-rt-14-dev python3-numpy
 )
-# HIP for the gfx90a (MI250) compile of the GPU backend (no AMD GPU needed to compile)
-if [ "${1:-}" = "--hip" ]; then PKGS+=(hipcc libamdhip64-dev rocm-device-libs); fi
+# --hip: HIP for the gfx90a (MI250) compile of the GPU backend (no AMD GPU needed to compile)
+# --plots: matplotlib for tools/plot_bench.py (`plumb bench serve --plot`, benchmark PNGs); optional
+for arg in "$@"; do
+  case $arg in
+    --hip) PKGS+=(hipcc libamdhip64-dev rocm-device-libs) ;;
+    --plots) PKGS+=(python3-matplotlib) ;;
+  esac
+done
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add(plumb::cli::register_verify(app));  // exits 3 when the comparison fails
   add(plumb::cli::register_batch(app));
   add(plumb::cli::register_serve(app));
+  add(plumb::cli::register_bench(app));  // bench serve
 
   try {
     app.parse(argc, argv);
