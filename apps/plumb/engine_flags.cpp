@@ -35,10 +35,10 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--kv-cache-mb", f.kv_cache_mb, "MiB for the KV pool and the per-sequence state")
       ->check(at_least(1))
       ->capture_default_str();
-  cmd.add_option("--kv-dtype", f.kv_dtype, "KV entry format f32, bf16 or fp8 (default: f32 for reference, fp8 for faithful)")
+  cmd.add_option("--kv-dtype", f.kv_dtype, "KV entry format (f32; bf16 and fp8 storage are not implemented yet and refused)")
       ->check(CLI::IsMember({"f32", "bf16", "fp8"}));
   cmd.add_option("--kv-index-dtype", f.kv_index_dtype,
-                 "indexer key format f32, bf16 or fp4 (default: f32 for reference, fp4 for faithful)")
+                 "indexer key format (f32; bf16 and fp4 storage are not implemented yet and refused)")
       ->check(CLI::IsMember({"f32", "bf16", "fp4"}));
 }
 
@@ -54,7 +54,8 @@ runtime::EngineOptions engine_options(const EngineFlags& f) {
   o.kv_block_size = f.kv_block_size;
   o.kv_cache_mib = f.kv_cache_mb;
   o.faithful = parse_numerics(f.numerics) == Numerics::Faithful;
-  runtime::KvFormat format = runtime::default_kv_format(o.faithful);
+  runtime::KvFormat format;  // f32
+
   if (!f.kv_dtype.empty()) format.kv = runtime::parse_kv_dtype(f.kv_dtype);
   if (!f.kv_index_dtype.empty()) format.index_keys = runtime::parse_index_key_dtype(f.kv_index_dtype);
   o.kv_format = format;

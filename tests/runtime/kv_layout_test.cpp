@@ -27,10 +27,10 @@ TEST(KvLayout, V4FlashFp8Fp4MatchesTheSpec) {
   EXPECT_EQ(f32.bytes_per_block, 2 * 6880 * 512);
 }
 
-TEST(KvLayout, Defaults) {
-  EXPECT_EQ(default_kv_format(true).kv, KvDtype::kFP8);
-  EXPECT_EQ(default_kv_format(true).index_keys, IndexKeyDtype::kFP4);
-  EXPECT_EQ(default_kv_format(false).kv, KvDtype::kF32);
+TEST(KvLayout, OnlyTheStoredF32FormatIsAccepted) {
+  EXPECT_NO_THROW(check_stored_kv_format({}));
+  EXPECT_THROW(check_stored_kv_format({KvDtype::kFP8, IndexKeyDtype::kFP4}), Error);
+  EXPECT_THROW(check_stored_kv_format({KvDtype::kF32, IndexKeyDtype::kBF16}), Error);
   EXPECT_EQ(parse_kv_dtype("bf16"), KvDtype::kBF16);
   EXPECT_EQ(parse_index_key_dtype("fp4"), IndexKeyDtype::kFP4);
   EXPECT_THROW(parse_kv_dtype("fp4"), Error);

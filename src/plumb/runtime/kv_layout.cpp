@@ -72,8 +72,11 @@ const char* to_string(IndexKeyDtype t) {
   return t == IndexKeyDtype::kF32 ? "f32" : t == IndexKeyDtype::kBF16 ? "bf16" : "fp4";
 }
 
-KvFormat default_kv_format(bool faithful) {
-  return faithful ? KvFormat{KvDtype::kFP8, IndexKeyDtype::kFP4} : KvFormat{};
+void check_stored_kv_format(KvFormat f) {
+  if (f.kv != KvDtype::kF32 || f.index_keys != IndexKeyDtype::kF32)
+    fail("KV storage format {} entries / {} indexer keys is not implemented yet: plumb stores both as f32 (use "
+         "--kv-dtype f32 --kv-index-dtype f32, the default)",
+         to_string(f.kv), to_string(f.index_keys));
 }
 
 KvLayout kv_layout(const ModelConfig& c, std::int64_t block_size, KvFormat format) {

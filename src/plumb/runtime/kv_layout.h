@@ -5,8 +5,8 @@
 // 128 in V4-Flash) B/m entries, for a sliding-window layer nothing; V3 holds B latent + rope rows
 // per layer. Fixed per sequence (V4): every layer's window ring of `sliding_window` entries and
 // the compressor states (f32 running sums). The pool is sized from these numbers. The model's
-// storage (model/kv_pool.h) is f32 whatever the format says, so with bf16/fp8/fp4 formats the
-// pool's real bytes exceed these (the storage formats are issue #15's next step).
+// storage (model/kv_pool.h) is f32 only, so the engine sizes its pool for f32 and refuses the
+// other formats (check_stored_kv_format); their byte counts are here for the spec and the tests.
 #include <cstdint>
 #include <string>
 
@@ -30,9 +30,12 @@ struct KvFormat {
   KvDtype kv = KvDtype::kF32;
   IndexKeyDtype index_keys = IndexKeyDtype::kF32;
 };
-// The numerics' lossless format: faithful -> fp8 + fp4 (the release stores exactly those
-// values), reference -> f32 + f32.
-KvFormat default_kv_format(bool faithful);
+// The model's storage (model/kv_pool.h) holds f32 entries and keys only: a pool sized for bf16,
+// fp8 or fp4 bytes would hold 2-4x fewer positions than it claims and could exhaust device
+// memory once full. So the engine accepts only f32 until those storage formats exist (the
+// release's fp8 + fp4, lossless under faithful, are issue #15's next step); throws naming the
+// format otherwise.
+void check_stored_kv_format(KvFormat format);
 
 struct KvLayout {
   std::int64_t block_size = 0;           // native token positions per block

@@ -27,7 +27,9 @@ void deliver(RequestId id, const EventFn& on_event, const Event& e) {
 }
 
 KvLayout layout_for(const EngineModel& model, const EngineOptions& o) {
-  return kv_layout(model.config(), o.kv_block_size, o.kv_format.value_or(default_kv_format(o.faithful)));
+  const KvFormat format = o.kv_format.value_or(KvFormat{});
+  check_stored_kv_format(format);
+  return kv_layout(model.config(), o.kv_block_size, format);
 }
 
 std::int64_t pool_size(const KvLayout& layout, const EngineOptions& o) {
