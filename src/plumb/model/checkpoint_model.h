@@ -8,6 +8,7 @@
 //   kArch, kName  the architecture it runs and the class name errors use
 //   kResidualTap  Model::residual_tap_suffix()
 //   cache_spec()  the CacheSpec of a config
+// and a free copy_state(Backend&, const State&) beside State (a deep copy, for fork_sequence).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -43,6 +44,11 @@ class CheckpointModel final : public Model {
   const char* residual_tap_suffix() const override { return Traits::kResidualTap; }
   std::unique_ptr<SequenceState> new_sequence() const override {
     return std::make_unique<typename Traits::State>(fwd_->new_sequence());
+  }
+  std::unique_ptr<SequenceState> fork_sequence(const SequenceState& state) override {
+    const auto* s = dynamic_cast<const typename Traits::State*>(&state);
+    if (!s) fail("{}: cannot fork a sequence state of another model", Traits::kName);
+    return std::make_unique<typename Traits::State>(copy_state(*be_, *s));  // the architecture's copy_state
   }
   backend::Tensor forward(std::span<const SequenceStep> batch, std::span<const int64_t> logit_rows,
                           const Taps& taps = {}) override {

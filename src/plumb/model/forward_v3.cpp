@@ -47,6 +47,7 @@
 
 #include "plumb/model/batch.h"
 #include "plumb/model/rope_v4.h"
+#include "plumb/model/state_copy.h"
 #include "plumb/model/tap_emit.h"
 #include "plumb/model/state_v4.h"
 #include "plumb/util/error.h"
@@ -180,6 +181,14 @@ ForwardV3::ForwardV3(backend::Backend& be, const ModelConfig& cfg, const ModelWe
     a.k_t_view = f32_view("absorbed K^T", a.k_t, H * R, dn);
     a.v_view = f32_view("absorbed V", a.v, H * dv, R);
   }
+}
+
+SequenceState copy_state(backend::Backend& be, const SequenceState& s) {
+  SequenceState out;
+  out.pos = s.pos;
+  for (const Tensor& t : s.latent) out.latent.push_back(copy_tensor(be, t));
+  for (const Tensor& t : s.k_pe) out.k_pe.push_back(copy_tensor(be, t));
+  return out;
 }
 
 SequenceState ForwardV3::new_sequence() const {

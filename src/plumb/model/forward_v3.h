@@ -28,6 +28,9 @@ struct SequenceState final : plumb::SequenceState {
   std::vector<backend::Tensor> k_pe;    // per layer [capacity, qk_rope_head_dim]
 };
 
+// A deep copy of `s` (Model::fork_sequence).
+SequenceState copy_state(backend::Backend& be, const SequenceState& s);
+
 // YaRN as HF applies it to V3 (modeling_rope_utils._compute_yarn_parameters, yarn_apply_mscale).
 struct RopeV3 {
   std::vector<float> inv_freq;  // [qk_rope_head_dim / 2]

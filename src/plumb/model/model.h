@@ -76,6 +76,9 @@ class Model {
 
   // A fresh sequence at position 0.
   virtual std::unique_ptr<SequenceState> new_sequence() const = 0;
+  // An independent copy of `state` (one of this model's): both continue alone from its position.
+  // The prefix cache keeps such copies at block boundaries. Throws for another model's state.
+  virtual std::unique_ptr<SequenceState> fork_sequence(const SequenceState& state) = 0;
   // Logits [logit_rows.size(), vocab] (f32) of the batch rows `logit_rows` (ascending indices
   // into the batch's new tokens, sequences stacked in input order; empty: no logits, a tensor of
   // 0 rows). Taps, when enabled, receive the batch's intermediates (rows in the same order;

@@ -2,7 +2,18 @@
 
 #include <algorithm>
 
+#include "plumb/model/state_copy.h"
+
 namespace plumb::v4 {
+
+SequenceState copy_state(backend::Backend& be, const SequenceState& s) {
+  SequenceState out;
+  out.pos = s.pos;
+  for (const LayerState& l : s.layers)
+    out.layers.push_back({copy_tensor(be, l.window), copy_tensor(be, l.compressed), copy_compressor(be, l.compressor),
+                          copy_tensor(be, l.index_keys), copy_compressor(be, l.index_compressor)});
+  return out;
+}
 
 void ensure_capacity(backend::Backend& be, backend::Tensor& cache, int64_t rows, int64_t used) {
   if (cache.rows() >= rows) return;

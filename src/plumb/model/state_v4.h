@@ -24,6 +24,10 @@ struct SequenceState final : plumb::SequenceState {
   std::vector<LayerState> layers;
 };
 
+// A deep copy of `s` (Model::fork_sequence): every ring, cache and compressor slot copied, so
+// either state may advance without the other.
+SequenceState copy_state(backend::Backend& be, const SequenceState& s);
+
 // Grows `cache` (rows = capacity) to hold at least `rows` rows, keeping its first `used` rows.
 void ensure_capacity(backend::Backend& be, backend::Tensor& cache, int64_t rows, int64_t used);
 
