@@ -48,6 +48,16 @@ class FakeModel final : public EngineModel {
   };
 
   std::unique_ptr<Sequence> new_sequence() override { return std::make_unique<Seq>(); }
+  std::unique_ptr<Sequence> fork(const Sequence& seq, std::span<const std::int32_t> from_blocks,
+                                 std::span<const std::int32_t> to_blocks) override {
+    const auto& s = static_cast<const Seq&>(seq);
+    // Whole blocks of the positions fed so far, into as many blocks.
+    if (from_blocks.size() != to_blocks.size() || from_blocks.empty() ||
+        static_cast<std::int64_t>(from_blocks.size()) * kForkBlock > s.pos)
+      bad_forks++;
+    ++forks;
+    return std::make_unique<Seq>(s);
+  }
 
   std::vector<float> forward(std::span<const Chunk> batch) override {
     std::vector<float> out;
@@ -73,7 +83,8 @@ class FakeModel final : public EngineModel {
   std::int64_t weight_bytes() const override { return 0; }
 
   // Read by tests after the engine is shut down (written on the engine thread).
-  std::int64_t steps = 0, rows_fed = 0, max_batch_seqs = 0;
+  std::int64_t steps = 0, rows_fed = 0, max_batch_seqs = 0, forks = 0, bad_forks = 0;
+  static constexpr std::int64_t kForkBlock = 128;  // the block size the prefix-cache tests use
 
  private:
   ModelConfig cfg_;

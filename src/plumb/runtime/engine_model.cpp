@@ -27,6 +27,15 @@ class LoadedModel final : public EngineModel {
     return s;
   }
 
+  std::unique_ptr<Sequence> fork(const Sequence& seq, std::span<const std::int32_t> from_blocks,
+                                 std::span<const std::int32_t> to_blocks) override {
+    if (from_blocks.size() != to_blocks.size())
+      fail("engine model: fork from {} blocks into {}", from_blocks.size(), to_blocks.size());
+    auto s = std::make_unique<Seq>();
+    s->state = model_->fork_sequence(*static_cast<const Seq&>(seq).state);
+    return s;
+  }
+
   std::vector<float> forward(std::span<const Chunk> batch) override {
     std::vector<SequenceStep> steps(batch.size());
     std::vector<int64_t> wanted;  // batch rows whose logits go back

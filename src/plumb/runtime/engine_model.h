@@ -32,6 +32,15 @@ class EngineModel {
 
   virtual ~EngineModel() = default;
   virtual std::unique_ptr<Sequence> new_sequence() = 0;
+  // An independent copy of `seq` as it is now (a prefix-cache snapshot, or a sequence started
+  // from one; prefix_cache.h): forward() may advance either without changing the other. The
+  // cache entries of the positions `from_blocks` cover (KvBlockManager ids, whole blocks) belong
+  // in the copy's `to_blocks` (as many). Today the caches are dense per sequence and the copy is
+  // of the model's whole state (caches, sliding-window rings, compressor slots); the block lists
+  // name no storage yet. With paged caches the rows move (or are shared) block by block and the
+  // fixed state is copied.
+  virtual std::unique_ptr<Sequence> fork(const Sequence& seq, std::span<const std::int32_t> from_blocks,
+                                         std::span<const std::int32_t> to_blocks) = 0;
   // Runs the batch as one step. Returns the wanted rows' logits, [rows, vocab] flattened, in
   // chunk order: every row of an all_logits chunk, else the last row of a last_logits chunk.
   virtual std::vector<float> forward(std::span<const Chunk> batch) = 0;
