@@ -1,12 +1,14 @@
-// plumb chat --model DIR [--think] [--system TEXT] [sampling flags]
+// plumb chat --model DIR [--think] [--system TEXT] [sampling and engine flags]
 // An interactive multi-turn loop on stdin/stdout: each line is a user message, the answer streams
 // back. `/reset` forgets the conversation, `/exit` or end of input quits.
 //
-// The KV state is reused across turns: each turn's prompt is the whole conversation, re-encoded
-// with the chat template, and only the tokens after what the model has already read are fed.
-// When the re-encoded history differs from what was fed (thinking mode drops earlier reasoning, a
-// stop string cut the answer, or the answer re-tokenizes differently), the conversation is
-// re-read from the start, which gives the same result, only slower.
+// Each turn's prompt is the whole conversation, re-encoded with the chat template, and goes to
+// the engine as a new request. The engine's prefix cache (--prefix-cache, on by default) keeps
+// snapshots of the previous turns' states at KV block boundaries, so a conversation longer than
+// a block continues from the last boundary it shares with what was read before instead of being
+// re-read from the start; where the re-encoded history differs from what was fed (thinking mode
+// drops earlier reasoning, a stop string cut the answer), the reuse ends there. The result is
+// the same either way, only the time differs.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -15,7 +17,6 @@
 
 #include "commands.h"
 #include "generation_flags.h"
-#include "plumb/model/session.h"
 #include "plumb/tokenizer/chat.h"
 #include "plumb/util/error.h"
 
@@ -30,7 +31,7 @@ struct ChatArgs {
 
 class ChatLoop {
  public:
-  ChatLoop(const ChatArgs& a, LoadedModel& m) : a_(a), m_(m), session_(*m.model) { reset(); }
+  ChatLoop(const ChatArgs& a, Generator& g) : a_(a), g_(g) { reset(); }
 
   int serve() {
     std::string line;
@@ -56,15 +57,14 @@ class ChatLoop {
   void reset() {
     history_.clear();
     if (!a_.system.empty()) history_.push_back({ChatMessage::Role::kSystem, a_.system});
-    session_.reset();
   }
 
   void turn(const std::string& user) {
     history_.push_back({ChatMessage::Role::kUser, user});
     std::vector<TokenId> prompt;
     try {  // a message that cannot be encoded (invalid UTF-8) or does not fit is rejected alone
-      prompt = encode_chat(m_.tokenizer, history_, a_.think ? ChatMode::kThinking : ChatMode::kChat);
-      check_fits_context(static_cast<std::int64_t>(prompt.size()) + m_.options.max_new_tokens, m_.model->config(),
+      prompt = encode_chat(g_.tokenizer(), history_, a_.think ? ChatMode::kThinking : ChatMode::kChat);
+      check_fits_context(static_cast<std::int64_t>(prompt.size()) + g_.defaults.max_tokens, g_.config,
                          "the conversation + --max-new-tokens");
     } catch (const Error& e) {
       history_.pop_back();
@@ -72,18 +72,14 @@ class ChatLoop {
                    e.what());
       return;
     }
-    GenerationOptions options = m_.options;
-    options.cached = prompt.size() - session_.resume(prompt).size();
-    const GenerationResult r =
-        generate([&](auto tokens) { return session_.step(tokens); }, m_.tokenizer, prompt, options, print_now);
+    const Completion c = complete_streamed(g_, std::move(prompt));
     print_now("\n");
-    std::fprintf(stderr, "chat: %s\n", stats_with_seed(r, options.sampling).c_str());
-    history_.push_back({ChatMessage::Role::kAssistant, answer_of_completion(r.text)});
+    std::fprintf(stderr, "chat: %s\n", stats_line(c, g_).c_str());
+    history_.push_back({ChatMessage::Role::kAssistant, answer_of_completion(c.result.text)});
   }
 
   const ChatArgs& a_;
-  LoadedModel& m_;
-  Session session_;
+  Generator& g_;
   std::vector<ChatMessage> history_;
 };
 }  // namespace
@@ -95,9 +91,9 @@ Runner register_chat(CLI::App& app) {
   cmd->add_flag("--think", a->think, "thinking mode (the answer follows the reasoning and </think>)");
   cmd->add_option("--system", a->system, "system prompt");
   return [a] {
-    LoadedModel m = load_for_generation(a->gen);
-    if (a->gen.self_check) report_self_check(m);
-    return ChatLoop(*a, m).serve();
+    Generator g = start_generator(a->gen);
+    if (a->gen.self_check) report_self_check(g);
+    return ChatLoop(*a, g).serve();
   };
 }
 

@@ -1,16 +1,21 @@
-// plumb perplexity --model DIR --file TEXT [--context N] [--batch B]
+// plumb perplexity --model DIR --file TEXT [--context N] [--batch B] [engine flags]
 // Perplexity of a text file under the definition of runtime/perplexity.h, with a progress bar.
+// Each window is one engine request asking for its prompt logprobs; --batch windows are in the
+// engine at once, which packs them into its steps.
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 
 #include <fmt/format.h>
 
 #include "commands.h"
 #include "generation_flags.h"
-#include "plumb/model/session.h"
+#include "engine_flags.h"
+#include "plumb/runtime/generate_one.h"
 #include "plumb/runtime/perplexity.h"
 #include "plumb/tokenizer/tokenizer.h"
 #include "plumb/util/error.h"
@@ -22,8 +27,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct PerplexityArgs {
-  std::string model, file, numerics = "reference", backend = "cpu";
-  int threads = 0;
+  EngineFlags engine;
+  std::string file;
   int64_t context = 256, batch = 1;
   bool no_progress = false;
 };
@@ -63,20 +68,60 @@ class TokenProgress {
   Clock::time_point start_ = Clock::now();
 };
 
+// The prompt logprobs of each input, all of them in the engine at once (each request ends after
+// one sampled token, which is not used).
+std::vector<std::vector<float>> score_windows(runtime::Engine& engine, std::span<const std::vector<TokenId>> inputs) {
+  std::vector<std::vector<float>> out(inputs.size());
+  std::vector<std::string> errors(inputs.size());
+  std::mutex mu;
+  std::condition_variable done;
+  std::size_t finished = 0, submitted = 0;
+  std::vector<runtime::RequestId> ids;
+  try {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      runtime::Request r;
+      r.prompt = inputs[i];
+      r.sampling.greedy = true;
+      r.max_tokens = 1;
+      r.prompt_logprobs = true;
+      ids.push_back(engine.submit(std::move(r), [&, i](const runtime::Event& e) {  // on the engine thread
+        std::lock_guard lk(mu);
+        out[i].insert(out[i].end(), e.prompt_logprobs.begin(), e.prompt_logprobs.end());
+        if (!e.final) return;
+        if (e.finish == runtime::FinishReason::kError) errors[i] = e.error;
+        ++finished;
+        done.notify_one();
+      }));
+      ++submitted;
+    }
+  } catch (...) {  // a refused window: the ones already in the engine must end before `out` goes
+    for (runtime::RequestId id : ids) engine.cancel(id);
+    std::unique_lock lk(mu);
+    done.wait(lk, [&] { return finished == submitted; });
+    throw;
+  }
+  std::unique_lock lk(mu);
+  done.wait(lk, [&] { return finished == submitted; });
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    if (!errors[i].empty()) fail("window {} of this batch: {}", i, errors[i]);
+  return out;
+}
+
 int run_perplexity(const PerplexityArgs& a) {
-  const Tokenizer tokenizer = Tokenizer::load(a.model);
+  const Tokenizer tokenizer = Tokenizer::load(a.engine.model);
   const std::string text = read_regular_file(a.file, kMaxTextBytes, "text file");
   const std::vector<TokenId> ids = tokenizer.encode(text);
   if (ids.empty()) fail("{}: no tokens to score (the file is empty)", a.file);
-  const std::unique_ptr<Model> model = load_model(a.model, {a.backend, a.threads, parse_numerics(a.numerics)});
-  check_fits_context(a.context + 1, model->config(), "--context + the BOS of each window");
+  const ModelConfig config = load_model_config(a.engine.model);
+  check_fits_context(a.context + 1, config, "--context + the BOS of each window");
+  const StartedEngine started = start_engine(a.engine, /*quiet=*/true);
 
-  PerplexityOptions o{a.context, static_cast<TokenId>(model->config().bos_token_id), a.batch};
+  PerplexityOptions o{a.context, static_cast<TokenId>(config.bos_token_id), a.batch};
   const auto n = static_cast<int64_t>(ids.size());
   TokenProgress progress(n, window_count(n, a.context), !a.no_progress);
   const auto t0 = Clock::now();
   const PerplexityResult r = perplexity(
-      ids, o, [&](std::span<const std::vector<TokenId>> inputs) { return score_sequences(*model, inputs); },
+      ids, o, [&](std::span<const std::vector<TokenId>> inputs) { return score_windows(*started.engine, inputs); },
       [&](const PerplexityResult& so_far) { progress.update(so_far); });
   const double s = std::chrono::duration<double>(Clock::now() - t0).count();
 
@@ -85,7 +130,7 @@ int run_perplexity(const PerplexityArgs& a) {
   std::printf("tokens      %lld in %lld windows of %lld (each scored as BOS + window)\n",
               static_cast<long long>(r.tokens), static_cast<long long>(r.windows), static_cast<long long>(a.context));
   std::printf("time        %.1f s (%.0f tok/s, %s numerics)\n", s, static_cast<double>(r.tokens) / s,
-              a.numerics.c_str());
+              a.engine.numerics.c_str());
   return 0;
 }
 }  // namespace
@@ -93,17 +138,12 @@ int run_perplexity(const PerplexityArgs& a) {
 Runner register_perplexity(CLI::App& app) {
   auto* cmd = app.add_subcommand("perplexity", "Perplexity of a text file (non-overlapping windows, each after BOS)");
   auto a = std::make_shared<PerplexityArgs>();
-  cmd->add_option("--model", a->model, "model directory (config.json, safetensors, tokenizer.json)")->required();
+  add_engine_flags(*cmd, a->engine);
   cmd->add_option("--file", a->file, "UTF-8 text file, encoded whole with no BOS/EOS")->required();
   cmd->add_option("--context", a->context, "tokens per window")->check(at_least(1))->capture_default_str();
-  cmd->add_option("--batch", a->batch, "windows per forward call (one ragged batch; no gain on the CPU backend)")
+  cmd->add_option("--batch", a->batch, "windows in the engine at once (it packs them into its steps)")
       ->check(at_least(1))
       ->capture_default_str();
-  cmd->add_option("--numerics", a->numerics, "reference or faithful")
-      ->check(CLI::IsMember({"reference", "faithful"}))
-      ->capture_default_str();
-  cmd->add_option("--threads", a->threads, "CPU threads (0: all)")->check(thread_count())->capture_default_str();
-  cmd->add_option("--backend", a->backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
   cmd->add_flag("--no-progress", a->no_progress, "no progress bar");
   return [a] { return run_perplexity(*a); };
 }

@@ -14,7 +14,7 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
       ->check(CLI::IsMember({"reference", "faithful"}))
       ->capture_default_str();
   cmd.add_option("--backend", f.backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
-  cmd.add_option("--threads", f.threads, "CPU threads (0: all)")->check(at_least(0))->capture_default_str();
+  cmd.add_option("--threads", f.threads, "CPU threads (0: all)")->check(thread_count())->capture_default_str();
   cmd.add_option("--scheduler", f.scheduler, "admission order: fcfs, or srpt (shortest remaining work, with aging)")
       ->check(CLI::IsMember({"fcfs", "srpt"}))
       ->capture_default_str();
@@ -40,6 +40,11 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--kv-index-dtype", f.kv_index_dtype,
                  "indexer key format (f32; bf16 and fp4 storage are not implemented yet and refused)")
       ->check(CLI::IsMember({"f32", "bf16", "fp4"}));
+  cmd.add_option("--prefix-cache", f.prefix_cache,
+                 "on: a prompt that starts with an earlier one's tokens continues from a snapshot of its state at a KV "
+                 "block boundary (results are bitwise the same); off: every prompt is read from its start")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
 }
 
 LoadOptions run_options(const EngineFlags& f) { return {f.backend, f.threads, parse_numerics(f.numerics)}; }
@@ -53,6 +58,7 @@ runtime::EngineOptions engine_options(const EngineFlags& f) {
   o.scheduler.srpt_max_wait_steps = f.srpt_max_wait_steps;
   o.kv_block_size = f.kv_block_size;
   o.kv_cache_mib = f.kv_cache_mb;
+  o.prefix_cache = f.prefix_cache == "on";
   o.faithful = parse_numerics(f.numerics) == Numerics::Faithful;
   runtime::KvFormat format;  // f32
 
@@ -62,10 +68,10 @@ runtime::EngineOptions engine_options(const EngineFlags& f) {
   return o;
 }
 
-StartedEngine start_engine(const EngineFlags& f, bool quiet) {
+StartedEngine start_engine(const EngineFlags& f, bool quiet, bool ids_only) {
   const runtime::EngineOptions options = engine_options(f);
   StartedEngine s;
-  s.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(f.model));
+  if (!ids_only) s.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(f.model));
   auto model = runtime::load_engine_model(f.model, run_options(f));
   if (!quiet) std::fputs(runtime::engine_memory_table(*model, options).c_str(), stderr);
   s.engine = runtime::start_engine(std::move(model), s.tokenizer, options);

@@ -1,7 +1,7 @@
 #pragma once
-// The serving engine's flags, shared by every command that runs the engine (plumb batch now; the
-// server and the generating commands when they move onto the engine): model loading, the
-// scheduler and the KV pool.
+// The serving engine's flags, shared by every command that runs the engine (plumb run, chat,
+// generate, perplexity, batch and serve): model loading, the scheduler, the KV pool and the
+// prefix cache.
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -20,6 +20,7 @@ struct EngineFlags {
   std::int64_t max_batch_tokens = 2048, max_seqs = 64, max_chunk_tokens = 0, srpt_max_wait_steps = 256;
   std::int64_t kv_block_size = 256, kv_cache_mb = 4096;
   std::string kv_dtype, kv_index_dtype;  // empty: the numerics' lossless default
+  std::string prefix_cache = "on";
 };
 
 // Adds --model and the model flags (--numerics, --backend, --threads) and the engine flags.
@@ -32,8 +33,9 @@ struct StartedEngine {
   std::shared_ptr<const Tokenizer> tokenizer;
   std::unique_ptr<runtime::Engine> engine;
 };
-// Loads --model's tokenizer and model, prints the engine's memory table on stderr (unless
-// quiet) and starts the engine thread.
-StartedEngine start_engine(const EngineFlags& f, bool quiet);
+// Loads --model's tokenizer (unless ids_only: requests without text or stop strings, for a
+// model directory that may have no tokenizer) and model, prints the engine's memory table on
+// stderr (unless quiet) and starts the engine thread.
+StartedEngine start_engine(const EngineFlags& f, bool quiet, bool ids_only = false);
 
 }  // namespace plumb::cli

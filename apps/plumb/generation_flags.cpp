@@ -3,13 +3,14 @@
 #include "commands.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <random>
 #include <thread>
 
 #include <fmt/format.h>
 
-#include "plumb/model/session.h"
+#include "plumb/runtime/self_check.h"
 #include "plumb/util/error.h"
 
 namespace plumb::cli {
@@ -21,7 +22,7 @@ constexpr int kSelfCheckTokens = 8;
 // generation_config.json's defaults, overridden by the flags that were given. A temperature,
 // top-k, top-p or min-p flag asks for sampling even when the model's default is greedy.
 SamplingParams resolve_sampling(const GenerationFlags& f) {
-  SamplingParams p = sampling_defaults_for(f.model);
+  SamplingParams p = sampling_defaults_for(f.engine.model);
   const SamplingParams& v = f.values;
   if (f.temperature->count()) p.temperature = v.temperature;
   if (f.top_k->count()) p.top_k = v.top_k;
@@ -86,9 +87,9 @@ void check_fits_context(std::int64_t tokens, const ModelConfig& cfg, std::string
 }
 
 void add_generation_flags(CLI::App& cmd, GenerationFlags& f) {
-  cmd.add_option("--model", f.model, "model directory (config.json, safetensors, tokenizer.json)")->required();
+  add_engine_flags(cmd, f.engine);
   cmd.add_option("--max-new-tokens", f.max_new_tokens, "most tokens to generate (per turn in chat)")
-      ->check(at_least(0))
+      ->check(at_least(1))
       ->capture_default_str();
   cmd.add_flag("--greedy", f.greedy, "argmax decoding (default: the model's generation_config.json)");
   f.temperature = cmd.add_option("--temperature", f.values.temperature, "divide the logits by T (0: greedy)");
@@ -104,31 +105,25 @@ void add_generation_flags(CLI::App& cmd, GenerationFlags& f) {
   f.seed = cmd.add_option("--seed", f.values.seed, "sampling seed (default: random, printed in the stats line)")
                ->check(at_least(0));
   cmd.add_option("--stop", f.stops, "stop before this text (repeatable; \\n and \\t for newline and tab)");
-  cmd.add_option("--numerics", f.numerics, "reference or faithful")
-      ->check(CLI::IsMember({"reference", "faithful"}))
-      ->capture_default_str();
-  cmd.add_option("--threads", f.threads, "CPU threads (0: all)")->check(thread_count())->capture_default_str();
-  cmd.add_option("--backend", f.backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
   cmd.add_flag("--self-check", f.self_check, "generate a few tokens of a fixed prompt and check them before starting");
 }
 
-LoadedModel load_for_generation(const GenerationFlags& f) {
-  LoadedModel m{Tokenizer::load(f.model), nullptr, {}};
-  m.model = load_model(f.model, {f.backend, f.threads, parse_numerics(f.numerics)});
-  m.options.sampling = resolve_sampling(f);
-  m.options.max_new_tokens = f.max_new_tokens;
-  for (const std::string& stop : f.stops) m.options.stop_strings.push_back(unescape(stop));
-  m.options.eos_id = static_cast<std::uint32_t>(m.model->config().eos_token_id);
-  return m;
+Generator start_generator(const GenerationFlags& f) {
+  Generator g{load_model_config(f.engine.model), {}, {}};
+  g.defaults.sampling = resolve_sampling(f);
+  g.defaults.max_tokens = f.max_new_tokens;
+  for (const std::string& stop : f.stops) g.defaults.stop_strings.push_back(unescape(stop));
+  g.started = start_engine(f.engine, /*quiet=*/true);
+  return g;
 }
 
-void report_self_check(LoadedModel& m) {
-  std::vector<TokenId> prompt = m.tokenizer.encode(kSelfCheckPrompt);
-  prompt.insert(prompt.begin(), static_cast<TokenId>(m.model->config().bos_token_id));
-  const SelfCheckResult r = self_check(*m.model, prompt, kSelfCheckTokens);
-  std::fprintf(stderr, "self-check: ok: \"%s\" -> \"%s\" (%d tokens, decode vs prefill logits within %.2g, %.2f s)\n",
-               std::string(kSelfCheckPrompt).c_str(), m.tokenizer.decode(r.tokens).c_str(), kSelfCheckTokens,
-               r.max_logit_diff, r.seconds);
+void report_self_check(Generator& g) {
+  std::vector<TokenId> prompt = g.tokenizer().encode(kSelfCheckPrompt);
+  prompt.insert(prompt.begin(), static_cast<TokenId>(g.config.bos_token_id));
+  const runtime::SelfCheckResult r = runtime::self_check(*g.started.engine, prompt, kSelfCheckTokens);
+  std::fprintf(stderr, "self-check: ok: \"%s\" -> \"%s\" (%d tokens, decode vs prefill logprobs within %.2g, %.2f s)\n",
+               std::string(kSelfCheckPrompt).c_str(), g.tokenizer().decode(r.tokens).c_str(), kSelfCheckTokens,
+               r.max_logprob_diff, r.seconds);
 }
 
 void print_now(std::string_view text) {
@@ -136,9 +131,41 @@ void print_now(std::string_view text) {
   std::fflush(stdout);
 }
 
-std::string stats_with_seed(const GenerationResult& r, const SamplingParams& s) {
+Completion complete_streamed(Generator& g, std::vector<TokenId> prompt) {
+  using Clock = std::chrono::steady_clock;
+  runtime::Request request = g.defaults;
+  request.prompt = std::move(prompt);
+  const auto t0 = Clock::now();
+  Clock::time_point first = t0;
+  bool got_first = false;
+  Completion c;
+  c.result = runtime::generate_one(*g.started.engine, std::move(request), [&](const runtime::Event& e) {
+    if (!got_first && !e.tokens.empty()) {
+      first = Clock::now();
+      got_first = true;
+    }
+    print_now(e.text);
+  });
+  const auto t1 = Clock::now();
+  if (c.result.finish == runtime::FinishReason::kError) fail("{}", c.result.error);
+  c.prefill_seconds = std::chrono::duration<double>((got_first ? first : t1) - t0).count();
+  c.decode_seconds = std::chrono::duration<double>(t1 - (got_first ? first : t1)).count();
+  return c;
+}
+
+std::string stats_line(const Completion& c, const Generator& g) {
+  const runtime::RequestResult& r = c.result;
+  const bool eos = !r.tokens.empty() && static_cast<std::int64_t>(r.tokens.back()) == g.config.eos_token_id;
+  const char* reason = r.finish == runtime::FinishReason::kLength ? "max tokens" : eos ? "eos" : "stop string";
+  auto rate = [](double n, double s) { return s > 0 ? fmt::format("{:.1f} tok/s", n / s) : std::string("-"); };
+  const auto decode_steps = std::max<std::int64_t>(0, static_cast<std::int64_t>(r.tokens.size()) - 1);
+  const SamplingParams& s = g.defaults.sampling;
   const bool sampled = !(s.greedy || s.temperature == 0.0f);
-  return stats_line(r) + (sampled ? fmt::format(", seed {}", s.seed) : std::string(", greedy"));
+  return fmt::format("{} prompt tokens ({} cached), {} generated ({}); prefill {} ({:.3f} s), decode {} ({:.3f} s){}",
+                     r.prompt_tokens, r.cached_prompt_tokens, r.tokens.size(), reason,
+                     rate(static_cast<double>(r.prompt_tokens - r.cached_prompt_tokens), c.prefill_seconds),
+                     c.prefill_seconds, rate(static_cast<double>(decode_steps), c.decode_seconds), c.decode_seconds,
+                     sampled ? fmt::format(", seed {}", s.seed) : std::string(", greedy"));
 }
 
 }  // namespace plumb::cli

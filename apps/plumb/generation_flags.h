@@ -1,6 +1,7 @@
 #pragma once
-// What `plumb run` and `plumb chat` share: the model flags, the sampling and stop flags, loading
-// the model with its tokenizer, the startup self-check and streaming text to stdout.
+// What `plumb run` and `plumb chat` share: the engine flags, the sampling and stop flags,
+// starting the engine with its tokenizer, the startup self-check, and one streamed completion
+// through the engine with its stats line.
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
@@ -9,15 +10,13 @@
 #include <string_view>
 #include <vector>
 
-#include "plumb/model/model.h"
-#include "plumb/runtime/generate.h"
-#include "plumb/tokenizer/tokenizer.h"
+#include "engine_flags.h"
+#include "plumb/runtime/generate_one.h"
 
 namespace plumb::cli {
 
 struct GenerationFlags {
-  std::string model, numerics = "reference", backend = "cpu";
-  int threads = 0;
+  EngineFlags engine;  // --model, the model flags and the engine's
   std::int64_t max_new_tokens = 256;
   std::vector<std::string> stops;
   bool greedy = false, self_check = false;
@@ -41,22 +40,36 @@ CLI::Validator thread_count();
 // context, max_position_embeddings; `what` describes them in the message.
 void check_fits_context(std::int64_t tokens, const ModelConfig& cfg, std::string_view what);
 
-struct LoadedModel {
-  Tokenizer tokenizer;
-  std::unique_ptr<Model> model;
-  GenerationOptions options;  // sampling defaults from the model directory, then the flags
+// The engine of a generating command and the request each of its prompts starts from.
+struct Generator {
+  ModelConfig config;
+  StartedEngine started;      // the tokenizer and the engine thread
+  runtime::Request defaults;  // sampling (generation_config.json, then the flags), max_tokens, stops
+  const Tokenizer& tokenizer() const { return *started.tokenizer; }
 };
 
-// Loads the tokenizer and the model of `f.model` and resolves the generation options.
-LoadedModel load_for_generation(const GenerationFlags& f);
+// Loads the tokenizer and the model of `f.engine.model`, starts the engine (no memory table:
+// these commands serve one request at a time) and resolves the request defaults.
+Generator start_generator(const GenerationFlags& f);
 
-// Runs self_check (model/session.h) on a fixed prompt and reports it on stderr; throws when it fails.
-void report_self_check(LoadedModel& m);
+// Runs the self-check (runtime/self_check.h) on a fixed prompt and reports it on stderr; throws
+// when it fails.
+void report_self_check(Generator& g);
 
 // Writes `text` to stdout and flushes, so a reader sees each chunk as it is generated.
 void print_now(std::string_view text);
 
-// The stats line for stderr, with the seed when sampling (so the run can be repeated).
-std::string stats_with_seed(const GenerationResult& r, const SamplingParams& s);
+// One completion of `prompt` with the defaults, its text printed to stdout as it streams.
+struct Completion {
+  runtime::RequestResult result;
+  double prefill_seconds = 0;  // submit to the first token (the uncached prompt tokens)
+  double decode_seconds = 0;   // first token to the last
+};
+// Throws plumb::Error when the request fails (the engine's message).
+Completion complete_streamed(Generator& g, std::vector<TokenId> prompt);
+
+// "12 prompt tokens (0 cached), 60 generated (eos); prefill 310.5 tok/s (0.039 s), decode 42.0
+// tok/s (1.403 s), greedy" (or ", seed N" when sampling, so the run can be repeated).
+std::string stats_line(const Completion& c, const Generator& g);
 
 }  // namespace plumb::cli

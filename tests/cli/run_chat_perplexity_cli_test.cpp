@@ -132,17 +132,22 @@ TEST_F(RunCli, BadFlagsAreClearErrors) {
 }
 
 TEST_F(RunCli, ChatThroughAPipeWithResetAndExit) {
-  const CliResult r = plumb("chat " + model_ + " --greedy --self-check",
-                            "John 3:16\n/reset\nJohn 3:16\nGenesis 1:1\n/exit\nnever read\n");
+  // The third turn is long enough for the conversation to pass one KV block (128 positions)
+  // while it is read and answered, so the fourth starts from the prefix cache's snapshot.
+  const CliResult r = plumb("chat " + model_ + " --greedy --self-check --kv-block-size 128 --max-new-tokens 48",
+                            "John 3:16\n/reset\nJohn 3:16\n"
+                            "Genesis 1:1 In the beginning God created the heaven and the earth. And the earth was "
+                            "without form, and void; and darkness was upon the face of the deep. And the Spirit of "
+                            "God moved upon the face of the waters.\nPsalm 23:1\n/exit\nnever read\n");
   ASSERT_EQ(r.status, 0) << r.err;
   std::string answer = meta_["samples"]["chat_john_3_16"]["output"].get<std::string>();
   answer.erase(answer.find("<｜end▁of▁sentence｜>"));
-  // Same answer after /reset (the history is gone); a third turn follows, then /exit.
+  // Same answer after /reset (the history is gone); two more turns follow, then /exit.
   ASSERT_TRUE(r.out.starts_with("> " + answer + "\n> > " + answer + "\n> ")) << r.out;
   EXPECT_TRUE(r.out.ends_with("\n> \n")) << r.out;
   EXPECT_TRUE(contains(r.err, "self-check: ok")) << r.err;
   EXPECT_TRUE(contains(r.err, "(conversation cleared)")) << r.err;
-  // The third turn continues from the KV state of the second: only its new tokens are fed.
+  // The last turn continues from a snapshot of what the turns before it read: only the rest is fed.
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(chat: (\d+) prompt tokens \((\d+) cached\)[^\n]*\n$)")))
       << r.err;

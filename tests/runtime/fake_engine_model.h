@@ -53,6 +53,16 @@ class FakeModel final : public EngineModel {
     block_size_ = block_size;
     blocks_ = blocks;
   }
+  std::unique_ptr<Sequence> fork(const Sequence& seq, std::span<const std::int32_t> from_blocks,
+                                 std::span<const std::int32_t> to_blocks) override {
+    const auto& s = static_cast<const Seq&>(seq);
+    // Whole blocks of the positions fed so far, into as many blocks.
+    if (from_blocks.size() != to_blocks.size() || from_blocks.empty() ||
+        static_cast<std::int64_t>(from_blocks.size()) * kForkBlock > s.pos)
+      bad_forks++;
+    ++forks;
+    return std::make_unique<Seq>(s);
+  }
 
   std::vector<float> forward(std::span<const Chunk> batch) override {
     std::vector<float> out;
@@ -79,7 +89,8 @@ class FakeModel final : public EngineModel {
   std::int64_t weight_bytes() const override { return 0; }
 
   // Read by tests after the engine is shut down (written on the engine thread).
-  std::int64_t steps = 0, rows_fed = 0, max_batch_seqs = 0;
+  std::int64_t steps = 0, rows_fed = 0, max_batch_seqs = 0, forks = 0, bad_forks = 0;
+  static constexpr std::int64_t kForkBlock = 128;  // the block size the prefix-cache tests use
 
  private:
   // What a paged model needs of the engine's tables: each chunk's covers its positions with ids

@@ -8,6 +8,7 @@
 //   kArch, kName  the architecture it runs and the class name errors use
 //   kResidualTap  Model::residual_tap_suffix()
 //   cache_spec()  the CacheSpec of a config
+// and a free copy_state(Backend&, const State&) beside State (a deep copy, for fork_sequence).
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -46,6 +47,14 @@ class CheckpointModel final : public Model {
   }
   void use_external_blocks(int64_t block_size, int64_t blocks) override {
     fwd_->kv_pool().use_external_blocks(block_size, blocks);
+  }
+  std::unique_ptr<SequenceState> fork_sequence(const SequenceState& state, std::span<const int32_t> from_blocks,
+                                               std::span<const int32_t> to_blocks) override {
+    const auto* s = dynamic_cast<const typename Traits::State*>(&state);
+    if (!s) fail("{}: cannot fork a sequence state of another model", Traits::kName);
+    auto out = std::make_unique<typename Traits::State>(copy_state(*be_, *s));  // the fixed state
+    out->blocks = fwd_->kv_pool().fork_blocks(*s, from_blocks, to_blocks);
+    return out;
   }
   backend::Tensor forward(std::span<const SequenceStep> batch, std::span<const int64_t> logit_rows,
                           const Taps& taps = {}) override {

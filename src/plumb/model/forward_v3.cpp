@@ -47,6 +47,7 @@
 
 #include "plumb/model/batch.h"
 #include "plumb/model/rope_v4.h"
+#include "plumb/model/state_copy.h"
 #include "plumb/model/tap_emit.h"
 #include "plumb/util/error.h"
 
@@ -184,6 +185,12 @@ ForwardV3::ForwardV3(backend::Backend& be, const ModelConfig& cfg, const ModelWe
     a.k_t_view = f32_view("absorbed K^T", a.k_t, H * R, dn);
     a.v_view = f32_view("absorbed V", a.v, H * dv, R);
   }
+}
+
+SequenceState copy_state(backend::Backend&, const SequenceState& s) {
+  SequenceState out;  // V3 keeps no fixed state: its caches are all paged
+  out.pos = s.pos;
+  return out;
 }
 
 SequenceState ForwardV3::new_sequence() const {

@@ -27,6 +27,10 @@ namespace plumb::v3 {
 // and rope key caches of every layer are paged in the forward's KvPool.
 struct SequenceState final : plumb::SequenceState {};
 
+// A copy of `s`'s fixed state (Model::fork_sequence; none besides the position: the latent and
+// rope-key caches are the KvPool's to copy).
+SequenceState copy_state(backend::Backend& be, const SequenceState& s);
+
 // YaRN as HF applies it to V3 (modeling_rope_utils._compute_yarn_parameters, yarn_apply_mscale).
 struct RopeV3 {
   std::vector<float> inv_freq;  // [qk_rope_head_dim / 2]

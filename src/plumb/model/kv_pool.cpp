@@ -111,6 +111,39 @@ backend::BlockTables KvPool::prepare(std::span<const SequenceStep> batch) {
   return backend::make_block_tables(be_, tables);
 }
 
+SequenceBlocks KvPool::fork_blocks(const SequenceState& s, std::span<const int32_t> from, std::span<const int32_t> to) {
+  const int64_t need = blocks_for(s.pos);
+  SequenceBlocks out;
+  std::vector<int32_t> src;
+  if (allocator_) {
+    if (!from.empty() || !to.empty()) fail("fork: block ids given to a model whose KV pool allocates its own");
+    if (s.blocks.owner != allocator_) fail("fork: the sequence holds blocks of another KV pool");
+    if (static_cast<int64_t>(s.blocks.ids.size()) < need)
+      fail("fork: the sequence's {} blocks do not cover its {} positions", s.blocks.ids.size(), s.pos);
+    src.assign(s.blocks.ids.begin(), s.blocks.ids.begin() + static_cast<std::ptrdiff_t>(need));
+    out = new_blocks();
+    for (int64_t i = 0; i < need; ++i) out.ids.push_back(allocator_->take());
+  } else {
+    if (from.size() != to.size()) fail("fork: {} source blocks for {} destination blocks", from.size(), to.size());
+    if (static_cast<int64_t>(from.size()) < need)
+      fail("fork: {} blocks of {} positions do not cover the sequence's {} positions", from.size(), block_size_, s.pos);
+    src.assign(from.begin(), from.end());
+    out.ids.assign(to.begin(), to.end());
+  }
+  int64_t top = 0;
+  for (const std::vector<int32_t>* ids : {&src, &out.ids})
+    for (int32_t id : *ids) {
+      if (id < 0 || (max_blocks_ > 0 && id >= max_blocks_))
+        fail("fork: block {} is outside the KV pool of {} blocks", id, max_blocks_);
+      top = std::max<int64_t>(top, int64_t{id} + 1);
+    }
+  reserve(top);
+  for (backend::PagedCache& c : caches_)
+    for (std::size_t i = 0; i < src.size(); ++i)
+      if (src[i] != out.ids[i]) be_.copy_rows(c.pool, out.ids[i] * c.per_block, c.pool, src[i] * c.per_block, c.per_block);
+  return out;
+}
+
 void KvPool::reserve(int64_t blocks) {
   if (blocks <= capacity_) return;
   int64_t cap = std::max<int64_t>({blocks, 2 * capacity_, 4});  // doubling: amortized O(1) growth

@@ -55,6 +55,11 @@ class KvPool {
   // are uploaded once.
   backend::BlockTables prepare(std::span<const SequenceStep> batch);
 
+  // The blocks of a copy of `s` (Model::fork_sequence): the cache rows of s's positions copied,
+  // block by block, from `from` into `to` (the caller's ids, as many, covering s.pos) or, with
+  // both empty and the private allocator, from s's own blocks into newly taken ones.
+  SequenceBlocks fork_blocks(const SequenceState& s, std::span<const int32_t> from, std::span<const int32_t> to);
+
   backend::PagedCache& cache(int index) { return caches_[static_cast<std::size_t>(index)]; }
   int64_t block_size() const { return block_size_; }
 

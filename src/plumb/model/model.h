@@ -101,6 +101,15 @@ class Model {
   // blocks.ids must cover its positions before a forward, with ids below `blocks`, each block
   // `block_size` token positions (kv_pool.h). Sequences made before become unusable.
   virtual void use_external_blocks(int64_t block_size, int64_t blocks) = 0;
+  // An independent copy of `state` (one of this model's) at a block boundary: both continue
+  // alone from its position. The fixed state (rings, compressor slots) is copied, and the cache
+  // rows of its positions are copied block by block: from `from_blocks` into `to_blocks` (as
+  // many, covering its positions) when the caller owns the ids (use_external_blocks), else
+  // (both empty) into blocks of the model's private allocator. The prefix cache keeps such
+  // copies. Throws for another model's state or tables that do not cover it.
+  virtual std::unique_ptr<SequenceState> fork_sequence(const SequenceState& state,
+                                                       std::span<const int32_t> from_blocks = {},
+                                                       std::span<const int32_t> to_blocks = {}) = 0;
   // Logits [logit_rows.size(), vocab] (f32) of the batch rows `logit_rows` (ascending indices
   // into the batch's new tokens, sequences stacked in input order; empty: no logits, a tensor of
   // 0 rows). Taps, when enabled, receive the batch's intermediates (rows in the same order;

@@ -23,4 +23,8 @@ struct SequenceState final : plumb::SequenceState {
   std::vector<LayerState> layers;
 };
 
+// A copy of `s`'s fixed state (Model::fork_sequence): every ring and compressor slot copied, so
+// either state may advance without the other; the paged cache rows are the KvPool's to copy.
+SequenceState copy_state(backend::Backend& be, const SequenceState& s);
+
 }  // namespace plumb::v4

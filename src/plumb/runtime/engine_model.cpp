@@ -31,6 +31,13 @@ class LoadedModel final : public EngineModel {
     model_->use_external_blocks(block_size, blocks);
   }
 
+  std::unique_ptr<Sequence> fork(const Sequence& seq, std::span<const std::int32_t> from_blocks,
+                                 std::span<const std::int32_t> to_blocks) override {
+    auto s = std::make_unique<Seq>();
+    s->state = model_->fork_sequence(*static_cast<const Seq&>(seq).state, from_blocks, to_blocks);
+    return s;
+  }
+
   std::vector<float> forward(std::span<const Chunk> batch) override {
     std::vector<SequenceStep> steps(batch.size());
     std::vector<int64_t> wanted;  // batch rows whose logits go back

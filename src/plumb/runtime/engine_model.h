@@ -39,6 +39,13 @@ class EngineModel {
   // Once, before the first sequence: the KV block ids come from the engine's KvBlockManager
   // (blocks of `block_size` token positions, ids below `blocks`), and name the model's storage.
   virtual void use_kv_blocks(std::int64_t block_size, std::int64_t blocks) = 0;
+  // An independent copy of `seq` as it is now, at a block boundary (a prefix-cache snapshot, or
+  // a sequence started from one; prefix_cache.h): forward() may advance either without changing
+  // the other. The cache rows of the positions `from_blocks` cover (KvBlockManager ids, whole
+  // blocks) are copied into the copy's `to_blocks` (as many), and the fixed state (sliding-window
+  // rings, compressor slots) is copied.
+  virtual std::unique_ptr<Sequence> fork(const Sequence& seq, std::span<const std::int32_t> from_blocks,
+                                         std::span<const std::int32_t> to_blocks) = 0;
   // Runs the batch as one step. Returns the wanted rows' logits, [rows, vocab] flattened, in
   // chunk order: every row of an all_logits chunk, else the last row of a last_logits chunk.
   virtual std::vector<float> forward(std::span<const Chunk> batch) = 0;

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "plumb/util/error.h"
+#include "plumb/util/finite.h"
 
 namespace plumb::runtime {
 namespace {
@@ -35,7 +36,7 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int n) {
   return out;
 }
 
-RequestOutput::RequestOutput(RequestId id, const Request& request, const Tokenizer& tokenizer, std::size_t vocab,
+RequestOutput::RequestOutput(RequestId id, const Request& request, const Tokenizer* tokenizer, std::size_t vocab,
                              std::uint32_t eos, std::int64_t max_new)
     : id_(id),
       request_(request),
@@ -44,7 +45,9 @@ RequestOutput::RequestOutput(RequestId id, const Request& request, const Tokeniz
       max_new_(max_new),
       sampler_(request.sampling, vocab),
       sink_([this](std::string_view t) { pending_ += t; }),
-      stream_(tokenizer, request.stop_strings, sink_, text_) {
+      stream_(tokenizer ? std::optional<TextStream>(std::in_place, *tokenizer, request.stop_strings, sink_, text_)
+                        : std::nullopt) {
+  if (!tokenizer && !request.stop_strings.empty()) fail("request: stop strings need the model's tokenizer");
   sampler_.observe_prompt(request.prompt);
 }
 
@@ -58,8 +61,7 @@ void RequestOutput::prompt_row(std::int64_t pos, std::span<const float> logits) 
 }
 
 std::uint32_t RequestOutput::pick(std::span<const float> logits) {
-  for (std::size_t i = 0; i < logits.size(); ++i)
-    if (!std::isfinite(logits[i])) fail("the model produced a non-finite logit ({}) for id {}", logits[i], i);
+  require_finite(logits, "logits (a NaN or infinity in the weights?)");
   if (!request_.constraint) return sampler_.sample(logits);
   std::unique_ptr<bool[]> allowed(new bool[vocab_]);
   std::fill(allowed.get(), allowed.get() + vocab_, true);
@@ -102,15 +104,15 @@ Event RequestOutput::next_token(std::span<const float> logits) {
                               request_.stop_token_ids.end();
   FinishReason reason = FinishReason::kNone;
   if (stop_token) {
-    stream_.finish();  // the stop token's own text is not delivered
+    finish_text();  // the stop token's own text is not delivered
     reason = FinishReason::kStop;
-  } else if (stream_.push(token)) {
+  } else if (push_text(token)) {
     reason = FinishReason::kStop;
   } else if (request_.constraint && request_.constraint->done()) {
-    stream_.finish();
+    finish_text();
     reason = FinishReason::kStop;
   } else if (generated() == max_new_) {
-    reason = stream_.finish() ? FinishReason::kStop : FinishReason::kLength;
+    reason = finish_text() ? FinishReason::kStop : FinishReason::kLength;
   }
   if (reason == FinishReason::kNone) {
     e.text = std::move(pending_);

@@ -5,6 +5,7 @@
 // deliver; it never sees the model or the schedule.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,8 +18,10 @@ namespace plumb::runtime {
 
 class RequestOutput {
  public:
-  // `max_new` is Request::max_tokens already capped by the context. `tokenizer` must outlive it.
-  RequestOutput(RequestId id, const Request& request, const Tokenizer& tokenizer, std::size_t vocab,
+  // `max_new` is Request::max_tokens already capped by the context. `tokenizer` must outlive it;
+  // without one (null) the request is ids only: its events carry no text and it may have no stop
+  // strings.
+  RequestOutput(RequestId id, const Request& request, const Tokenizer* tokenizer, std::size_t vocab,
                 std::uint32_t eos, std::int64_t max_new);
 
   // Samples the next token from `logits` (one vocab row) and returns the event that delivers it;
@@ -42,6 +45,8 @@ class RequestOutput {
   Event final_event(Event e, FinishReason reason);
   void add_logprobs(Event& e, std::span<const float> logits, std::uint32_t token) const;
   std::uint32_t pick(std::span<const float> logits);
+  bool push_text(std::uint32_t token) { return stream_ && stream_->push(token); }  // true: a stop string
+  bool finish_text() { return stream_ && stream_->finish(); }
 
   RequestId id_;
   const Request& request_;
@@ -52,7 +57,7 @@ class RequestOutput {
   std::string text_;     // everything delivered so far
   std::string pending_;  // text for the event being built
   TextSink sink_;
-  TextStream stream_;
+  std::optional<TextStream> stream_;  // none: ids only
   std::vector<std::uint32_t> generated_;
   std::vector<float> prompt_logprobs_;
   bool prompt_logprobs_sent_ = false, finished_ = false;

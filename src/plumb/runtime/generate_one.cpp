@@ -1,6 +1,9 @@
 #include "plumb/runtime/generate_one.h"
 
-#include <future>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
 
 namespace plumb::runtime {
 
@@ -19,14 +22,36 @@ void RequestResult::add(const Event& e) {
 }
 
 RequestResult generate_one(Engine& engine, Request request, const EventFn& on_event) {
-  RequestResult result;  // written only on the engine thread until the promise is set
-  std::promise<void> done;
-  engine.submit(std::move(request), [&](const Event& e) {
-    if (on_event) on_event(e);
-    result.add(e);
-    if (e.final) done.set_value();
+  std::mutex mu;
+  std::condition_variable arrived;
+  std::deque<Event> queue;  // filled on the engine thread, drained here
+  const RequestId id = engine.submit(std::move(request), [&](const Event& e) {
+    {
+      std::lock_guard lk(mu);
+      queue.push_back(e);
+    }
+    arrived.notify_one();
   });
-  done.get_future().wait();
+  RequestResult result;
+  std::exception_ptr failure;  // of on_event: the request is cancelled, and its events drained first
+  for (bool final = false; !final;) {
+    Event e;
+    {
+      std::unique_lock lk(mu);
+      arrived.wait(lk, [&] { return !queue.empty(); });
+      e = std::move(queue.front());
+      queue.pop_front();
+    }
+    final = e.final;
+    if (on_event && !failure) try {
+        on_event(e);
+      } catch (...) {
+        failure = std::current_exception();
+        engine.cancel(id);
+      }
+    result.add(e);
+  }
+  if (failure) std::rethrow_exception(failure);
   return result;
 }
 

@@ -24,9 +24,10 @@ struct RequestResult {
   void add(const Event& e);
 };
 
-// Blocks until the request ends. `on_event`, when given, also sees every event (on the engine
-// thread: it must not block), e.g. to print text as it streams. Errors of the request come back
-// as FinishReason::kError in the result; submit()'s validation errors are thrown.
+// Blocks until the request ends. `on_event`, when given, also sees every event, in order, on
+// the calling thread (the engine thread only queues them), so it may block, e.g. to print text
+// as it streams. Errors of the request come back as FinishReason::kError in the result;
+// submit()'s validation errors are thrown.
 RequestResult generate_one(Engine& engine, Request request, const EventFn& on_event = {});
 
 }  // namespace plumb::runtime

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "plumb/runtime/engine_request.h"
+#include "plumb/runtime/prefix_cache.h"
 #include "plumb/util/error.h"
 
 namespace plumb::runtime {
@@ -36,6 +37,13 @@ std::int64_t pool_size(const KvLayout& layout, const EngineOptions& o) {
   return o.kv_blocks > 0 ? o.kv_blocks : pool_blocks(layout, o.kv_cache_mib, o.scheduler.max_seqs);
 }
 
+std::unique_ptr<PrefixCache> prefix_cache_for(const KvLayout& layout, KvBlockManager& blocks, const EngineOptions& o) {
+  if (!o.prefix_cache) return nullptr;
+  // A snapshot's copy of the fixed state is charged as the blocks it would fill.
+  const std::int64_t state_blocks = (layout.state_bytes_per_seq + layout.bytes_per_block - 1) / std::max<std::int64_t>(1, layout.bytes_per_block);
+  return std::make_unique<PrefixCache>(blocks, state_blocks);
+}
+
 // A request from submit() to its final event. Owned by the inbox, then by the engine thread.
 struct Active {
   RequestId id = 0;
@@ -45,6 +53,8 @@ struct Active {
   std::unique_ptr<EngineModel::Sequence> seq;  // while running: created at its first chunk, dropped on preemption
   std::vector<TokenId> tokens;                 // prompt + generated: what chunk positions index
   std::int64_t max_new = 0;
+  PrefixCache::Hit prefix;     // found at its admission; forked when its first chunk runs
+  std::int64_t cached = 0;     // prompt tokens its state was forked with
 };
 
 class LocalEngine final : public Engine {
@@ -54,7 +64,11 @@ class LocalEngine final : public Engine {
         tokenizer_(std::move(tokenizer)),
         layout_(layout_for(*model_, options)),
         blocks_(options.kv_block_size, pool_size(layout_, options)),
-        scheduler_(options.scheduler, blocks_) {
+        scheduler_(options.scheduler, blocks_),
+        prefix_(prefix_cache_for(layout_, blocks_, options)) {
+    if (prefix_)
+      scheduler_.set_prefix_hooks({[this](RequestId id) { return prefix_admission(id); },
+                                   [this](std::int64_t n) { return prefix_->reclaim(n); }});
     stats_.kv_blocks_total = blocks_.total_blocks();
     model_->use_kv_blocks(blocks_.block_size(), blocks_.total_blocks());  // the ids name its storage
     thread_ = std::thread([this] { loop(); });
@@ -74,15 +88,19 @@ class LocalEngine final : public Engine {
   void admit(std::vector<Active>& fresh);
   void step();
   void finish_chunk(const ScheduledChunk& c, std::span<const float> rows, bool all_rows);
+  PrefixHooks::Admission prefix_admission(RequestId id);
+  std::unique_ptr<EngineModel::Sequence> start_sequence(Active& a, std::int64_t start);
+  void snapshot(const ScheduledChunk& c);
   void end(RequestId id, FinishReason reason, const std::string& error = {});
   void finish_request(RequestId id, const Event& final_event);
   void publish_stats();
 
   std::unique_ptr<EngineModel> model_;
-  std::shared_ptr<const Tokenizer> tokenizer_;
+  std::shared_ptr<const Tokenizer> tokenizer_;  // null: requests are ids only (no text, no stop strings)
   KvLayout layout_;
   KvBlockManager blocks_;  // block_size and total are constant: validate() reads them on any thread
   Scheduler scheduler_;    // engine thread only, like active_
+  std::unique_ptr<PrefixCache> prefix_;  // null: --prefix-cache off
   std::map<RequestId, Active> active_;
 
   mutable std::mutex mu_;  // guards everything below
@@ -105,6 +123,7 @@ std::int64_t LocalEngine::validate(const Request& r) const {
   if (r.max_tokens < 1) fail("request: max_tokens must be at least 1, got {}", r.max_tokens);
   plumb::validate(r.sampling);
   if (r.top_logprobs < -1 || r.top_logprobs > 20) fail("request: top_logprobs must be -1 (off) or 0..20, got {}", r.top_logprobs);
+  if (!tokenizer_ && !r.stop_strings.empty()) fail("request: stop strings need the model's tokenizer, and this engine has none");
   for (TokenId t : r.stop_token_ids)
     if (t >= vocab) fail("request: stop token id {} is outside the vocabulary of {}", t, vocab);
   const std::int64_t max_new = std::min(r.max_tokens, ctx - n);
@@ -121,7 +140,7 @@ RequestId LocalEngine::submit(Request request, EventFn on_event) {
   a.id = next_id_++;
   a.request = std::make_unique<Request>(std::move(request));
   a.on_event = std::move(on_event);
-  a.out = std::make_unique<RequestOutput>(a.id, *a.request, *tokenizer_, static_cast<std::size_t>(vocab_size()),
+  a.out = std::make_unique<RequestOutput>(a.id, *a.request, tokenizer_.get(), static_cast<std::size_t>(vocab_size()),
                                           model_->eos_id(), max_new);
   a.tokens = a.request->prompt;
   a.max_new = max_new;
@@ -214,14 +233,21 @@ void LocalEngine::step() {
   }
   std::vector<EngineModel::Chunk> chunks;
   std::vector<bool> all_rows;
-  for (const ScheduledChunk& c : plan.chunks) {
-    Active& a = active_.at(c.id);
-    if (!a.seq) a.seq = model_->new_sequence();  // model state only while running (c.start is 0)
-    const auto prompt = static_cast<std::int64_t>(a.request->prompt.size());
-    all_rows.push_back(a.out->wants_prompt_rows() && c.start < prompt - 1);
-    chunks.push_back({a.seq.get(), std::span(a.tokens).subspan(c.start, c.count), all_rows.back(), c.completes,
-                      blocks_.table(c.id)});
+  try {
+    for (const ScheduledChunk& c : plan.chunks) {
+      Active& a = active_.at(c.id);
+      if (!a.seq) a.seq = start_sequence(a, c.start);  // model state only while running
+      const auto prompt = static_cast<std::int64_t>(a.request->prompt.size());
+      all_rows.push_back(a.out->wants_prompt_rows() && c.start < prompt - 1);
+      chunks.push_back({a.seq.get(), std::span(a.tokens).subspan(c.start, c.count), all_rows.back(), c.completes,
+                        blocks_.table(c.id)});
+    }
+  } catch (const std::exception& e) {  // a fork failed (out of memory): the step does not run
+    if (prefix_) prefix_->unpin_all();
+    for (const ScheduledChunk& c : plan.chunks) end(c.id, FinishReason::kError, std::string("starting a sequence failed: ") + e.what());
+    return;
   }
+  if (prefix_) prefix_->unpin_all();  // the forks are made: the snapshots may go
   const auto vocab = static_cast<std::size_t>(vocab_size());
   std::vector<std::size_t> rows(chunks.size());
   std::size_t total_rows = 0;
@@ -238,6 +264,7 @@ void LocalEngine::step() {
   }
   std::size_t row = 0;
   for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
+    snapshot(plan.chunks[i]);
     finish_chunk(plan.chunks[i], std::span(logits).subspan(row * vocab, rows[i] * vocab), all_rows[i]);
     row += rows[i];
   }
@@ -269,13 +296,65 @@ void LocalEngine::finish_chunk(const ScheduledChunk& c, std::span<const float> r
   }
 }
 
+// Scheduler hook at a sequence's admission: the longest cached prefix of its tokens, and where
+// its prefill pauses for snapshots of its own: at the prefix it shares with earlier prompts (a
+// branching point) and at its prompt's last block boundary. Requests that want prompt logprobs
+// neither read nor write the cache: they need the rows of every position.
+PrefixHooks::Admission LocalEngine::prefix_admission(RequestId id) {
+  Active& a = active_.at(id);
+  a.prefix = {};
+  if (a.request->prompt_logprobs) return {};
+  a.prefix = prefix_->lookup(a.tokens);
+  const std::int64_t B = prefix_->block_size(), known = static_cast<std::int64_t>(a.tokens.size());
+  PrefixHooks::Admission adm{a.prefix.tokens, {}};
+  for (const std::int64_t at : {a.prefix.shared, (known - 1) / B * B})
+    if (at > a.prefix.tokens && (adm.pauses.empty() || adm.pauses.back() < at) &&
+        prefix_->wants(std::span(a.tokens).first(static_cast<std::size_t>(at))))
+      adm.pauses.push_back(at);
+  return adm;
+}
+
+// The model state of a sequence whose first chunk starts at `start`: a fork of the snapshot its
+// admission found (pinned since), or a fresh one at position 0.
+std::unique_ptr<EngineModel::Sequence> LocalEngine::start_sequence(Active& a, std::int64_t start) {
+  const bool hit = start > 0;
+  if (hit && (a.prefix.tokens != start || !a.prefix.state))
+    fail("internal: a chunk starts at {} without a snapshot of that prefix", start);
+  if (prefix_ && !a.request->prompt_logprobs) {
+    std::lock_guard lk(mu_);
+    stats_.prefix_cache_queries_total += (static_cast<std::int64_t>(a.tokens.size()) - 1) / prefix_->block_size();
+    stats_.prefix_cache_hits_total += start / prefix_->block_size();
+  }
+  a.cached = start;
+  if (!hit) return model_->new_sequence();
+  return model_->fork(*a.prefix.state, a.prefix.blocks, blocks_.table(a.id).first(a.prefix.blocks.size()));
+}
+
+// After a chunk that ends on a block boundary: keep a snapshot of the sequence there, unless the
+// cache has one of that prefix.
+void LocalEngine::snapshot(const ScheduledChunk& c) {
+  if (!prefix_) return;
+  Active& a = active_.at(c.id);
+  const std::int64_t end = c.start + c.count;
+  if (a.request->prompt_logprobs || end % prefix_->block_size() != 0) return;
+  const auto prefix = std::span(a.tokens).first(static_cast<std::size_t>(end));
+  if (!prefix_->wants(prefix)) return;
+  try {
+    prefix_->insert(prefix, [&](std::span<const BlockId> to) { return model_->fork(*a.seq, blocks_.table(c.id).first(to.size()), to); });
+  } catch (const std::exception& e) {  // the cache only saves work: the request carries on
+    std::fprintf(stderr, "engine: no prefix-cache snapshot of request %llu: %s\n", static_cast<unsigned long long>(c.id), e.what());
+  }
+}
+
 void LocalEngine::end(RequestId id, FinishReason reason, const std::string& error) {
   finish_request(id, active_.at(id).out->end(reason, error));
 }
 
 // Frees everything of the request, then delivers its final event: by then the engine holds no
 // resource of it (engine.h), and stats() says so.
-void LocalEngine::finish_request(RequestId id, const Event& final_event) {
+void LocalEngine::finish_request(RequestId id, const Event& final) {
+  Event final_event = final;
+  final_event.cached_prompt_tokens = active_.at(id).cached;
   const EventFn on_event = std::move(active_.at(id).on_event);
   scheduler_.finish(id);
   active_.erase(id);
@@ -291,7 +370,8 @@ void LocalEngine::publish_stats() {
   std::lock_guard lk(mu_);
   stats_.running = scheduler_.running();
   stats_.waiting = scheduler_.waiting();
-  stats_.kv_blocks_used = blocks_.used_blocks();
+  // Snapshot blocks are free for every request that needs them (reclaimed first): not "used".
+  stats_.kv_blocks_used = blocks_.used_blocks() - (prefix_ ? prefix_->held_blocks() : 0);
   stats_.preemptions_total = scheduler_.preemptions();
   stats_.steps_total = scheduler_.step();
 }
@@ -301,7 +381,6 @@ void LocalEngine::publish_stats() {
 std::unique_ptr<Engine> start_engine(std::unique_ptr<EngineModel> model, std::shared_ptr<const Tokenizer> tokenizer,
                                      const EngineOptions& options) {
   if (!model) fail("start_engine: no model");
-  if (!tokenizer) fail("start_engine: no tokenizer");
   return std::make_unique<LocalEngine>(std::move(model), std::move(tokenizer), options);
 }
 

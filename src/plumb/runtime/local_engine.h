@@ -22,10 +22,12 @@ struct EngineOptions {
   bool faithful = false;                // the numerics the model runs in (for the default format)
   std::int64_t kv_cache_mib = 4096;     // the KV pool and the per-sequence state
   std::int64_t kv_blocks = 0;           // > 0: the pool's size in blocks instead (tests, benchmarks)
+  bool prefix_cache = true;             // reuse snapshots of earlier prompts' states (prefix_cache.h)
 };
 
-// Starts the engine thread. Throws plumb::Error on bad options (a block size that is not a
-// multiple of 128, a pool that cannot hold max_seqs sequences' state).
+// Starts the engine thread. Without a tokenizer (null) requests are ids only: events carry no
+// text and stop strings are refused. Throws plumb::Error on bad options (a block size that is not
+// a multiple of 128, a pool that cannot hold max_seqs sequences' state).
 std::unique_ptr<Engine> start_engine(std::unique_ptr<EngineModel> model, std::shared_ptr<const Tokenizer> tokenizer,
                                      const EngineOptions& options);
 

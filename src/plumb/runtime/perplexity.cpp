@@ -1,22 +1,19 @@
 #include "plumb/runtime/perplexity.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "plumb/util/error.h"
 
 namespace plumb {
 namespace {
 
-// The NLL of window `w` from the logits of its input [BOS] + w (every position but the last).
-double window_nll(std::span<const TokenId> w, std::span<const float> logits, std::int64_t window_index) {
-  const std::size_t positions = w.size();
-  if (logits.empty() || logits.size() % positions != 0)
-    fail("window {}: got {} logits for {} predicting positions", window_index, logits.size(), positions);
-  const std::size_t vocab = logits.size() / positions;
+// The NLL of window `w` from the logprobs of its input [BOS] + w (one per token of w).
+double window_nll(std::span<const TokenId> w, std::span<const float> logprobs, std::int64_t window_index) {
+  if (logprobs.size() != w.size())
+    fail("window {}: got {} logprobs for {} targets", window_index, logprobs.size(), w.size());
   double nll = 0;
   for (std::size_t j = 0; j < w.size(); ++j) {
-    const double v = token_nll(logits.subspan(j * vocab, vocab), w[j]);
+    const double v = -static_cast<double>(logprobs[j]);
     if (!std::isfinite(v)) fail("window {}, position {}: the NLL is not finite ({})", window_index, j, v);
     nll += v;
   }
@@ -27,17 +24,7 @@ double window_nll(std::span<const TokenId> w, std::span<const float> logits, std
 
 std::int64_t window_count(std::int64_t tokens, std::int64_t context) { return (tokens + context - 1) / context; }
 
-double token_nll(std::span<const float> logits, std::int64_t target) {
-  if (target < 0 || target >= static_cast<std::int64_t>(logits.size()))
-    fail("target id {} is outside the logits [0, {})", target, logits.size());
-  double mx = -std::numeric_limits<double>::infinity();
-  for (float x : logits) mx = std::max(mx, static_cast<double>(x));
-  double sum = 0;
-  for (float x : logits) sum += std::exp(static_cast<double>(x) - mx);
-  return mx + std::log(sum) - static_cast<double>(logits[static_cast<std::size_t>(target)]);
-}
-
-PerplexityResult perplexity(std::span<const TokenId> ids, const PerplexityOptions& o, const WindowLogitsFn& logits,
+PerplexityResult perplexity(std::span<const TokenId> ids, const PerplexityOptions& o, const WindowLogprobsFn& logprobs,
                             const PerplexityProgress& progress) {
   if (ids.empty()) fail("no tokens to score");
   if (o.context < 1) fail("context must be at least 1, got {}", o.context);
@@ -51,8 +38,8 @@ PerplexityResult perplexity(std::span<const TokenId> ids, const PerplexityOption
       std::vector<TokenId>& in = inputs.emplace_back(1, o.bos);
       in.insert(in.end(), w.begin(), w.end());
     }
-    const std::vector<std::vector<float>> out = logits(inputs);
-    if (out.size() != inputs.size()) fail("got logits for {} of {} windows", out.size(), inputs.size());
+    const std::vector<std::vector<float>> out = logprobs(inputs);
+    if (out.size() != inputs.size()) fail("got logprobs for {} of {} windows", out.size(), inputs.size());
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       r.nll += window_nll(std::span(inputs[i]).subspan(1), out[i], r.windows);
       r.tokens += static_cast<std::int64_t>(inputs[i].size()) - 1;

@@ -4,7 +4,8 @@
 // ids into consecutive non-overlapping windows of `context` tokens (the last one shorter); score
 // each window w alone, no cache, as input [BOS] + w, where the logits at input position j predict
 // w[j]; sum -log_softmax over all targets in float64; ppl = exp(NLL / N). Every token is a target
-// exactly once and BOS never is. Model-agnostic: the model is a function from inputs to logits.
+// exactly once and BOS never is. Model-agnostic: the model is a function from inputs to the
+// logprobs of their tokens (the engine's prompt logprobs, in plumb perplexity).
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -22,28 +23,24 @@ struct PerplexityResult {
   double ppl() const { return tokens > 0 ? std::exp(nll / static_cast<double>(tokens)) : 1.0; }
 };
 
-// Logits for each input of every position that predicts a target, i.e. all but the last, each
-// flattened [input length - 1, vocab] row-major. Inputs are independent sequences; the function
-// may run them as one batch.
-using WindowLogitsFn = std::function<std::vector<std::vector<float>>(std::span<const std::vector<TokenId>> inputs)>;
+// For each input, the log-probability of each of its tokens after the first given the tokens
+// before it (log_softmax of position j's logits at input[j + 1]): input length - 1 values.
+// Inputs are independent sequences; the function may run them together.
+using WindowLogprobsFn = std::function<std::vector<std::vector<float>>(std::span<const std::vector<TokenId>> inputs)>;
 // Called after each batch with the totals so far.
 using PerplexityProgress = std::function<void(const PerplexityResult& so_far)>;
 
 struct PerplexityOptions {
   std::int64_t context = 256;  // tokens per window, excluding the BOS
   TokenId bos = 0;
-  std::int64_t batch = 1;  // windows per call of the logits function
+  std::int64_t batch = 1;  // windows per call of the logprobs function
 };
 
 // Number of windows `tokens` ids make at this context.
 std::int64_t window_count(std::int64_t tokens, std::int64_t context);
 
-// -log softmax(logits)[target], computed in float64.
-double token_nll(std::span<const float> logits, std::int64_t target);
-
-// Throws plumb::Error on empty ids, a bad option, logits of the wrong size, a target outside
-// the logits or a non-finite NLL.
+// Throws plumb::Error on empty ids, a bad option, logprobs of the wrong count or a non-finite NLL.
 PerplexityResult perplexity(std::span<const TokenId> ids, const PerplexityOptions& options,
-                            const WindowLogitsFn& logits, const PerplexityProgress& progress = {});
+                            const WindowLogprobsFn& logprobs, const PerplexityProgress& progress = {});
 
 }  // namespace plumb

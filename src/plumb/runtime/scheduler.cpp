@@ -50,7 +50,18 @@ void Scheduler::add(std::uint64_t id, std::int64_t prompt, std::int64_t max_new,
 std::int64_t Scheduler::chunk_for(const Seq& s, std::int64_t budget) const {
   std::int64_t n = std::min(s.known - s.computed, budget);
   if (config_.max_chunk_tokens > 0) n = std::min(n, config_.max_chunk_tokens);
+  const auto pause = std::upper_bound(s.pauses.begin(), s.pauses.end(), s.computed);
+  if (pause != s.pauses.end()) n = std::min(n, *pause - s.computed);
   return n;
+}
+
+// The pool's reserve, after freeing prefix-cache snapshots when it is short.
+bool Scheduler::reserve(std::uint64_t id, std::int64_t positions) {
+  while (!blocks_.reserve(id, positions)) {
+    const auto need = blocks_.blocks_for(positions) - static_cast<std::int64_t>(blocks_.table(id).size());
+    if (!hooks_.reclaim || !hooks_.reclaim(need)) return false;
+  }
+  return true;
 }
 
 // Lowest priority, latest arrival: the last of running_, which is kept in that order.
@@ -69,7 +80,7 @@ void Scheduler::schedule_running(StepPlan& plan, std::int64_t& budget) {
   for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
     const std::int64_t n = chunk_for(running_[i], budget);
     bool self_preempted = false;
-    while (!blocks_.reserve(running_[i].id, running_[i].computed + n)) {
+    while (!reserve(running_[i].id, running_[i].computed + n)) {
       self_preempted = i + 1 == running_.size();
       preempt_last_running(plan);
       if (self_preempted) break;
@@ -100,11 +111,16 @@ void Scheduler::admit_waiting(StepPlan& plan, std::int64_t& budget) {
   sort_waiting();
   std::size_t admitted = 0;
   while (admitted < waiting_.size() && budget > 0 && running() < config_.max_seqs) {
-    Seq s = waiting_[admitted];
+    Seq s = waiting_[admitted];  // computed is 0: new or preempted
+    if (hooks_.admit) {
+      PrefixHooks::Admission a = hooks_.admit(s.id);
+      s.computed = a.cached;
+      s.pauses = std::move(a.pauses);
+    }
     const std::int64_t n = chunk_for(s, budget);
-    if (!blocks_.reserve(s.id, n)) break;
-    plan.chunks.push_back({s.id, 0, n, n == s.known});
-    s.computed = n;
+    if (!reserve(s.id, s.computed + n)) break;
+    plan.chunks.push_back({s.id, s.computed, n, s.computed + n == s.known});
+    s.computed += n;
     budget -= n;
     const auto at = std::upper_bound(running_.begin(), running_.end(), s, [](const Seq& a, const Seq& b) {
       return std::tie(b.priority, a.arrival) < std::tie(a.priority, b.arrival);

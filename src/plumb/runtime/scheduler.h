@@ -19,6 +19,7 @@
 // ahead of it, and it starts as soon as those have and a slot, budget and blocks are free: no
 // stream of short requests can starve a long one. Priority breaks ties of the SRPT key.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,21 @@ struct SchedulerConfig {
   std::int64_t srpt_max_wait_steps = 256;
 };
 void validate(const SchedulerConfig& config);  // throws plumb::Error naming the bad field
+
+// The prefix cache as the scheduler sees it (optional; prefix_cache.h). At a sequence's
+// admission (from position 0: new or preempted), `admit` says how many of its first tokens a
+// cached snapshot covers (its first chunk starts there) and at which positions its chunks should
+// end so that snapshots of it can be taken there. When blocks run short, `reclaim` frees
+// snapshot blocks (up to the count given) before any sequence is preempted or left waiting;
+// it returns false when it freed nothing.
+struct PrefixHooks {
+  struct Admission {
+    std::int64_t cached = 0;
+    std::vector<std::int64_t> pauses;  // ascending, each > cached
+  };
+  std::function<Admission(std::uint64_t id)> admit;
+  std::function<bool(std::int64_t blocks)> reclaim;
+};
 
 struct ScheduledChunk {
   std::uint64_t id = 0;
@@ -60,6 +76,8 @@ class Scheduler {
   // Whether a sequence of `prompt` tokens generating up to `max_new` can ever run: the positions
   // it may occupy (prompt + max_new - 1; the last token is never fed) fit the whole pool.
   bool fits_ever(std::int64_t prompt, std::int64_t max_new) const;
+
+  void set_prefix_hooks(PrefixHooks hooks) { hooks_ = std::move(hooks); }
 
   // Queues a new sequence (ids must be unique). Throws when it can never fit.
   void add(std::uint64_t id, std::int64_t prompt, std::int64_t max_new, int priority);
@@ -88,6 +106,7 @@ class Scheduler {
     int priority = 0;
     std::int64_t known = 0, computed = 0, generated = 0, max_new = 0;
     std::int64_t waiting_since = 0;  // step at which it (re)entered the waiting queue
+    std::vector<std::int64_t> pauses;  // a chunk ends at one of these when it would cross it (PrefixHooks)
     std::int64_t remaining_work() const { return known - computed + (max_new - generated); }
   };
   void schedule_running(StepPlan& plan, std::int64_t& budget);
@@ -95,10 +114,12 @@ class Scheduler {
   void sort_waiting();
   void preempt_last_running(StepPlan& plan);
   std::int64_t chunk_for(const Seq& s, std::int64_t budget) const;
+  bool reserve(std::uint64_t id, std::int64_t positions);
   Seq* find(std::uint64_t id);
 
   SchedulerConfig config_;
   KvBlockManager& blocks_;
+  PrefixHooks hooks_;
   std::vector<Seq> running_;  // kept in priority order (see the header comment)
   std::vector<Seq> waiting_;
   std::int64_t arrivals_ = 0, step_ = 0, preemptions_ = 0;

@@ -1,17 +1,20 @@
 #pragma once
 // Sampled tokens -> printable text for streamed generation: the streaming detokenizer holds back
 // incomplete characters and the stop strings hold back what could still become a stop, so what
-// reaches the sink is final. Shared by the single-sequence loop (generate.h) and the engine.
+// reaches the sink is final. Each engine request has one (engine_request.h).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "plumb/runtime/generate.h"
 #include "plumb/runtime/stop_strings.h"
 #include "plumb/tokenizer/decode_stream.h"
 
 namespace plumb {
+
+// Receives text that is safe to print now; called once per non-empty chunk.
+using TextSink = std::function<void(std::string_view text)>;
 
 class TextStream {
  public:
