@@ -29,5 +29,6 @@ Runner register_perplexity(CLI::App& app);
 Runner register_verify(CLI::App& app);
 Runner register_batch(CLI::App& app);
 Runner register_serve(CLI::App& app);
+Runner register_doctor(CLI::App& app);  // exits 1 on warnings
 
 }  // namespace plumb::cli

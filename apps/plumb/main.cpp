@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add(plumb::cli::register_verify(app));  // exits 3 when the comparison fails
   add(plumb::cli::register_batch(app));
   add(plumb::cli::register_serve(app));
+  add(plumb::cli::register_doctor(app));  // exits 1 on warnings, 2 on errors
 
   try {
     app.parse(argc, argv);
