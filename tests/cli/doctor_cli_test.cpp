@@ -46,8 +46,11 @@ TEST(DoctorCli, JsonParsesAndMatchesTheExitCode) {
     for (const json& c : j["checks"]) found |= c["check"] == check;
     EXPECT_TRUE(found) << check;
   }
-  for (const json& c : j["checks"])
-    if (c["level"] == "warning" || c["level"] == "error") EXPECT_FALSE(c["fix"].get<std::string>().empty()) << c.dump();
+  for (const json& c : j["checks"]) {
+    if (c["level"] == "warning" || c["level"] == "error") {
+      EXPECT_FALSE(c["fix"].get<std::string>().empty()) << c.dump();
+    }
+  }
 }
 
 TEST(DoctorCli, TextEndsWithTheTally) {
