@@ -30,5 +30,6 @@ Runner register_verify(CLI::App& app);
 Runner register_batch(CLI::App& app);
 Runner register_serve(CLI::App& app);
 Runner register_bench(CLI::App& app);  // plumb bench serve
+Runner register_doctor(CLI::App& app);  // exits 1 on warnings
 
 }  // namespace plumb::cli

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   add(plumb::cli::register_batch(app));
   add(plumb::cli::register_serve(app));
   add(plumb::cli::register_bench(app));  // bench serve
+  add(plumb::cli::register_doctor(app));  // exits 1 on warnings, 2 on errors
 
   try {
     app.parse(argc, argv);

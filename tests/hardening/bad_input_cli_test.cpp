@@ -295,6 +295,12 @@ std::vector<BadInput> corpus() {
          return "convert cast --to bf16 " + s.model_with_poked_tensor("layers.0.attn.wq_a.weight", std::string(3, '\x7f')) + " " + s.path("out");
        },
        {"layers.0.attn.wq_a.weight: non-finite value nan at index 0"}},
+      {"doctor_model_nan_weights",
+       [](const Scratch& s) { return "doctor --model " + s.model_with_poked_tensor("norm.weight", std::string("\xc0\x7f\xc0\x7f", 4)); },
+       {"scan found 1 problem(s), first: norm.weight"}},
+      {"doctor_model_shard_is_a_fifo",
+       [](const Scratch& s) { return "doctor --model " + Scratch::with_fifo(s.model(), "model-00003-of-00008.safetensors"); },
+       {"model-00003-of-00008.safetensors: the file is a FIFO"}},
 
       // ---- generation_config.json
       {"generation_config_top_k_2e40",

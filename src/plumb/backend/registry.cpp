@@ -4,6 +4,7 @@
 
 #include "plumb/backend/backend.h"
 #include "plumb/backend/cpu/cpu_backend.h"
+#include "plumb/backend/device_facts.h"
 #include "plumb/util/error.h"
 
 namespace plumb::backend {
@@ -21,6 +22,8 @@ std::string gpu_backend_name() {
 #if !defined(PLUMB_WITH_CUDA) && !defined(PLUMB_WITH_HIP)
 std::string gpu_unavailable_reason() { return "plumb was built without a GPU backend (configure with CUDA or HIP)"; }
 std::unique_ptr<Backend> make_gpu_backend() { fail("the GPU backend is not available: {}", gpu_unavailable_reason()); }
+GpuFacts query_gpu_facts() { return {}; }  // platform "": no GPU runtime is linked
+DeviceMemory device_memory(const Backend&) { return host_memory_report(); }
 #endif
 
 std::unique_ptr<Backend> make_backend(const std::string& name, int threads) {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "plumb/runtime/memory_stats.h"
 #include "plumb/runtime/sampler.h"
 #include "plumb/util/token_id.h"
 
@@ -93,6 +94,7 @@ struct EngineStats {
   std::int64_t steps_total = 0;
   // Finished requests by reason (indexed by FinishReason).
   std::int64_t finished_total[5] = {0, 0, 0, 0, 0};
+  MemoryStats memory;  // refreshed at most once a second while the engine runs steps
 };
 
 class Engine {

@@ -61,6 +61,7 @@ class LoadedModel final : public EngineModel {
 
   const ModelConfig& config() const override { return model_->config(); }
   std::int64_t weight_bytes() const override { return weight_bytes_; }
+  backend::DeviceMemory device_memory() const override { return backend::device_memory(model_->backend()); }
 
  private:
   struct Seq final : Sequence {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "plumb/backend/device_facts.h"
 #include "plumb/model/model.h"
 
 namespace plumb::runtime {
@@ -52,6 +53,8 @@ class EngineModel {
 
   virtual const ModelConfig& config() const = 0;
   virtual std::int64_t weight_bytes() const = 0;  // checkpoint bytes, for the memory table
+  // What the backend holds (backend::device_memory); called on the engine thread only.
+  virtual backend::DeviceMemory device_memory() const { return {}; }
   std::int64_t vocab_size() const { return config().vocab_size; }
   std::int64_t max_context() const { return config().max_position_embeddings; }
   std::uint32_t eos_id() const { return static_cast<std::uint32_t>(config().eos_token_id); }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <map>
@@ -65,12 +66,15 @@ class LocalEngine final : public Engine {
         layout_(layout_for(*model_, options)),
         blocks_(options.kv_block_size, pool_size(layout_, options)),
         scheduler_(options.scheduler, blocks_),
-        prefix_(prefix_cache_for(layout_, blocks_, options)) {
+        prefix_(prefix_cache_for(layout_, blocks_, options)),
+        max_seqs_(options.scheduler.max_seqs) {
     if (prefix_)
       scheduler_.set_prefix_hooks({[this](RequestId id) { return prefix_admission(id); },
                                    [this](std::int64_t n) { return prefix_->reclaim(n); }});
     stats_.kv_blocks_total = blocks_.total_blocks();
     model_->use_kv_blocks(blocks_.block_size(), blocks_.total_blocks());  // the ids name its storage
+    stats_.memory = memory_stats(*model_, layout_, blocks_.total_blocks(), max_seqs_);
+    memory_refreshed_ = std::chrono::steady_clock::now();
     thread_ = std::thread([this] { loop(); });
   }
   ~LocalEngine() override { shutdown(); }
@@ -101,6 +105,8 @@ class LocalEngine final : public Engine {
   KvBlockManager blocks_;  // block_size and total are constant: validate() reads them on any thread
   Scheduler scheduler_;    // engine thread only, like active_
   std::unique_ptr<PrefixCache> prefix_;  // null: --prefix-cache off
+  const std::int64_t max_seqs_;
+  std::chrono::steady_clock::time_point memory_refreshed_;  // engine thread
   std::map<RequestId, Active> active_;
 
   mutable std::mutex mu_;  // guards everything below
@@ -367,7 +373,14 @@ void LocalEngine::finish_request(RequestId id, const Event& final) {
 }
 
 void LocalEngine::publish_stats() {
+  // Memory moves slowly and asking the backend walks its weights: once a second is enough.
+  std::optional<MemoryStats> memory;
+  if (const auto now = std::chrono::steady_clock::now(); now - memory_refreshed_ >= std::chrono::seconds(1)) {
+    memory = memory_stats(*model_, layout_, blocks_.total_blocks(), max_seqs_);
+    memory_refreshed_ = now;
+  }
   std::lock_guard lk(mu_);
+  if (memory) stats_.memory = std::move(*memory);
   stats_.running = scheduler_.running();
   stats_.waiting = scheduler_.waiting();
   // Snapshot blocks are free for every request that needs them (reclaimed first): not "used".
@@ -386,7 +399,9 @@ std::unique_ptr<Engine> start_engine(std::unique_ptr<EngineModel> model, std::sh
 
 std::string engine_memory_table(const EngineModel& model, const EngineOptions& options) {
   const KvLayout layout = layout_for(model, options);
-  return memory_table(layout, model.weight_bytes(), pool_size(layout, options), options.scheduler.max_seqs, model.max_context());
+  const std::int64_t blocks = pool_size(layout, options), seqs = options.scheduler.max_seqs;
+  return memory_table(layout, model.weight_bytes(), blocks, seqs, model.max_context()) +
+         device_memory_rows(memory_stats(model, layout, blocks, seqs));
 }
 
 }  // namespace plumb::runtime

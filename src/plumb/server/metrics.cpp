@@ -47,6 +47,20 @@ void counter(std::string& out, const char* name, const char* help, std::int64_t 
   gauge(out, name, help, value, "counter");
 }
 
+// One gauge per kind the backend knows; an unknown kind (-1) is left out rather than reported as 0.
+void memory_gauges(std::string& out, const runtime::MemoryStats& m) {
+  out += "# HELP plumb_memory_bytes Memory by kind: weights (on the GPU: uploaded so far; on the CPU: the mapped "
+         "checkpoint), kv_pool, sequence_state, workspace, device_free, device_total (the CPU backend: host memory), "
+         "host_rss.\n"
+         "# TYPE plumb_memory_bytes gauge\n";
+  const std::pair<const char*, std::int64_t> kinds[] = {
+      {"weights", m.weights},           {"kv_pool", m.kv_pool},         {"sequence_state", m.sequence_state},
+      {"workspace", m.workspace},       {"device_free", m.device_free}, {"device_total", m.device_total},
+      {"host_rss", m.host_rss}};
+  for (const auto& [kind, bytes] : kinds)
+    if (bytes >= 0) out += fmt::format("plumb_memory_bytes{{kind=\"{}\"}} {}\n", kind, bytes);
+}
+
 }  // namespace
 
 std::string render_metrics(const runtime::EngineStats& s, const ServerMetrics& m) {
@@ -65,6 +79,7 @@ std::string render_metrics(const runtime::EngineStats& s, const ServerMetrics& m
   counter(out, "plumb_preemptions_total", "Requests preempted to free KV blocks.", s.preemptions_total);
   counter(out, "plumb_prefix_cache_queries_total", "Prefix cache lookups, in blocks.", s.prefix_cache_queries_total);
   counter(out, "plumb_prefix_cache_hits_total", "Prefix cache hits, in blocks.", s.prefix_cache_hits_total);
+  memory_gauges(out, s.memory);
   out += m.time_to_first_token.render("plumb_time_to_first_token_seconds", "Time from request arrival to its first token.");
   out += m.inter_token_latency.render("plumb_inter_token_latency_seconds", "Time between consecutive tokens of a request.");
   out += m.e2e_request_latency.render("plumb_e2e_request_latency_seconds", "Time from request arrival to its last token.");

@@ -1,6 +1,7 @@
 #pragma once
-// /metrics: the engine's counters (EngineStats) and the server's latency histograms in the
-// Prometheus text format. The metric names are a stable interface (dashboards use them).
+// /metrics: the engine's counters and memory gauges (EngineStats) and the server's latency
+// histograms in the Prometheus text format. The metric names are a stable interface (dashboards
+// use them).
 #include <mutex>
 #include <string>
 #include <vector>

@@ -19,6 +19,9 @@
 #ifndef PLUMB_BUILD_TYPE
 #define PLUMB_BUILD_TYPE "unknown"
 #endif
+#ifndef PLUMB_CXX_FLAGS
+#define PLUMB_CXX_FLAGS "unknown"
+#endif
 
 namespace plumb::verify {
 
@@ -58,6 +61,7 @@ Facts build_facts() {
           {"git_rev", PLUMB_GIT_REV},
           {"build_type", PLUMB_BUILD_TYPE},
           {"compiler", compiler},
+          {"cxx_flags", PLUMB_CXX_FLAGS},
           {"date_utc", date}};
 }
 

@@ -49,7 +49,8 @@ struct VerifyReport {
   int64_t first_greedy_divergence() const;
 };
 
-// Git revision, build type, compiler and plumb version of this binary, plus the UTC date now.
+// Git revision, build type, compiler, C++ flags and plumb version of this binary, plus the UTC
+// date now.
 Facts build_facts();
 
 // Writes verify.json, verify.md and verify.html into dir (created if needed); plumb::Error when

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "plumb/backend/backend.h"
+#include "plumb/backend/device_facts.h"
 #include "plumb/backend/op_checks.h"
 #include "plumb/backend/gpu/gpu_compat.h"
 #include "plumb/backend/gpu/gpu_staging.h"
@@ -39,6 +40,7 @@ class DeviceAllocator {
   void release(void* p, std::size_t bytes);
   void trim();  // frees every cached block
   std::size_t in_use() const { return in_use_; }
+  std::size_t cached();  // bytes in the free lists, held for reuse
 
  private:
   std::mutex mu_;
@@ -71,6 +73,7 @@ class GpuBackend final : public Backend {
   ~GpuBackend() override;
   std::string name() const override;
   std::vector<std::pair<std::string, std::string>> facts() const override;
+  backend::DeviceMemory memory() const;  // gpu_device_facts.cpp
   const DeviceInfo& info() const { return info_; }
   gpuStream_t stream() const { return stream_; }
 
