@@ -196,7 +196,9 @@ TEST(CpuSumOrder, OtherOrdersFlipChoicesWhenRunningFree) {
       gemm_flipped += s.worst_selection < 1.0;
       for (const verify::TapResult& t : r.taps) {
         if (t.informational && t.m.differing > 0) break;  // the first flipped choice
-        if (t.compared && !t.informational) EXPECT_GE(t.m.cosine, mode.isolated_bound) << f.name << ": " << t.name;
+        if (t.compared && !t.informational) {
+          EXPECT_GE(t.m.cosine, mode.isolated_bound) << f.name << ": " << t.name;
+        }
       }
     }
   EXPECT_GT(gemm_flipped, 0) << "the GEMM order alone flipped no choice on any fixture: update docs/CORRECTNESS.md";

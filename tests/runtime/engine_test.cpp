@@ -79,6 +79,28 @@ std::vector<TokenId> prompt_reaching_eos(const Fixture& f) {
   return {1};
 }
 
+// A request the engine has taken in counts as waiting or running while the step it is in is still
+// running (the soak of plumb bench serve saw 0 / 0 for 15-45 s after 64 submissions before).
+TEST(Engine, StatsCountARequestWhileItsFirstStepRuns) {
+  Fixture f;
+  auto engine = f.start();
+  f.model->hold = true;  // the first step waits until the test has read the stats
+  std::atomic<bool> done{false};
+  engine->submit(greedy(prompt_of(8, 1), 2), [&](const Event& e) {
+    if (e.final) done = true;
+  });
+  bool counted = false;
+  for (int i = 0; i < 5000 && !counted; ++i) {  // up to 5 s for the engine thread to take it in
+    const EngineStats s = engine->stats();
+    counted = s.running + s.waiting == 1 && s.steps_total == 0;
+    if (!counted) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  f.model->hold = false;
+  EXPECT_TRUE(counted) << "stats: " << engine->stats().running << " running, " << engine->stats().waiting << " waiting";
+  engine->shutdown();
+  EXPECT_TRUE(done.load());
+}
+
 TEST(Engine, EosStopsUnlessIgnored) {
   Fixture f;
   auto engine = f.start();

@@ -4,11 +4,14 @@
 // what the engine feeds (a lost, repeated or misplaced token, a state not reset after preemption,
 // rows returned in the wrong order) changes the logits. A prompt that starts with kPoison gets
 // NaN logits (a per-request failure). The config is tiny-kjv's, for the KV layout.
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "plumb/runtime/engine_model.h"
@@ -65,6 +68,7 @@ class FakeModel final : public EngineModel {
   }
 
   std::vector<float> forward(std::span<const Chunk> batch) override {
+    while (hold.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a test holds the step
     std::vector<float> out;
     ++steps;
     check_tables(batch);
@@ -88,6 +92,8 @@ class FakeModel final : public EngineModel {
   const ModelConfig& config() const override { return cfg_; }
   std::int64_t weight_bytes() const override { return 0; }
 
+  // While true, forward() waits (a step that takes as long as the test wants).
+  std::atomic<bool> hold{false};
   // Read by tests after the engine is shut down (written on the engine thread).
   std::int64_t steps = 0, rows_fed = 0, max_batch_seqs = 0, forks = 0, bad_forks = 0;
   static constexpr std::int64_t kForkBlock = 128;  // the block size the prefix-cache tests use

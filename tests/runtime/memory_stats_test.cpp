@@ -24,6 +24,11 @@ class DeviceModel final : public EngineModel {
  public:
   explicit DeviceModel(ModelConfig cfg) : fake_(std::move(cfg)) {}
   std::unique_ptr<Sequence> new_sequence() override { return fake_.new_sequence(); }
+  void use_kv_blocks(std::int64_t block_size, std::int64_t blocks) override { fake_.use_kv_blocks(block_size, blocks); }
+  std::unique_ptr<Sequence> fork(const Sequence& seq, std::span<const std::int32_t> from,
+                                 std::span<const std::int32_t> to) override {
+    return fake_.fork(seq, from, to);
+  }
   std::vector<float> forward(std::span<const Chunk> batch) override { return fake_.forward(batch); }
   const ModelConfig& config() const override { return fake_.config(); }
   std::int64_t weight_bytes() const override { return 5000; }
@@ -52,7 +57,7 @@ EngineOptions options() {
 
 TEST(MemoryStats, PoolAndStateFromTheLayoutDeviceFromTheBackend) {
   DeviceModel m(tiny_config());
-  const KvLayout layout = kv_layout(m.config(), 256, default_kv_format(false));
+  const KvLayout layout = kv_layout(m.config(), 256, KvFormat{});
   const MemoryStats s = memory_stats(m, layout, 37, 8);
   EXPECT_EQ(s.device, "gpu:0 test");
   EXPECT_EQ(s.kv_pool, 37 * layout.bytes_per_block);
@@ -68,7 +73,7 @@ TEST(MemoryStats, PoolAndStateFromTheLayoutDeviceFromTheBackend) {
 TEST(MemoryStats, WeightsFallBackToTheCheckpointWhenTheBackendDoesNotKnow) {
   DeviceModel m(tiny_config());
   m.scripted = backend::host_memory_report();
-  const MemoryStats s = memory_stats(m, kv_layout(m.config(), 256, default_kv_format(false)), 1, 1);
+  const MemoryStats s = memory_stats(m, kv_layout(m.config(), 256, KvFormat{}), 1, 1);
   EXPECT_EQ(s.device, "host");
   EXPECT_EQ(s.weights, 5000);
   EXPECT_EQ(s.workspace, -1);
@@ -98,7 +103,7 @@ TEST(MemoryStats, TheEngineRefreshesThemOnItsThread) {
   const EngineStats first = engine->stats();
   EXPECT_EQ(first.memory.weights, 300000);
   EXPECT_EQ(first.memory.kv_pool,
-            first.kv_blocks_total * kv_layout(m->config(), 256, default_kv_format(false)).bytes_per_block);
+            first.kv_blocks_total * kv_layout(m->config(), 256, KvFormat{}).bytes_per_block);
   {
     std::lock_guard lock(m->mu);
     m->scripted.weights = 310000;

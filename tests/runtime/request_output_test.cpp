@@ -59,6 +59,23 @@ Outcome run(const std::vector<std::uint32_t>& script, Request r) {
   }
 }
 
+// The synthetic tokenizer knows bytes 0..255 and <eos> (300), not 256..299: a model whose best
+// logit is such an id (a padding row of its head) gets the best id that has text, not an error.
+TEST(RequestOutput, IdsTheTokenizerCannotSpellAreNeverSampled) {
+  Request r;
+  r.prompt = {'>'};
+  r.max_tokens = 1;
+  r.sampling.greedy = true;
+  RequestOutput out(1, r, &test_tokenizer(), kVocab, kEos, 1);
+  std::vector<float> logits(kVocab, 0.f);
+  logits[270] = 10.f;  // unknown
+  logits['a'] = 5.f;
+  const Event e = out.next_token(logits);
+  ASSERT_EQ(e.tokens.size(), 1u);
+  EXPECT_EQ(e.tokens[0], static_cast<std::uint32_t>('a'));
+  EXPECT_EQ(e.text, "a");
+}
+
 TEST(RequestOutput, StopsAtEosWithoutPrintingIt) {
   const Outcome r = run({'h', 'i', kEos, 'x'}, {});
   EXPECT_EQ(r.text, "hi");

@@ -48,6 +48,9 @@ RequestOutput::RequestOutput(RequestId id, const Request& request, const Tokeniz
       stream_(tokenizer ? std::optional<TextStream>(std::in_place, *tokenizer, request.stop_strings, sink_, text_)
                         : std::nullopt) {
   if (!tokenizer && !request.stop_strings.empty()) fail("request: stop strings need the model's tokenizer");
+  if (tokenizer)
+    for (std::uint32_t id = 0; id < vocab_; ++id)
+      if (!tokenizer->has_id(id)) unknown_ids_.push_back(id);
   sampler_.observe_prompt(request.prompt);
 }
 
@@ -62,11 +65,15 @@ void RequestOutput::prompt_row(std::int64_t pos, std::span<const float> logits) 
 
 std::uint32_t RequestOutput::pick(std::span<const float> logits) {
   require_finite(logits, "logits (a NaN or infinity in the weights?)");
-  if (!request_.constraint) return sampler_.sample(logits);
+  if (!request_.constraint && unknown_ids_.empty()) return sampler_.sample(logits);
+  std::vector<float> masked(logits.begin(), logits.end());
+  // An id without text (a padding row of the head) would end the request at detokenization.
+  for (std::uint32_t id : unknown_ids_) masked[id] = -std::numeric_limits<float>::infinity();
+  if (!request_.constraint) return sampler_.sample(masked);
   std::unique_ptr<bool[]> allowed(new bool[vocab_]);
   std::fill(allowed.get(), allowed.get() + vocab_, true);
+  for (std::uint32_t id : unknown_ids_) allowed[id] = false;
   request_.constraint->mask({allowed.get(), vocab_}, max_new_ - generated());
-  std::vector<float> masked(logits.begin(), logits.end());
   bool any = false;
   for (std::size_t i = 0; i < vocab_; ++i) {
     if (!allowed[i]) masked[i] = -std::numeric_limits<float>::infinity();

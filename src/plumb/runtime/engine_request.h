@@ -26,7 +26,8 @@ class RequestOutput {
 
   // Samples the next token from `logits` (one vocab row) and returns the event that delivers it;
   // final when the request ended. Throws plumb::Error for this request's failures (a non-finite
-  // logit, a constraint that allows nothing, an id the tokenizer does not know).
+  // logit, a constraint that allows nothing). Ids the tokenizer does not know are never sampled
+  // (a vocabulary padded past the tokenizer: DeepSeek's 129,280 rows for 128,815 ids).
   Event next_token(std::span<const float> logits);
 
   // Prompt logprobs still missing: rows of positions >= this one are wanted.
@@ -50,6 +51,7 @@ class RequestOutput {
 
   RequestId id_;
   const Request& request_;
+  std::vector<std::uint32_t> unknown_ids_;  // ids below vocab_ the tokenizer cannot spell
   std::size_t vocab_;
   std::uint32_t eos_;
   std::int64_t max_new_;

@@ -206,6 +206,9 @@ void LocalEngine::loop() {
     }
     for (RequestId id : cancels)
       if (active_.count(id)) end(id, FinishReason::kCancelled);
+    // Before the step too: requests taken from the inbox are in no count until it is published,
+    // and a step can take long (a big prefill); /metrics and --max-queue read these counts.
+    publish_stats();
     if (!scheduler_.idle()) step();
     publish_stats();
   }
