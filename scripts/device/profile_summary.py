@@ -1,74 +1,51 @@
 #!/usr/bin/env python3
-"""Summarises an Nsight Systems sqlite export of plumb_bench's decode steps (scripts/device/profile.sh).
+"""Summarises an Nsight Compute CSV of plumb_bench decode steps (scripts/device/profile.sh).
 
-The decode phase is found as the last `steps` occurrences of the step's first kernel pattern:
-plumb_bench runs its timed steps last, so the final `steps` x (kernels per step) kernels are the
-decode steps. Kernels per step is found from the repeat period of the kernel-name sequence at the
-end of the trace. Prints per-kernel totals per step, launches per step, GPU busy per step, and
-the wall time per step (first kernel start to last kernel end / steps).
+ncu runs each kernel alone (base clocks, caches flushed), so the sums are upper bounds of the
+kernel time of a step. The trace is split into forwards at each embed_kernel (every forward
+starts with the embedding); the last one is a decode step of the last batch size. Prints the
+kernels per step, their summed time, and per kernel name the launches and time, largest first;
+with --list also every kernel of the step in order with its grid.
 """
 import argparse
-import sqlite3
-from collections import defaultdict
+import collections
+import csv
+import gzip
+import io
 
 
-def period(names, max_p=5000):
-    # smallest p such that the last 2p names repeat with period p
-    n = len(names)
-    for p in range(1, min(max_p, n // 2) + 1):
-        if names[n - p:] == names[n - 2 * p:n - p]:
-            return p
-    return None
+def short(name):
+    n = name.replace("void ", "").replace("plumb::gpu::k::", "").replace("unnamed>::", "")
+    return n.split("(")[0][:70]
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("db")
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("csv", help="ncu --csv output (optionally .gz)")
+    ap.add_argument("--list", action="store_true", help="also list the step's kernels in order")
     a = ap.parse_args()
-    con = sqlite3.connect(a.db)
-    rows = con.execute(
-        "SELECT k.start, k.end, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-        "JOIN StringIds s ON k.shortName = s.id ORDER BY k.start").fetchall()
-    names = [r[2] for r in rows]
-    p = period(names)
-    if p is None:
-        print("no repeating decode step found in the trace"); return
-    steps = 1
-    while len(rows) >= (steps + 1) * p and names[len(rows) - (steps + 1) * p:len(rows) - steps * p] == names[len(rows) - p:]:
-        steps += 1
-    steps = min(steps, a.steps)
-    sel = rows[len(rows) - steps * p:]
-    wall = (sel[-1][1] - sel[0][0]) / steps / 1e6
-    busy = sum(e - s for s, e, _ in sel) / steps / 1e6
-    per = defaultdict(lambda: [0, 0.0])
-    for s, e, n in sel:
-        per[n][0] += 1
-        per[n][1] += (e - s) / 1e6
-    print(f"batch {a.batch}: {p} kernels per step, {steps} steps; wall {wall:.3f} ms/step, GPU busy {busy:.3f} ms/step ({100 * busy / wall:.0f}%)")
-    # memcpys in the same window
-    t0, t1 = sel[0][0], sel[-1][1]
-    try:
-        mc = con.execute("SELECT count(*), sum(end-start), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE start >= ? AND end <= ?", (t0, t1)).fetchone()
-        print(f"memcpy per step: {mc[0] / steps:.1f} copies, {(mc[1] or 0) / steps / 1e6:.3f} ms, {(mc[2] or 0) / steps:.0f} bytes")
-        ms = con.execute("SELECT count(*), sum(end-start) FROM CUPTI_ACTIVITY_KIND_MEMSET WHERE start >= ? AND end <= ?", (t0, t1)).fetchone()
-        print(f"memset per step: {ms[0] / steps:.1f}, {(ms[1] or 0) / steps / 1e6:.3f} ms")
-        sync = con.execute("SELECT count(*), sum(end-start) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE start >= ? AND end <= ?", (t0, t1)).fetchone()
-        print(f"synchronizations per step: {sync[0] / steps:.1f}, {(sync[1] or 0) / steps / 1e6:.3f} ms")
-    except sqlite3.Error as e:
-        print(f"(memcpy/sync tables: {e})")
-    # host API time per step (launch overhead)
-    try:
-        api = con.execute("SELECT s.value, count(*), sum(r.end-r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON r.nameId = s.id "
-                          "WHERE r.start >= ? AND r.end <= ? GROUP BY s.value ORDER BY 3 DESC LIMIT 8", (t0, t1)).fetchall()
-        for n, c, t in api:
-            print(f"  api {n}: {c / steps:.1f}/step, {t / steps / 1e6:.3f} ms/step")
-    except sqlite3.Error as e:
-        print(f"(runtime table: {e})")
-    print("kernel | launches/step | ms/step | us/launch")
-    for n, (c, t) in sorted(per.items(), key=lambda kv: -kv[1][1])[:30]:
-        print(f"{n[:70]} | {c / steps:.1f} | {t / steps:.4f} | {1000 * t / c:.1f}")
+    raw = (gzip.open if a.csv.endswith(".gz") else open)(a.csv, "rt").read()
+    body = raw[raw.index('"ID"'):]  # ncu prints its own lines before the table
+    rows = list(csv.reader(io.StringIO(body)))
+    hdr = rows[0]
+    i_name, i_val, i_grid = hdr.index("Kernel Name"), hdr.index("Metric Value"), hdr.index("Grid Size")
+    ks = [(short(r[i_name]), float(r[i_val].replace(",", "")) / 1e3, r[i_grid]) for r in rows[1:] if len(r) == len(hdr)]
+    starts = [i for i, k in enumerate(ks) if k[0] == "embed_kernel"]
+    if not starts:
+        print("no embed_kernel in the trace: not a plumb forward")
+        return
+    step = ks[starts[-1]:]
+    print(f"last forward: {len(step)} kernels, {sum(k[1] for k in step):.1f} us of kernel time")
+    agg = collections.defaultdict(lambda: [0, 0.0])
+    for name, us, _ in step:
+        agg[name][0] += 1
+        agg[name][1] += us
+    print("us/step | launches | us/launch | kernel")
+    for name, (n, us) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
+        print(f"{us:8.1f} | {n:4d} | {us / n:7.1f} | {name}")
+    if a.list:
+        for name, us, grid in step:
+            print(f"{name:30s} {us:8.1f} {grid}")
 
 
 if __name__ == "__main__":
