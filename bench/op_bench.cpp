@@ -38,6 +38,8 @@ using Bound = std::function<void()>;
 struct TimedCase {
   std::string op, params;
   std::function<Bound(Backend&, std::mt19937_64&)> bind;
+  int64_t passes = 1;       // the call runs this many passes over the op: the time reported is per pass
+  double pass_bytes = 0.0;  // memory a pass must read at least (0: none stated): printed as GB/s
 };
 
 Tensor up(Backend& be, const std::vector<float>& v, Shape s) { return be.from_host(v.data(), std::move(s)); }
@@ -80,6 +82,47 @@ void add_linear(std::vector<TimedCase>& out) {
                        const backend::LinearOpts o{c.G, v.act_fp8, v.round};
                        return [&be, w, view, x, o] { be.linear(x, *view, o); };
                      }});
+    }
+}
+
+// The linear() shapes of one V4-Flash decode step (MODEL-SPEC 2.3 and 6; bench/configs) at the
+// decode bench's batch sizes, with the step's options (FP8: act-quant + bf16 out; bf16 weights in
+// f32). Each weight comes in as many copies as exceed 160 MB (the H200's L2 is 50 MB) and one
+// timed call runs every copy once, back to back as in a step: "us" is per weight pass, and the
+// weight bytes over it are the bandwidth reached (`--filter linear_decode`).
+void add_linear_decode(std::vector<TimedCase>& out) {
+  struct Shape4 {
+    const char* what;
+    int64_t R, K, G;
+    bool fp8;
+  };
+  const Shape4 shapes[] = {{"wq_a", 1024, 4096, 1, true},           {"wkv", 512, 4096, 1, true},
+                           {"wq_b", 32768, 1024, 1, true},          {"wo_a", 1024, 4096, 8, true},
+                           {"wo_b", 4096, 8192, 1, true},           {"shared w1", 2048, 4096, 1, true},
+                           {"shared w2", 4096, 2048, 1, true},      {"indexer wq_b", 8192, 1024, 1, true},
+                           {"compressor wkv", 1024, 4096, 1, false}, {"router gate", 256, 4096, 1, false},
+                           {"head", 129280, 4096, 1, false}};
+  for (const int64_t n : {1, 8, 32})
+    for (const Shape4& c : shapes) {
+      const int64_t bytes = c.G * c.R * c.K * (c.fp8 ? 1 : 2);
+      const int64_t copies = std::max<int64_t>(1, (160'000'000 + bytes - 1) / bytes);
+      char name[160];
+      std::snprintf(name, sizeof name, "%s N=%lld R=%lld K=%lld G=%lld %s x%lld (%.1f MB)", c.what,
+                    static_cast<long long>(n), static_cast<long long>(c.R), static_cast<long long>(c.K),
+                    static_cast<long long>(c.G), c.fp8 ? "fp8" : "bf16", static_cast<long long>(copies), bytes / 1e6);
+      out.push_back({"linear_decode", name, [c, n, copies](Backend& be, std::mt19937_64& rng) -> Bound {
+                       auto w = std::make_shared<Weights>();
+                       const std::vector<float> wv = randn(rng, c.G * c.R * c.K, 0.05f);
+                       const OwnedWeight one = c.fp8 ? fp8_weight(c.G * c.R, c.K, wv) : bf16_weight({c.G * c.R, c.K}, wv);
+                       std::vector<const WeightView*> views;  // same values, separate memory
+                       for (int64_t i = 0; i < copies; ++i) views.push_back(w->add(one));
+                       const Tensor x = rand_tensor(be, rng, {n, c.G * c.K});
+                       const backend::LinearOpts o{c.G, c.fp8, c.fp8 ? Round::BF16 : Round::None};
+                       return [&be, w, views, x, o] {
+                         for (const WeightView* v : views) be.linear(x, *v, o);
+                       };
+                     },
+                     copies, static_cast<double>(bytes)});
     }
 }
 
@@ -354,13 +397,14 @@ nlohmann::json run_op_bench(Backend& be, const OpBenchOptions& o) {
   if (o.reps <= 0 || o.warmup < 0) fail("--ops: needs a positive number of repetitions and no negative warm-up");
   std::vector<TimedCase> cases;
   add_linear(cases);
+  add_linear_decode(cases);
   add_elementwise(cases);
   add_hc(cases);
   add_compress_and_indexer(cases);
   add_attention(cases);
   add_moe(cases);
   OpTimer timer(be);
-  std::printf("| op | case | median us |\n|---|---|---|\n");
+  std::printf("| op | case | median us | GB/s |\n|---|---|---|---|\n");
   nlohmann::json rec = nlohmann::json::array();
   std::mt19937_64 rng(1);
   int64_t selected = 0;
@@ -368,11 +412,14 @@ nlohmann::json run_op_bench(Backend& be, const OpBenchOptions& o) {
     const std::string name = c.op + " " + c.params;
     if (name.find(o.filter) == std::string::npos) continue;
     ++selected;
-    const double us = timer.median_us(c.bind(be, rng), o.warmup, o.reps);
-    std::printf("| %s | %s | %.1f |\n", c.op.c_str(), c.params.c_str(), us);
+    const double us = timer.median_us(c.bind(be, rng), o.warmup, o.reps) / static_cast<double>(c.passes);
+    const double gbs = c.pass_bytes > 0 ? c.pass_bytes / (us * 1e3) : 0.0;
+    std::printf("| %s | %s | %.1f | %s |\n", c.op.c_str(), c.params.c_str(), us,
+                gbs > 0 ? std::to_string(static_cast<int64_t>(gbs)).c_str() : "");
     std::fflush(stdout);
     rec.push_back({{"op", c.op}, {"case", c.params}, {"median_us", us}, {"reps", o.reps},
                    {"clock", timer.device_events() ? "device events" : "host"}});
+    if (gbs > 0) rec.back()["gb_per_s"] = gbs;
   }
   if (selected == 0) fail("--ops: no op case matches the filter '{}'", o.filter);
   return rec;

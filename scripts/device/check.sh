@@ -3,7 +3,7 @@
 # carried (made by scripts/device/bundle.sh). One call: unpack, GPU op harness, plumb verify on
 # every committed fixture (reports under $OUT/verify-*), end-to-end greedy agreement, and
 # optionally the benchmark. Prints a short summary last.
-#   STEPS="ops verify hf golden-v3 determinism sanitize bench" (default "ops verify"); GTEST_FILTER overrides the op
+#   STEPS="ops verify hf golden-v3 determinism sanitize sanitize-ops bench" (default "ops verify"); GTEST_FILTER overrides the op
 #   filter; MODES overrides the verify modes (reference faithful faithful-isolated
 #   faithful-cpu-order: "-isolated" adds --isolate-layers, "-cpu-order" runs the GPU backend with
 #   PLUMB_GPU_ORDER=cpu, "-sites=norm,hc" with only those sites in the CPU's order). golden-v3 runs tools/golden/make_v3_faithful.py on DeepSeek-V3's
@@ -129,6 +129,16 @@ if [[ " $STEPS " == *" sanitize "* ]]; then
         summary+=("sanitize $name $order $tool rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/cs-$name-$order-$tool.log")")
       done
     done
+  done
+fi
+if [[ " $STEPS " == *" sanitize-ops "* ]]; then
+  # compute-sanitizer's four tools on the GPU op harness (issue 19 item 4); poisoning stays on,
+  # so initcheck sees only what the kernels themselves leave unwritten.
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
+    timeout "${SANITIZE_OPS_TIMEOUT:-300}" $cs --tool $tool --error-exitcode 9 plumb_tests \
+      --gtest_filter="${SANITIZE_OPS_FILTER:-GpuOps*}" > "$OUT/cs-ops-$tool.log" 2>&1
+    summary+=("sanitize-ops $tool rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/cs-ops-$tool.log") $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]+' "$OUT/cs-ops-$tool.log" | tr '\n' ' ')")
   done
 fi
 if [[ " $STEPS " == *" bench "* ]]; then

@@ -1,0 +1,84 @@
+// Issue 15 item 6 on the GPU backend. With the GPU summing in the CPU backend's order
+// (PLUMB_GPU_ORDER=cpu: every op bitwise the CPU's), a request's tokens and logprobs must be
+// bitwise the same alone, batched with random arrivals under both schedulers, and under
+// preemption, and equal to the CPU backend's. Skips without a usable GPU.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "engine_batching_util.h"
+#include "plumb/backend/backend.h"
+
+namespace plumb::runtime {
+namespace {
+
+using namespace batching;
+
+// PLUMB_GPU_ORDER=cpu while a test makes its backends (the GPU backend reads it at creation).
+class CpuOrderOnGpu {
+ public:
+  CpuOrderOnGpu() {
+    if (const char* v = std::getenv("PLUMB_GPU_ORDER")) saved_ = v, had_ = true;
+    setenv("PLUMB_GPU_ORDER", "cpu", 1);
+  }
+  ~CpuOrderOnGpu() { had_ ? (void)setenv("PLUMB_GPU_ORDER", saved_.c_str(), 1) : (void)unsetenv("PLUMB_GPU_ORDER"); }
+  CpuOrderOnGpu(const CpuOrderOnGpu&) = delete;
+  CpuOrderOnGpu& operator=(const CpuOrderOnGpu&) = delete;
+
+ private:
+  std::string saved_;
+  bool had_ = false;
+};
+
+// The GPU backend's load options, or the reason it cannot run here.
+std::string gpu_or_skip_reason(LoadOptions& load, Numerics numerics) {
+  load.backend = backend::gpu_backend_name();
+  load.numerics = numerics;
+  if (load.backend.empty()) return "plumb was built without a GPU backend";
+  if (std::string why = backend::gpu_unavailable_reason(); !why.empty()) return "no usable GPU: " + why;
+  return "";
+}
+
+void batched_equals_alone_on_gpu(const std::string& dir, Numerics numerics, std::uint64_t seed) {
+  LoadOptions gpu;
+  if (const std::string why = gpu_or_skip_reason(gpu, numerics); !why.empty()) GTEST_SKIP() << why;
+  CpuOrderOnGpu order;
+  const std::vector<Request> reqs = workload(seed, load_model_config(dir).vocab_size);
+  LoadOptions cpu = kCpu;
+  cpu.numerics = numerics;
+  const std::vector<RequestResult> alone_cpu = run_alone(reqs, dir, cpu);
+  const std::vector<RequestResult> alone = run_alone(reqs, dir, gpu);
+  expect_same(alone_cpu, alone, "GPU (cpu order) alone vs CPU alone");
+  std::mt19937_64 rng(seed);
+  for (SchedulePolicy policy : {SchedulePolicy::kFcfs, SchedulePolicy::kSrpt}) {
+    EngineOptions o;
+    o.kv_block_size = 128;
+    o.kv_cache_mib = 256;
+    o.scheduler.policy = policy;
+    o.scheduler.max_seqs = 2 + static_cast<std::int64_t>(rng() % 5);
+    o.scheduler.max_batch_tokens = std::vector<std::int64_t>{7, 32, 300}[rng() % 3];
+    expect_same(alone, run_batched(reqs, o, rng(), dir, 3000, gpu).results,
+                fmt::format("GPU {} seqs {} budget {}", to_string(policy), o.scheduler.max_seqs, o.scheduler.max_batch_tokens));
+  }
+  EngineOptions tight;  // 3 blocks of 128 positions for 4 sequences: preemption by recompute
+  tight.kv_block_size = 128;
+  tight.kv_blocks = 3;
+  tight.scheduler.max_seqs = 4;
+  tight.scheduler.max_batch_tokens = 64;
+  const Batched b = run_batched(reqs, tight, rng(), dir, 0, gpu);
+  expect_same(alone, b.results, "GPU under preemption");
+  EXPECT_GT(b.stats.preemptions_total, 0) << "the workload did not force a preemption";
+}
+
+TEST(EngineBatchingGpu, V4CpuOrderBatchedEqualsAloneEqualsCpu) { batched_equals_alone_on_gpu(kV4, Numerics::Reference, 41); }
+TEST(EngineBatchingGpu, V4FaithfulCpuOrderBatchedEqualsAloneEqualsCpu) {
+  batched_equals_alone_on_gpu(kV4, Numerics::Faithful, 43);
+}
+TEST(EngineBatchingGpu, V3CpuOrderBatchedEqualsAloneEqualsCpu) { batched_equals_alone_on_gpu(kV3, Numerics::Reference, 47); }
+
+}  // namespace
+}  // namespace plumb::runtime
