@@ -188,6 +188,40 @@ TEST_F(GpuOps, LinearBf16WeightEveryPath) {
   }
 }
 
+// The GEMV (decode) path gives each output row the same bits whatever the number of x rows in
+// the call: a sequence's decode step must not depend on its batch (issue 15's batched == alone
+// property, in the fast order too). Shapes cover split-K (rows too few to fill the device: a row
+// summed by 2 or 4 warps), 4 rows per warp, grouped weights and K with a partial segment.
+TEST_F(GpuOps, GemvRowsIndependentOfBatch) {
+  if (!set_path(TestLinearPath::Gemv)) GTEST_SKIP() << "the GEMV path is not selectable in this build";
+  struct Case {
+    int64_t R, K, G;
+  };
+  for (const Case& c : {Case{4096, 4096, 1}, Case{1024, 4096, 1}, Case{32768, 1024, 1}, Case{1024, 4096, 2},
+                        Case{300, 1000, 1}}) {
+    const int64_t Kx = c.G * c.K, N = 8;
+    const std::vector<float> wv = rnd(c.G * c.R * c.K, 0.05f), x = rnd(N * Kx);
+    for (const FormatWeight& fw : every_format(c.G * c.R, c.K, wv, rng)) {
+      const WeightView view = fw.view();
+      for (bool act : {false, true}) {
+        const LinearOpts o{c.G, act, Round::None};
+        const std::vector<float> all = host(*gpu, gpu->linear(up(*gpu, x, {N, Kx}), view, o));
+        for (int64_t n : {1, 2, 3, 5}) {
+          const std::vector<float> xs(x.begin(), x.begin() + n * Kx);
+          const std::vector<float> part = host(*gpu, gpu->linear(up(*gpu, xs, {n, Kx}), view, o));
+          const int64_t out = c.G * c.R;
+          ASSERT_EQ(part.size(), static_cast<std::size_t>(n * out));
+          EXPECT_EQ(std::memcmp(part.data(), all.data(), part.size() * sizeof(float)), 0)
+              << ctx("R=" + std::to_string(c.R) + " K=" + std::to_string(c.K) + " G=" + std::to_string(c.G) + " " +
+                     fw.name + (act ? " act_fp8" : "") + ": the first " + std::to_string(n) +
+                     " rows alone differ from the same rows in a call of 8");
+        }
+      }
+    }
+  }
+  set_path(TestLinearPath::Auto);
+}
+
 // Path (d): FP8 e4m3 tensor cores (sm_90) for FP8 weights under act_fp8. The products of e4m3
 // codes are exact and each 128-wide block's partial sum is scaled in f32, so the result is the
 // CPU's up to summation order.

@@ -143,7 +143,7 @@ void GpuBackend::check_attention_errors() {
   check(gpuMemcpy(&e, dev_ptr(attn_err_), sizeof e, gpuMemcpyDeviceToHost), "sparse_attention check");
   if (!e.flag) return;
   const k::AttnError zero{};
-  check(gpuMemcpy(dev_ptr(attn_err_), &zero, sizeof zero, gpuMemcpyHostToDevice), "sparse_attention check reset");
+  copy_in(dev_ptr(attn_err_), &zero, sizeof zero, "sparse_attention check reset");  // ordered on stream_
   fail_invisible_entry(e.pos, e.entry, e.visible);
 }
 

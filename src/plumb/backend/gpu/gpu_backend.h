@@ -105,7 +105,7 @@ class GpuBackend final : public Backend {
   // fast order, else expert by expert; tests can force the per-expert path.
   enum class MoePath { Auto, PerExpert };
   void set_moe_path(MoePath p) { moe_path_ = p; }
-  static constexpr int64_t kGroupedMoeMaxSlots = 64;
+  static constexpr int64_t kGroupedMoeMaxSlots = 2048;
   // Reduction order. "fast" (default): each kernel sums in the order that suits it, so results
   // differ from the CPU backend's by f32 rounding (a few ulps per op). "cpu": linear, rms_norm,
   // the mHC mixes and the router gate sum in the CPU backend's order (kernels/cpu_order.h), which

@@ -1,6 +1,7 @@
 // GPU backend: linear(). Host side: the op's checks (op_checks.h), the activation FP8
 // round trip, and the choice of kernel (kernels/linear.h):
 //   N <= kGemvMaxRows            GEMV (decode; memory-bound, weight bytes read once)
+//   N <= kGemvLoopMaxRows        GEMV, 8 rows a pass, unless FP8 tensor cores apply (below)
 //   reference (no act_fp8, f32)  SIMT f32 GEMM: exact f32 products like the CPU
 //   faithful, act_fp8, FP8 weight FP8 tensor-core GEMM on sm_90 (Hopper), kernels/linear_fp8.h,
 //                                when K % 128 == 0 and R % 64 == 0
@@ -23,6 +24,13 @@ namespace plumb::gpu {
 
 namespace {
 constexpr int64_t kGemvMaxRows = 8;
+// Up to this many rows the GEMV serves the GEMM paths too (except FP8 tensor cores), 8 rows a
+// pass: the SIMT and bf16 GEMMs' 64 x 64 tiles give a 1024-row weight 16 blocks on 132 SMs
+// (measured on the H200 at N = 32: the compressor's 1024 x 4096 bf16 weight 615 us and the
+// router gate 585 us through SIMT, wo_a 1975 us through the bf16 GEMM; the GEMV at N = 8 23, 10
+// and 94 us a pass, docs/PERF.md v4). Its products are exact f32 ones: for the bf16 GEMM's
+// inputs (bf16-exact by then in faithful) the same values, summed in another order.
+constexpr int64_t kGemvLoopMaxRows = 64;
 
 // Path (d) needs the sm_90a kernel (the only code object holding its body), an FP8 weight used
 // as stored (no bf16_weight) and whole 128-wide K blocks and 64-row weight tiles.
@@ -68,6 +76,8 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
       path = LinearPath::Gemv;
     else if (fp8_ok)
       path = LinearPath::Fp8;
+    else if (N <= kGemvLoopMaxRows)
+      path = LinearPath::Gemv;
     else
       path = faithful && (bf16_exact(wr) || o.bf16_weight) ? LinearPath::Mma : LinearPath::Simt;
   }

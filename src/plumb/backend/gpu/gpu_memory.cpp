@@ -304,11 +304,15 @@ const WeightRef& GpuBackend::weight(const WeightView& w) {
   }
   if ((r.format == WFormat::FP8 || r.format == WFormat::FP4) && !w.scale)
     fail("GPU backend: quantized weight '{}' has no scales", w.name);
+  // On the backend's stream (copy_in): a plain gpuMemcpy from pageable memory may return before
+  // its DMA has landed, and the non-blocking stream_ does not wait for it, so the first kernels
+  // read a weight's tail stale (seen on the H200: the last ~93 logit rows of a fresh backend's
+  // first forward, GpuCpuOrderShapes; the "moving error" of issue 13 item 3).
   check(gpuMalloc(&o.data, data_bytes), "allocating a weight");
-  check(gpuMemcpy(o.data, w.data, data_bytes, gpuMemcpyHostToDevice), "uploading a weight");
+  copy_in(o.data, w.data, data_bytes, "uploading a weight");
   if (scale_bytes) {
     check(gpuMalloc(&o.scale, scale_bytes), "allocating weight scales");
-    check(gpuMemcpy(o.scale, w.scale, scale_bytes, gpuMemcpyHostToDevice), "uploading weight scales");
+    copy_in(o.scale, w.scale, scale_bytes, "uploading weight scales");
   }
   r.data = static_cast<const uint8_t*>(o.data);
   r.scale = static_cast<const uint8_t*>(o.scale);
