@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "plumb/format/dtype.h"
 #include "plumb/util/error.h"
@@ -28,6 +30,27 @@ void check_copy_rows(const Tensor& dst, int64_t dst_row, const Tensor& src, int6
          dst.shape_str());
 }
 
+void check_copy_row_runs(const Tensor& t, std::span<const int64_t> from, std::span<const int64_t> to, int64_t n) {
+  if (from.size() != to.size()) fail("copy_row_runs: {} source runs for {} destination runs", from.size(), to.size());
+  if (n < 0) fail("copy_row_runs: runs of {} rows", n);
+  std::vector<std::pair<int64_t, int64_t>> dst;
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    if (from[i] < 0 || to[i] < 0 || from[i] + n > t.rows() || to[i] + n > t.rows())
+      fail("copy_row_runs: rows [{}, +{}) into [{}, +{}) of {} out of range", from[i], n, to[i], n, t.shape_str());
+    dst.emplace_back(to[i], i);
+  }
+  // A destination run may overlap no other run of the call (the copies run in parallel).
+  std::sort(dst.begin(), dst.end());
+  for (std::size_t k = 0; k < dst.size() && n > 0; ++k) {
+    const std::size_t i = static_cast<std::size_t>(dst[k].second);
+    if (k + 1 < dst.size() && dst[k + 1].first < to[i] + n)
+      fail("copy_row_runs: destination runs at rows {} and {} overlap", to[i], dst[k + 1].first);
+    for (int64_t f : from)
+      if (f < to[i] + n && to[i] < f + n && !(f == to[i] && from[i] == to[i]))
+        fail("copy_row_runs: destination rows [{}, +{}) overlap source rows [{}, +{})", to[i], n, f, n);
+  }
+}
+
 // ---- paged caches
 
 void check_block_tables(const BlockTables& t, std::size_t seqs, const char* op) {
@@ -43,9 +66,23 @@ void check_paged(const PagedCache& c, const BlockTables& t, std::size_t seq, int
                  const char* op, const char* what) {
   if (entries <= 0) return;
   if (c.per_block < 1) fail("{}: the {} cache has {} entries per block, at least 1 expected", op, what, c.per_block);
-  if (!c.pool.defined() || c.pool.rows() % c.per_block != 0 || c.pool.row_size() != row_size)
-    fail("{}: the {} pool {} must be [blocks * {}, {}]", op, what, c.pool.defined() ? c.pool.shape_str() : "(none)",
+  if (c.values() != row_size) fail("{}: the {} cache holds rows of {} values, {} expected", op, what, c.values(), row_size);
+  if (c.encoded()) {
+    const KvRowSpec& f = c.spec;
+    if (f.rope < 0 || f.rope > f.values || (f.format != KvRowFormat::FP8 && f.rope != 0) ||
+        (f.format == KvRowFormat::FP4 && f.values % 2 != 0))
+      fail("{}: the {} cache's row format (format {}, {} values, {} rope) is invalid: fp4 rows need an even length, "
+           "only fp8 rows have rope dims, at most all of them",
+           op, what, static_cast<int>(f.format), f.values, f.rope);
+    if (!c.pool.defined() || c.pool.type() != ElemType::I32 || c.pool.rows() % c.per_block != 0 ||
+        c.pool.row_size() != kv_row_words(f))
+      fail("{}: the {} pool {} must be i32 [blocks * {}, {}] (encoded rows of {} values)", op, what,
+           c.pool.defined() ? c.pool.shape_str() : "(none)", c.per_block, kv_row_words(f), row_size);
+  } else if (!c.pool.defined() || c.pool.type() != ElemType::F32 || c.pool.rows() % c.per_block != 0 ||
+             c.pool.row_size() != row_size) {
+    fail("{}: the {} pool {} must be f32 [blocks * {}, {}]", op, what, c.pool.defined() ? c.pool.shape_str() : "(none)",
          c.per_block, row_size);
+  }
   const int64_t need = (entries + c.per_block - 1) / c.per_block, blocks = c.pool.rows() / c.per_block;
   if (need > t.width)
     fail("{}: the {} entries 0..{} of sequence {} need {} blocks of {}; its block table has {}", op, what, entries - 1,
@@ -67,7 +104,7 @@ void check_paged_write(const PagedCache& c, const BlockTables& t, const Tensor& 
     rows += runs[s].count;
   }
   if (rows != src.rows()) fail("paged_write: the runs take {} rows, the source {} holds {}", rows, src.shape_str(), src.rows());
-  if (rows > 0 && c.pool.type() != src.type()) fail("paged_write: pool and source element types differ");
+  if (rows > 0 && src.type() != ElemType::F32) fail("paged_write: the source must be f32");
 }
 
 // ---- elementwise and normalization

@@ -26,9 +26,10 @@ ForwardV4::ForwardV4(backend::Backend& be, const ModelConfig& cfg, const ModelWe
     const std::vector<float> f = rope_inv_freq(cfg, l);
     inv_freq_.push_back(be.from_host(f.data(), {static_cast<int64_t>(f.size())}));
     const int64_t m = cfg.compress_ratio(l);
-    compressed_cache_.push_back(m != 0 ? pool_.add(l, m, cfg.head_dim) : -1);
-    index_cache_.push_back(m == 4 ? pool_.add(l, m, cfg.index_head_dim) : -1);
+    compressed_cache_.push_back(m != 0 ? pool_.add(l, m, cfg.head_dim, KvPool::Kind::kEntry, cfg.qk_rope_head_dim) : -1);
+    index_cache_.push_back(m == 4 ? pool_.add(l, m, cfg.index_head_dim, KvPool::Kind::kIndexKey) : -1);
   }
+  pool_.set_storage(default_kv_storage(cfg.arch, numerics));
 }
 
 SequenceState ForwardV4::new_sequence() const {

@@ -8,6 +8,7 @@
 #include "plumb/backend/cpu/cpu_backend.h"
 #include "plumb/backend/cr_math.h"
 #include "plumb/backend/cpu/cpu_tensor.h"
+#include "plumb/backend/cpu/paged_rows.h"
 #include "plumb/backend/cpu/simquant.h"
 #include "plumb/backend/cpu/weight_decode.h"
 
@@ -78,8 +79,16 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
     const SeqSlice& s = b.seqs[si];
     const float* ring = f32(rings[si], "window ring");
     const int64_t n_comp = m > 0 ? (s.start + s.len) / m : 0;
-    const float* comp_pool = n_comp > 0 ? f32(compressed.pool, "compressed cache") : nullptr;
-    auto entry = [&](int64_t e) { return comp_pool + compressed.row(tables, si, e) * Dh; };
+    // The entries this sequence's rows read: the selected ones, or every visible one.
+    std::vector<uint8_t> wanted;
+    if (sel && compressed.encoded() && n_comp > 0) {
+      wanted.assign(static_cast<std::size_t>(n_comp), 0);
+      for (int64_t r = s.row; r < s.row + s.len; ++r)
+        for (int64_t k = 0; k < K; ++k)
+          if (const int32_t e = sel[r * K + k]; e >= 0 && e < n_comp) wanted[static_cast<std::size_t>(e)] = 1;
+    }
+    const PagedRows comp_rows(compressed, tables, si, n_comp, wanted, pool());
+    auto entry = [&](int64_t e) { return comp_rows[e]; };
 
     // The release's window part: min(len, W) slots in a prefill (start 0), W in a decode step.
     const int64_t wslots = s.start == 0 ? std::min(s.len, W) : W;

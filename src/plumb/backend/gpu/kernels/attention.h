@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "plumb/backend/gpu/gpu_compat.h"
+#include "plumb/backend/gpu/kernels/paged.h"
 #include "plumb/backend/gpu/weight_ref.h"
 
 namespace plumb::gpu::k {
@@ -30,8 +31,7 @@ struct SparseAttnArgs {
   const AttnSeq* seqs = nullptr;
   const int32_t* row_seq = nullptr;   // [N]: sequence of each row
   const int32_t* selected = nullptr;  // [N, K] or null
-  const float* comp = nullptr;        // the compressed pool [blocks * comp_per_block, Dh]
-  int64_t comp_per_block = 1;         // entries per block (paged.h)
+  PagedRef comp;                      // the compressed pool (rows of Dh values), pool null without entries
   WeightRef sink;                     // [H]
   float* out = nullptr;               // [N, H, Dh]
   float* scratch = nullptr;  // [rows * H, max_cand] scores when they do not fit in shared memory, else null
@@ -66,9 +66,7 @@ struct MlaArgs {
   const float* q_pe = nullptr;   // [N, H, P]
   const MlaSeq* seqs = nullptr;
   const int32_t* row_seq = nullptr;  // [N]
-  const float* latent = nullptr;     // pool [blocks * lat_per_block, R]
-  const float* k_pe = nullptr;       // pool [blocks * pe_per_block, P]
-  int64_t lat_per_block = 1, pe_per_block = 1;  // entries per block (paged.h)
+  PagedRef latent, k_pe;             // the pools (rows of R and of P values)
   float* out = nullptr;              // [N, H, R]
   float* scratch = nullptr;          // [rows * H, max_cand] when scores do not fit in shared memory
   int64_t row0 = 0, rows = 0;        // this launch's query rows
