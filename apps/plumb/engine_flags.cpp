@@ -43,6 +43,11 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
                  "indexer key storage: f32, bf16, or fp4 (e2m1, ue8m0 scale per 32); default: fp4 under faithful "
                  "numerics, f32 under reference")
       ->check(CLI::IsMember({"f32", "bf16", "fp4"}));
+  cmd.add_option("--kv-bf16-recent", f.kv_bf16_recent,
+                 "V4: compressed entries covering the last N positions of each query are read in bf16 (a per-sequence "
+                 "ring of N/ratio + 1 entries per compressed layer) instead of the --kv-dtype storage; 0: none")
+      ->check(at_least(0))
+      ->capture_default_str();
   cmd.add_option("--prefix-cache", f.prefix_cache,
                  "on: a prompt that starts with an earlier one's tokens continues from a snapshot of its state at a KV "
                  "block boundary (results are bitwise the same); off: every prompt is read from its start")
@@ -65,6 +70,7 @@ runtime::EngineOptions engine_options(const EngineFlags& f) {
   o.faithful = parse_numerics(f.numerics) == Numerics::Faithful;
   if (!f.kv_dtype.empty()) o.kv_dtype = runtime::parse_kv_dtype(f.kv_dtype);
   if (!f.kv_index_dtype.empty()) o.kv_index_dtype = runtime::parse_index_key_dtype(f.kv_index_dtype);
+  o.kv_bf16_recent = f.kv_bf16_recent;
   return o;
 }
 

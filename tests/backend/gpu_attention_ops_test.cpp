@@ -198,6 +198,57 @@ TEST_F(GpuOps, SparseAttention) {
   }
 }
 
+// --kv-bf16-recent on the GPU: recent entries from the fresh rows and the rings, older ones from
+// the fp8 pool, as the CPU reads them (real dims: a prefill, decode steps past a ring wrap, a
+// chunk; selected top-512 and all-compressed ratio 128).
+TEST_F(GpuOps, SparseAttentionBf16Recent) {
+  for (const auto& [ratio, sel_k] : std::vector<std::pair<int64_t, int64_t>>{{4, 512}, {128, 0}}) {
+    const int64_t H = 8, Dh = 512, W = 128, N_recent = 1024;  // 8 heads keep the CPU side quick
+    const Batch b = make_batch({0, 3000, 2049}, {300, 1, 7});
+    const int64_t N = b.rows, R = backend::kv_recent_ring_rows(N_recent, ratio);
+    const std::vector<float> q = rnd(N * H * Dh), kv = rnd(N * Dh);
+    const OwnedWeight sink = f32_weight({H}, rnd(H));
+    const WeightView sv = sink.view();
+    std::vector<std::vector<float>> rings, comp, recent;
+    std::vector<float> fresh;
+    std::vector<int64_t> fresh_row;
+    std::vector<int32_t> sel;
+    for (const auto& s : b.seqs) {
+      rings.push_back(rnd(W * Dh));
+      comp.push_back(rnd((s.start + s.len) / ratio * Dh));
+      recent.push_back(stored_values(rnd(R * Dh), Dh, {backend::KvRowFormat::BF16, 0, 0}));
+      fresh_row.push_back(static_cast<int64_t>(fresh.size()) / Dh);
+      const std::vector<float> f = rnd(((s.start + s.len) / ratio - s.start / ratio) * Dh);
+      fresh.insert(fresh.end(), f.begin(), f.end());
+      for (int64_t i = 0; i < s.len && sel_k > 0; ++i) {
+        const int64_t valid = (s.start + i + 1) / ratio;
+        for (int64_t k = 0; k < sel_k; ++k) sel.push_back(k < valid ? static_cast<int32_t>(valid - 1 - k) : -1);
+      }
+    }
+    backend::AttentionParams p;
+    p.window = W;
+    p.ratio = ratio;
+    p.sink = &sv;
+    p.scale = 1.f / std::sqrt(static_cast<float>(Dh));
+    check("sparse_attention bf16 recent ratio " + std::to_string(ratio), f32_tol(Dh * 4), [&](Backend& be) {
+      std::vector<Tensor> rt, rr;
+      for (const auto& r : rings) rt.push_back(up(be, r, {W, Dh}));
+      for (const auto& r : recent) rr.push_back(up(be, r, {R, Dh}));
+      const Paged ct = paged(be, comp, Dh, 256 / ratio, 7, {backend::KvRowFormat::FP8, 0, 64});
+      backend::RecentEntries re;
+      re.positions = N_recent;
+      re.rings = rr;
+      re.fresh = up(be, fresh, {static_cast<int64_t>(fresh.size()) / Dh, Dh});
+      re.fresh_row = fresh_row;
+      backend::AttentionParams pr = p;
+      pr.recent = &re;
+      const Tensor st = sel_k > 0 ? up(be, sel, {N, sel_k}) : Tensor();
+      return be.sparse_attention(up(be, q, {N, H, Dh}), up(be, kv, {N, Dh}), b, rt, ct.cache, ct.tables,
+                                 sel_k > 0 ? &st : nullptr, pr);
+    });
+  }
+}
+
 // A selection naming an entry the query cannot see is refused on both backends: the CPU in the
 // call, the GPU at the next synchronization (the kernel flags it without making the call wait).
 TEST_F(GpuOps, SparseAttentionInvisibleSelectionIsRefused) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -208,6 +209,67 @@ TEST_F(KvFormatOps, MlaAttentionReadsEncodedLatents) {
           EXPECT_NE(got, f32_out) << what << ": the format was not used";
         }
       }
+  }
+}
+
+// --kv-bf16-recent: with N covering every position, fp8 storage plus the recent entries (this
+// call's new ones and each sequence's ring of older ones, all bf16) reads exactly what bf16
+// storage does; with a short N the result is neither fp8's nor bf16's (both sources are used).
+TEST_F(KvFormatOps, SparseAttentionReadsRecentEntriesInBf16) {
+  const int64_t H = 2, Dh = 64, rope = 16, W = 8, m = 4, K = 5;
+  const backend::Batch b = make_batch({0, 41, 90}, {14, 1, 7});  // a prefill, a decode step, a chunk
+  const OwnedWeight sink = f32_weight({H}, randn(rng, H));
+  const WeightView sv = sink.view();
+  std::vector<std::vector<float>> comp;
+  std::vector<Tensor> rings;
+  std::vector<int32_t> sel;
+  for (const auto& s : b.seqs) {
+    comp.push_back(spread(rng, (s.start + s.len) / m * Dh));
+    rings.push_back(upload(randn(rng, W * Dh), {W, Dh}));
+    for (int64_t i = 0; i < s.len; ++i) {
+      const int64_t visible = (s.start + i + 1) / m;
+      for (int64_t k = 0; k < K; ++k) sel.push_back(k < visible ? static_cast<int32_t>(visible - 1 - (k * 3) % visible) : -1);
+    }
+  }
+  const KvRowSpec fp8{KvRowFormat::FP8, 0, rope}, bf16{KvRowFormat::BF16, 0, 0};
+  const Tensor qt = upload(randn(rng, b.rows * H * Dh), {b.rows, H, Dh}), kvt = upload(randn(rng, b.rows * Dh), {b.rows, Dh});
+  const Tensor st = be->from_host(sel.data(), {b.rows, K});
+  for (const bool selected : {false, true}) {
+    backend::AttentionParams p;
+    p.window = W;
+    p.ratio = m;
+    p.sink = &sv;
+    p.scale = 0.125f;
+    const Tensor* s = selected ? &st : nullptr;
+    auto run = [&](const KvRowSpec& spec, int64_t positions) {
+      const Paged pool = paged(*be, comp, Dh, 3, 13, spec);
+      if (positions == 0) return host(*be, be->sparse_attention(qt, kvt, b, rings, pool.cache, pool.tables, s, p));
+      backend::RecentEntries r;
+      r.positions = positions;
+      const int64_t R = backend::kv_recent_ring_rows(positions, m);
+      std::vector<Tensor> recent;
+      std::vector<float> fresh;
+      for (std::size_t i = 0; i < b.seqs.size(); ++i) {
+        const std::vector<float> v = stored_values(comp[i], Dh, bf16);
+        const int64_t first = b.seqs[i].start / m, n = static_cast<int64_t>(v.size()) / Dh;
+        std::vector<float> ring(static_cast<std::size_t>(R * Dh), std::numeric_limits<float>::quiet_NaN());
+        for (int64_t w = std::max<int64_t>(0, first - R); w < first; ++w)
+          std::copy_n(v.begin() + w * Dh, Dh, ring.begin() + (w % R) * Dh);
+        recent.push_back(upload(ring, {R, Dh}));
+        r.fresh_row.push_back(static_cast<int64_t>(fresh.size()) / Dh);
+        fresh.insert(fresh.end(), v.begin() + first * Dh, v.begin() + n * Dh);
+      }
+      r.rings = recent;
+      r.fresh = upload(fresh, {static_cast<int64_t>(fresh.size()) / Dh, Dh});
+      backend::AttentionParams pr = p;
+      pr.recent = &r;
+      return host(*be, be->sparse_attention(qt, kvt, b, rings, pool.cache, pool.tables, s, pr));
+    };
+    const std::vector<float> as_bf16 = run(bf16, 0), as_fp8 = run(fp8, 0);
+    expect_bitwise(run(fp8, 1 << 20), as_bf16, selected ? "recent covers all, selected" : "recent covers all");
+    const std::vector<float> short_recent = run(fp8, 2 * m + 1);
+    EXPECT_NE(short_recent, as_bf16);
+    EXPECT_NE(short_recent, as_fp8);
   }
 }
 

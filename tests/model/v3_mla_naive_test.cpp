@@ -147,7 +147,7 @@ TEST(V3MlaNaive, AbsorbedOpEqualsNaiveAttention) {
       d.seqs.push_back({0, 1, t});
       d.rows = 1;
       const backend::PagedCache lc{be.from_host(lat.data(), {t + 1, R}), t + 1, {}},
-          kc{be.from_host(k_pe.data(), {t + 1, dr}), t + 1};
+          kc{be.from_host(k_pe.data(), {t + 1, dr}), t + 1, {}};
       const Tensor o = be.mla_attention(be.from_host(q_lat.data() + t * H * R, {1, H, R}),
                                         be.from_host(q_pe.data() + t * H * dr, {1, H, dr}), d, lc, kc, table,
                                         backend::MlaParams{scale});

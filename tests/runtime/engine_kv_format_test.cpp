@@ -4,7 +4,9 @@
 //     (the release's round trips happen before the write, so storing them loses nothing);
 //   - faithful V3 (tests/data/golden/v3/tiny-a): bf16 latents (its default) equal f32 bitwise;
 //   - reference V4: fp8 storage is really used (prompt logprobs differ from f32 storage) and stays
-//     close (the bar is set from the measured difference: see the test).
+//     close (the bar is set from the measured difference: see the test);
+//   - --kv-bf16-recent: N beyond the context gives bitwise bf16 entry storage; a short N gives the
+//     same logprobs whatever the prefill's chunking, and neither fp8's nor bf16's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -168,6 +170,34 @@ TEST(EngineKvFormat, ReferenceFp8StorageIsUsedAndStaysClose) {
   EXPECT_GT(bf16, 0) << "bf16 storage gave f32's logprobs: the format was not used";
   EXPECT_LT(fp8, 2 * 0.122);
   EXPECT_LT(bf16, 2 * 0.0052);
+}
+
+std::vector<float> prompt_logprobs(KvDtype kv, std::int64_t recent, std::int64_t budget, std::int64_t block = 256) {
+  const std::int64_t vocab = load_model_config(kV4).vocab_size;
+  Request r = request(random_prompt(290, 3, vocab), 1, 0);
+  r.prompt_logprobs = true;
+  EngineOptions e;
+  e.kv_dtype = kv;
+  e.kv_index_dtype = IndexKeyDtype::kFP4;
+  e.kv_bf16_recent = recent;
+  e.kv_block_size = block;
+  e.kv_blocks = 8;
+  e.scheduler.max_batch_tokens = budget;
+  auto engine = start_engine(load_engine_model(kV4, {"cpu", 2, Numerics::Reference}), tokenizer(), e);
+  return generate_one(*engine, r).prompt_logprobs;
+}
+
+TEST(EngineKvFormat, Bf16RecentCoveringTheContextIsBf16Storage) {
+  EXPECT_EQ(prompt_logprobs(KvDtype::kFP8, 1 << 20, 2048), prompt_logprobs(KvDtype::kBF16, 0, 2048));
+  EXPECT_EQ(prompt_logprobs(KvDtype::kFP8, 1 << 20, 37, 128), prompt_logprobs(KvDtype::kBF16, 0, 2048));
+}
+
+TEST(EngineKvFormat, Bf16RecentDoesNotDependOnTheChunking) {
+  const std::vector<float> one_chunk = prompt_logprobs(KvDtype::kFP8, 40, 2048);
+  EXPECT_EQ(prompt_logprobs(KvDtype::kFP8, 40, 37, 128), one_chunk);
+  EXPECT_EQ(prompt_logprobs(KvDtype::kFP8, 40, 5), one_chunk);
+  EXPECT_NE(one_chunk, prompt_logprobs(KvDtype::kFP8, 0, 2048));
+  EXPECT_NE(one_chunk, prompt_logprobs(KvDtype::kBF16, 0, 2048));
 }
 
 }  // namespace

@@ -29,6 +29,16 @@ TEST(KvLayout, V4FlashFp8Fp4MatchesTheSpec) {
   EXPECT_EQ(f32.bytes_per_block, 2 * 6880 * 512);
 }
 
+// --kv-bf16-recent 1024: per sequence a ring of 1024/m + 1 entries (f32 rows of bf16 values)
+// per compressed layer: 257 for the 21 CSA layers, 9 for the 20 HCA layers.
+TEST(KvLayout, Bf16RecentRingsArePerSequenceState) {
+  const KvLayout plain = kv_layout(kFlash, 256, {KvDtype::kFP8, IndexKeyDtype::kFP4});
+  const KvLayout recent = kv_layout(kFlash, 256, {KvDtype::kFP8, IndexKeyDtype::kFP4, 1024});
+  EXPECT_EQ(recent.bytes_per_block, plain.bytes_per_block);
+  EXPECT_EQ(recent.state_bytes_per_seq - plain.state_bytes_per_seq, (21 * 257 + 20 * 9) * 2048);
+  EXPECT_NE(memory_table(recent, 0, 10, 1, 1 << 20).find("the last 1024 positions bf16"), std::string::npos);
+}
+
 TEST(KvLayout, DefaultFormatsAndNames) {
   const KvFormat faithful = default_kv_format(Arch::DeepseekV4, true), reference = default_kv_format(Arch::DeepseekV4, false);
   EXPECT_EQ(faithful.kv, KvDtype::kFP8);

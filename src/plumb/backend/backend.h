@@ -125,6 +125,21 @@ struct IndexerParams {
   Round round = Round::None;  // BF16: q.k, each head term and the sum rounded to bf16
 };
 
+// --kv-bf16-recent (sparse_attention): the compressed entries covering the last `positions`
+// positions of a query at t (entries w >= floor((t + 1 - positions) / ratio)) are read from bf16
+// copies instead of the paged cache: entries this call wrote from `fresh` (the batch's new
+// entries, f32 holding bf16 values, row fresh_row[s] + (w - first) for sequence s whose new
+// entries start at entry first = start / ratio), older ones from the sequence's ring
+// (rings[s] [R, Dh], slot w % R, holding its last R entries before this call). The caller
+// updates the rings after the call (window_update over the entries); R = ceil(positions /
+// ratio) + 1 holds every entry a query can need.
+struct RecentEntries {
+  int64_t positions = 0;
+  std::span<const Tensor> rings;
+  Tensor fresh;                   // [new entries of the batch, Dh]
+  std::vector<int64_t> fresh_row;  // per sequence: its first new entry's row in fresh
+};
+
 struct AttentionParams {
   int64_t window = 0;  // sliding window size W (includes the query)
   int64_t ratio = 0;   // compressed entries per `ratio` tokens; 0: none
@@ -140,6 +155,7 @@ struct AttentionParams {
   // 0: one softmax with the row's global max.
   int64_t prob_block = 0;
   Round out = Round::None;
+  const RecentEntries* recent = nullptr;  // null: every compressed entry from the paged cache
 };
 
 struct Routing {

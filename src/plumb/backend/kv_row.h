@@ -157,11 +157,21 @@ PLUMB_HD float kv_value(const KvRowSpec& s, const uint8_t* row, int64_t i) {
   return 0.f;
 }
 
+// --kv-bf16-recent (backend.h RecentEntries): the first entry of a cache with one entry per
+// `ratio` positions that covers one of the last `positions` positions of a query at t.
+PLUMB_HD int64_t kv_recent_first(int64_t t, int64_t positions, int64_t ratio) {
+  const int64_t p = t + 1 - positions;
+  return p <= 0 ? 0 : p / ratio;
+}
+// Ring rows that hold every entry such a query can need from before its call.
+PLUMB_HD int64_t kv_recent_ring_rows(int64_t positions, int64_t ratio) { return (positions + ratio - 1) / ratio + 1; }
+
 // A paged cache's storage formats for a model (KvPool::set_storage): the compressed entries
 // (V4) or latents (V3) and the indexer keys.
 struct KvStorage {
   KvRowFormat entries = KvRowFormat::F32;
   KvRowFormat index_keys = KvRowFormat::F32;
+  int64_t bf16_recent = 0;  // V4 compressed entries of the last N positions read in bf16 (0: none)
 };
 
 }  // namespace plumb::backend

@@ -287,6 +287,24 @@ AttentionDims check_sparse_attention(const Tensor& q, const Tensor& kv, const Ba
       fail("sparse_attention: window ring {} must be [{}, {}]", rings[si].shape_str(), W, d.Dh);
     if (m > 0) check_paged(compressed, tables, si, (s.start + s.len) / m, d.Dh, "sparse_attention", "compressed");
   }
+  if (const RecentEntries* r = p.recent) {
+    if (r->positions < 1 || m < 1)
+      fail("sparse_attention: bf16 recent entries of {} positions for a cache of ratio {}", r->positions, m);
+    if (r->rings.size() != b.seqs.size() || r->fresh_row.size() != b.seqs.size())
+      fail("sparse_attention: {} recent rings and {} fresh offsets for {} sequences", r->rings.size(), r->fresh_row.size(),
+           b.seqs.size());
+    const int64_t R = kv_recent_ring_rows(r->positions, m);
+    for (std::size_t si = 0; si < b.seqs.size(); ++si) {
+      const SeqSlice& s = b.seqs[si];
+      if (r->rings[si].rows() < R || r->rings[si].row_size() != d.Dh || r->rings[si].type() != ElemType::F32)
+        fail("sparse_attention: recent ring {} must be f32 [>= {}, {}]", r->rings[si].shape_str(), R, d.Dh);
+      const int64_t fresh = (s.start + s.len) / m - s.start / m;
+      if (fresh > 0 && (!r->fresh.defined() || r->fresh.row_size() != d.Dh || r->fresh_row[si] < 0 ||
+                        r->fresh_row[si] + fresh > r->fresh.rows()))
+        fail("sparse_attention: sequence {}'s {} new entries from row {} are not in the fresh entries {}", si, fresh,
+             r->fresh_row[si], r->fresh.defined() ? r->fresh.shape_str() : "(none)");
+    }
+  }
   return d;
 }
 

@@ -49,6 +49,8 @@ SequenceState ForwardV4::new_sequence() const {
       const int64_t c = m == 4 ? 2 : 1;  // ratio 4 keeps the overlapping previous window
       ls.compressor = fresh(c * m, c * Dh);
       if (m == 4) ls.index_compressor = fresh(2 * m, 2 * di);
+      if (const int64_t n = pool_.storage().bf16_recent; n > 0)
+        ls.recent = be_.full(backend::ElemType::F32, {backend::kv_recent_ring_rows(n, m), Dh}, 0.f);
     }
     s.layers.push_back(std::move(ls));
   }

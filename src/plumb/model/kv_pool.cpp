@@ -85,6 +85,7 @@ void KvPool::set_storage(const backend::KvStorage& storage) {
     fail("KV pool: cache entries are stored as f32, bf16 or fp8, not fp4 (fp4 is an indexer-key format)");
   if (storage.index_keys == KvRowFormat::FP8)
     fail("KV pool: indexer keys are stored as f32, bf16 or fp4, not fp8");
+  if (storage.bf16_recent < 0) fail("KV pool: --kv-bf16-recent {} is negative", storage.bf16_recent);
   for (std::size_t i = 0; i < caches_.size(); ++i)
     if (kinds_[i] == Kind::kIndexKey && storage.index_keys == KvRowFormat::FP4 && rows_[i] % 2 != 0)
       fail("KV pool: fp4 indexer keys need an even key size, layer {} has {}", layers_[i], rows_[i]);

@@ -40,6 +40,8 @@ void add_v4_layer(const ModelConfig& c, std::int64_t layer, KvLayout& l) {
   const std::int64_t overlap = csa ? 2 : 1;
   l.bytes_per_block += l.block_size / m * entry;
   l.state_bytes_per_seq += 2 * (overlap * m) * (overlap * d) * 4;  // kv and score sums, f32
+  if (l.format.bf16_recent > 0)  // the recent ring (f32 rows holding bf16 values)
+    l.state_bytes_per_seq += backend::kv_recent_ring_rows(l.format.bf16_recent, m) * ring_entry_bytes(d);
   if (!csa) return;
   const std::int64_t di = c.index_head_dim;
   l.bytes_per_block += l.block_size / m * stored_bytes(row_format(l.format.index_keys), di, 0);
@@ -73,7 +75,7 @@ KvFormat default_kv_format(Arch arch, bool faithful) {
   return {KvDtype::kFP8, IndexKeyDtype::kFP4};
 }
 
-backend::KvStorage kv_storage(const KvFormat& f) { return {row_format(f.kv), row_format(f.index_keys)}; }
+backend::KvStorage kv_storage(const KvFormat& f) { return {row_format(f.kv), row_format(f.index_keys), f.bf16_recent}; }
 
 KvLayout kv_layout(const ModelConfig& c, std::int64_t block_size, KvFormat format) {
   if (block_size < 128 || block_size % 128 != 0)
@@ -109,9 +111,10 @@ std::string memory_table(const KvLayout& l, std::int64_t weight_bytes, std::int6
   const std::int64_t full_context_blocks = (max_context + l.block_size - 1) / l.block_size;
   std::string t;
   t += fmt::format("memory: weights            {:>12}\n", b(weight_bytes));
-  t += fmt::format("memory: KV pool            {:>12}  {} blocks x {} positions x {} (KV {}, indexer keys {})\n",
+  t += fmt::format("memory: KV pool            {:>12}  {} blocks x {} positions x {} (KV {}, indexer keys {}{})\n",
                    b(blocks * l.bytes_per_block), blocks, l.block_size, b(l.bytes_per_block), to_string(l.format.kv),
-                   to_string(l.format.index_keys));
+                   to_string(l.format.index_keys),
+                   l.format.bf16_recent > 0 ? fmt::format(", the last {} positions bf16", l.format.bf16_recent) : "");
   t += fmt::format("memory: per-sequence state {:>12}  {} x {} sequences (window rings, compressor states)\n",
                    b(max_seqs * l.state_bytes_per_seq), b(l.state_bytes_per_seq), max_seqs);
   t += fmt::format("memory: fits {} token positions in all and {} sequences at once; {} sequences at the full context "

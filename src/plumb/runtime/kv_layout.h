@@ -31,6 +31,7 @@ const char* to_string(IndexKeyDtype dtype);
 struct KvFormat {
   KvDtype kv = KvDtype::kF32;
   IndexKeyDtype index_keys = IndexKeyDtype::kF32;
+  std::int64_t bf16_recent = 0;  // --kv-bf16-recent N: a per-sequence bf16 ring per compressed layer
 };
 // The numerics' lossless default (model/kv_pool.h default_kv_storage): faithful V4 fp8 + fp4,
 // faithful V3 bf16, reference f32.

@@ -32,6 +32,8 @@ KvLayout layout_for(const EngineModel& model, const EngineOptions& o) {
   KvFormat format = default_kv_format(model.config().arch, o.faithful);
   if (o.kv_dtype) format.kv = *o.kv_dtype;
   if (o.kv_index_dtype) format.index_keys = *o.kv_index_dtype;
+  if (o.kv_bf16_recent < 0) fail("--kv-bf16-recent must be 0 or more, got {}", o.kv_bf16_recent);
+  format.bf16_recent = o.kv_bf16_recent;
   return kv_layout(model.config(), o.kv_block_size, format);
 }
 

@@ -21,6 +21,7 @@ struct EngineOptions {
   // The KV storage formats; unset: the numerics' lossless default (default_kv_format).
   std::optional<KvDtype> kv_dtype;
   std::optional<IndexKeyDtype> kv_index_dtype;
+  std::int64_t kv_bf16_recent = 0;      // entries covering the last N positions read in bf16 (V4)
   bool faithful = false;                // the numerics the model runs in (for the default format)
   std::int64_t kv_cache_mib = 4096;     // the KV pool and the per-sequence state
   std::int64_t kv_blocks = 0;           // > 0: the pool's size in blocks instead (tests, benchmarks)

@@ -89,7 +89,8 @@ FormatRun run_format(Model& model, std::span<const TokenId> ids, const KvQuality
 std::vector<KvQualityFormat> kv_quality_formats() {
   return {{"f32", {KvRowFormat::F32, KvRowFormat::F32}},
           {"bf16", {KvRowFormat::BF16, KvRowFormat::BF16}},
-          {"fp8", {KvRowFormat::FP8, KvRowFormat::FP4}}};
+          {"fp8", {KvRowFormat::FP8, KvRowFormat::FP4}},
+          {"fp8+recent1024", {KvRowFormat::FP8, KvRowFormat::FP4, 1024}}};
 }
 
 std::vector<std::int64_t> kv_quality_positions(std::int64_t c) {

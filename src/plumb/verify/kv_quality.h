@@ -22,7 +22,8 @@ struct KvQualityFormat {
   std::string name;
   backend::KvStorage storage;
 };
-// f32, bf16 (entries and keys), fp8 (the release's fp8 entries + fp4 keys).
+// f32, bf16 (entries and keys), fp8 (the release's fp8 entries + fp4 keys), fp8+recent1024 (the
+// same with the entries of the last 1024 positions read in bf16: --kv-bf16-recent 1024).
 std::vector<KvQualityFormat> kv_quality_formats();
 
 struct KvQualityOptions {

@@ -79,6 +79,11 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
     seqs[si].row = s.row;
     seqs[si].start = s.start;
     seqs[si].len = s.len;
+    if (m > 0 && p.recent) {
+      seqs[si].recent = dev_f32(p.recent->rings[si], "recent ring");
+      seqs[si].recent_rows = p.recent->rings[si].rows();
+      if (n_comp > s.start / m) seqs[si].fresh = dev_f32(p.recent->fresh, "fresh entries") + p.recent->fresh_row[si] * Dh;
+    }
     if (s.len > 0) {
       const int64_t nwin = std::min(W, s.start + s.len);
       max_cand = std::max(max_cand, nwin + (m > 0 ? (sel ? K : n_comp) : 0));
@@ -113,6 +118,7 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   a.scale = p.scale;
   a.bf16_probs = p.bf16_probs;
   a.prob_block = p.prob_block;
+  a.recent_positions = m > 0 && p.recent ? p.recent->positions : 0;
   if (p.prob_block > 0 && (W + max_cand) / p.prob_block + 1 > k::sparse_attention_max_prob_blocks())
     fail("sparse_attention: {} candidates in blocks of {} exceed the kernel's {} softmax blocks", max_cand,
          p.prob_block, k::sparse_attention_max_prob_blocks());

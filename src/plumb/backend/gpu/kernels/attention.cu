@@ -64,8 +64,13 @@ __device__ __forceinline__ float cand_value(const SparseAttnArgs& a, const Cand&
 }
 
 __device__ Cand compressed_cand(const SparseAttnArgs& a, const RowCtx& c, int64_t e) {
-  const uint8_t* row = paged_entry(a.comp, c.sq.blocks, e);
   Cand r;
+  if (a.recent_positions > 0 && e >= backend::kv_recent_first(c.t, a.recent_positions, a.ratio)) {
+    const int64_t first_new = c.sq.start / a.ratio;  // the host checked the ring holds the rest
+    r.f = e >= first_new ? c.sq.fresh + (e - first_new) * a.Dh : c.sq.recent + (e % c.sq.recent_rows) * a.Dh;
+    return r;
+  }
+  const uint8_t* row = paged_entry(a.comp, c.sq.blocks, e);
   if (a.comp.spec.format == backend::KvRowFormat::F32) {
     r.f = reinterpret_cast<const float*>(row);
   } else {

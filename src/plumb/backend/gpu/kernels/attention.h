@@ -13,6 +13,9 @@ namespace plumb::gpu::k {
 // One sequence of a sparse_attention batch (device table, one entry per sequence).
 struct AttnSeq {
   const float* ring = nullptr;      // [W, Dh]
+  const float* recent = nullptr;    // --kv-bf16-recent: the ring [recent_rows, Dh] (backend.h RecentEntries)
+  const float* fresh = nullptr;     // and this call's new entries of the sequence, from its first
+  int64_t recent_rows = 0;
   const int32_t* blocks = nullptr;  // the sequence's block table row (device), null without entries
   int64_t row = 0, start = 0, len = 0;
 };
@@ -42,6 +45,7 @@ struct SparseAttnArgs {
   float scale = 1.f;
   bool bf16_probs = false, round_out = false;
   int64_t prob_block = 0;  // AttentionParams::prob_block: the release kernel's online softmax blocks
+  int64_t recent_positions = 0;  // > 0: RecentEntries::positions (AttnSeq recent / fresh)
 };
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
 // Largest candidate count whose scores sparse_attention keeps in shared memory for head dim Dh.
