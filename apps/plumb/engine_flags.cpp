@@ -35,11 +35,19 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--kv-cache-mb", f.kv_cache_mb, "MiB for the KV pool and the per-sequence state")
       ->check(at_least(1))
       ->capture_default_str();
-  cmd.add_option("--kv-dtype", f.kv_dtype, "KV entry format (f32; bf16 and fp8 storage are not implemented yet and refused)")
+  cmd.add_option("--kv-dtype", f.kv_dtype,
+                 "KV entry storage: f32, bf16, or fp8 (e4m3 nope dims, ue8m0 scale per 64, bf16 rope dims); default: "
+                 "fp8 under faithful numerics (V4; bf16 for V3), f32 under reference (both lossless)")
       ->check(CLI::IsMember({"f32", "bf16", "fp8"}));
   cmd.add_option("--kv-index-dtype", f.kv_index_dtype,
-                 "indexer key format (f32; bf16 and fp4 storage are not implemented yet and refused)")
+                 "indexer key storage: f32, bf16, or fp4 (e2m1, ue8m0 scale per 32); default: fp4 under faithful "
+                 "numerics, f32 under reference")
       ->check(CLI::IsMember({"f32", "bf16", "fp4"}));
+  cmd.add_option("--kv-bf16-recent", f.kv_bf16_recent,
+                 "V4: compressed entries covering the last N positions of each query are read in bf16 (a per-sequence "
+                 "ring of N/ratio + 1 entries per compressed layer) instead of the --kv-dtype storage; 0: none")
+      ->check(at_least(0))
+      ->capture_default_str();
   cmd.add_option("--prefix-cache", f.prefix_cache,
                  "on: a prompt that starts with an earlier one's tokens continues from a snapshot of its state at a KV "
                  "block boundary (results are bitwise the same); off: every prompt is read from its start")
@@ -60,11 +68,9 @@ runtime::EngineOptions engine_options(const EngineFlags& f) {
   o.kv_cache_mib = f.kv_cache_mb;
   o.prefix_cache = f.prefix_cache == "on";
   o.faithful = parse_numerics(f.numerics) == Numerics::Faithful;
-  runtime::KvFormat format;  // f32
-
-  if (!f.kv_dtype.empty()) format.kv = runtime::parse_kv_dtype(f.kv_dtype);
-  if (!f.kv_index_dtype.empty()) format.index_keys = runtime::parse_index_key_dtype(f.kv_index_dtype);
-  o.kv_format = format;
+  if (!f.kv_dtype.empty()) o.kv_dtype = runtime::parse_kv_dtype(f.kv_dtype);
+  if (!f.kv_index_dtype.empty()) o.kv_index_dtype = runtime::parse_index_key_dtype(f.kv_index_dtype);
+  o.kv_bf16_recent = f.kv_bf16_recent;
   return o;
 }
 

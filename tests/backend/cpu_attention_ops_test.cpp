@@ -107,7 +107,7 @@ TEST_F(CpuAttnOps, PagedWriteLandsAtTableMappedRows) {
     for (const auto& t : ids)
       for (int32_t id : t) blocks = std::max<int64_t>(blocks, int64_t{id} + 1);
     const std::vector<float> before = randn(rng, blocks * per_block * D), src = randn(rng, 9 * D);
-    backend::PagedCache c{upload(before, {blocks * per_block, D}), per_block};
+    backend::PagedCache c{upload(before, {blocks * per_block, D}), per_block, {}};
     be->paged_write(c, backend::make_block_tables(*be, ids), upload(src, {9, D}), runs);
     std::vector<float> want = before;
     int64_t r = 0;

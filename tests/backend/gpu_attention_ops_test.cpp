@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -118,12 +119,13 @@ TEST_F(GpuOps, IndexerTopKWithTies) {
     p.top_k = c.top_k;
     p.relu_scale = 0.5f;
     p.round = c.round;
+    for (const backend::KvRowSpec& spec : key_formats()) {  // each backend encodes its own pool
     auto run = [&](Backend& be) {
-      const Paged kt = paged(be, keys, c.di, c.per_block, 7);  // the same scattered tables on both
+      const Paged kt = paged(be, keys, c.di, c.per_block, 7, spec);  // the same scattered tables on both
       return be.indexer_topk(up(be, q, {N, c.H, c.di}), up(be, w, {N, c.H}), b, kt.cache, kt.tables, p);
     };
     const Tensor g = run(*gpu), r = run(*cpu);
-    const std::string what = std::string("indexer_topk ") + c.what;
+    const std::string what = std::string("indexer_topk ") + c.what + " keys " + format_name(spec);
     if (c.integer || c.round == Round::BF16) {  // scores are exact (or rounded from exact values)
       expect_equal_i32(what, g, r);
       continue;
@@ -139,11 +141,12 @@ TEST_F(GpuOps, IndexerTopKWithTies) {
         for (int64_t k = 0; k < c.top_k; ++k) {
           const int32_t a = gi[row * c.top_k + k], e = ri[row * c.top_k + k];
           if (a == e) continue;
-          if (sc.empty()) sc = host_scores(q, w, keys[s], row, c.H, c.di, n, 0.5f);
+          if (sc.empty()) sc = host_scores(q, w, stored_values(keys[s], c.di, spec), row, c.H, c.di, n, 0.5f);
           const bool near_tie = a >= 0 && e >= 0 && a < n && std::fabs(sc[a] - sc[e]) <= 1e-5 * (1 + std::fabs(sc[e]));
           EXPECT_TRUE(near_tie) << ctx(what) << ": row " << row << " slot " << k << " got " << a << " want " << e;
         }
       }
+    }
   }
 }
 
@@ -181,13 +184,67 @@ TEST_F(GpuOps, SparseAttention) {
     p.bf16_probs = c.bf16p;
     p.prob_block = c.prob_block;
     p.out = c.out;
-    check(std::string("sparse_attention ") + c.what, c.tolerance(), [&](Backend& be) {
-      std::vector<Tensor> rt;
-      for (const auto& r : rings) rt.push_back(up(be, r, {c.W, c.Dh}));
-      const Paged ct = paged(be, comp, c.Dh, c.per_block, 7);
-      const Tensor st = c.sel_k > 0 ? up(be, sel, {N, c.sel_k}) : Tensor();
-      return be.sparse_attention(up(be, q, {N, c.H, c.Dh}), up(be, kv, {N, c.Dh}), b, rt, ct.cache, ct.tables,
-                                 c.sel_k > 0 ? &st : nullptr, p);
+    // Compressed entries in every storage format (window-only cases read none: f32 only).
+    for (const backend::KvRowSpec& spec : c.ratio > 0 ? entry_formats(c.Dh >= 128 ? 64 : c.Dh / 3)
+                                                      : std::vector<backend::KvRowSpec>{{}})
+      check(std::string("sparse_attention ") + c.what + " entries " + format_name(spec), c.tolerance(), [&](Backend& be) {
+        std::vector<Tensor> rt;
+        for (const auto& r : rings) rt.push_back(up(be, r, {c.W, c.Dh}));
+        const Paged ct = paged(be, comp, c.Dh, c.per_block, 7, spec);
+        const Tensor st = c.sel_k > 0 ? up(be, sel, {N, c.sel_k}) : Tensor();
+        return be.sparse_attention(up(be, q, {N, c.H, c.Dh}), up(be, kv, {N, c.Dh}), b, rt, ct.cache, ct.tables,
+                                   c.sel_k > 0 ? &st : nullptr, p);
+      });
+  }
+}
+
+// --kv-bf16-recent on the GPU: recent entries from the fresh rows and the rings, older ones from
+// the fp8 pool, as the CPU reads them (real dims: a prefill, decode steps past a ring wrap, a
+// chunk; selected top-512 and all-compressed ratio 128).
+TEST_F(GpuOps, SparseAttentionBf16Recent) {
+  for (const auto& [ratio, sel_k] : std::vector<std::pair<int64_t, int64_t>>{{4, 512}, {128, 0}}) {
+    const int64_t H = 8, Dh = 512, W = 128, N_recent = 1024;  // 8 heads keep the CPU side quick
+    const Batch b = make_batch({0, 3000, 2049}, {300, 1, 7});
+    const int64_t N = b.rows, R = backend::kv_recent_ring_rows(N_recent, ratio);
+    const std::vector<float> q = rnd(N * H * Dh), kv = rnd(N * Dh);
+    const OwnedWeight sink = f32_weight({H}, rnd(H));
+    const WeightView sv = sink.view();
+    std::vector<std::vector<float>> rings, comp, recent;
+    std::vector<float> fresh;
+    std::vector<int64_t> fresh_row;
+    std::vector<int32_t> sel;
+    for (const auto& s : b.seqs) {
+      rings.push_back(rnd(W * Dh));
+      comp.push_back(rnd((s.start + s.len) / ratio * Dh));
+      recent.push_back(stored_values(rnd(R * Dh), Dh, {backend::KvRowFormat::BF16, 0, 0}));
+      fresh_row.push_back(static_cast<int64_t>(fresh.size()) / Dh);
+      const std::vector<float> f = rnd(((s.start + s.len) / ratio - s.start / ratio) * Dh);
+      fresh.insert(fresh.end(), f.begin(), f.end());
+      for (int64_t i = 0; i < s.len && sel_k > 0; ++i) {
+        const int64_t valid = (s.start + i + 1) / ratio;
+        for (int64_t k = 0; k < sel_k; ++k) sel.push_back(k < valid ? static_cast<int32_t>(valid - 1 - k) : -1);
+      }
+    }
+    backend::AttentionParams p;
+    p.window = W;
+    p.ratio = ratio;
+    p.sink = &sv;
+    p.scale = 1.f / std::sqrt(static_cast<float>(Dh));
+    check("sparse_attention bf16 recent ratio " + std::to_string(ratio), f32_tol(Dh * 4), [&](Backend& be) {
+      std::vector<Tensor> rt, rr;
+      for (const auto& r : rings) rt.push_back(up(be, r, {W, Dh}));
+      for (const auto& r : recent) rr.push_back(up(be, r, {R, Dh}));
+      const Paged ct = paged(be, comp, Dh, 256 / ratio, 7, {backend::KvRowFormat::FP8, 0, 64});
+      backend::RecentEntries re;
+      re.positions = N_recent;
+      re.rings = rr;
+      re.fresh = up(be, fresh, {static_cast<int64_t>(fresh.size()) / Dh, Dh});
+      re.fresh_row = fresh_row;
+      backend::AttentionParams pr = p;
+      pr.recent = &re;
+      const Tensor st = sel_k > 0 ? up(be, sel, {N, sel_k}) : Tensor();
+      return be.sparse_attention(up(be, q, {N, H, Dh}), up(be, kv, {N, Dh}), b, rt, ct.cache, ct.tables,
+                                 sel_k > 0 ? &st : nullptr, pr);
     });
   }
 }
@@ -219,6 +276,60 @@ TEST_F(GpuOps, SparseAttentionInvisibleSelectionIsRefused) {
   }
 }
 
+// paged_write on the GPU writes the CPU's pool bitwise (scattered tables, blocks of 1, 3, 64 and
+// 256), f32 rows and every encoded format (their bytes compared as words).
+TEST_F(GpuOps, PagedWriteEncoded) {
+  const int64_t D = 512;
+  std::vector<backend::KvRowSpec> specs = entry_formats(64);
+  specs.push_back({backend::KvRowFormat::FP4, 0, 0});
+  for (backend::KvRowSpec spec : specs)
+    for (const int64_t per_block : {1, 3, 256}) {
+      spec.values = D;
+      const std::vector<backend::CacheRun> runs = {{2, 70}, {0, 0}, {5, 1}, {0, 9}};
+      const std::vector<std::vector<int32_t>> ids = block_ids({72, 0, 6, 9}, per_block, 78);
+      int64_t blocks = 0, rows = 0;
+      for (const auto& t : ids)
+        for (int32_t id : t) blocks = std::max<int64_t>(blocks, int64_t{id} + 1);
+      for (const auto& r : runs) rows += r.count;
+      std::vector<float> src = rnd(rows * D);
+      for (int64_t i = 0; i < rows * D; i += 97) src[i] *= 1e-30f;  // tiny values: subnormal codes
+      for (int64_t i = 0; i < D; ++i) src[3 * D + i] = 0.f;           // an all-zero row: the amax floor
+      std::vector<int32_t> pools[2];
+      Backend* bes[2] = {gpu.get(), cpu.get()};
+      for (int i = 0; i < 2; ++i) {
+        backend::PagedCache c{bes[i]->full(ElemType::I32, {blocks * per_block, backend::kv_row_words(spec)}, -1.f),
+                              per_block, spec};
+        bes[i]->paged_write(c, backend::make_block_tables(*bes[i], ids), up(*bes[i], src, {rows, D}), runs);
+        pools[i] = host_i32(*bes[i], c.pool);
+      }
+      EXPECT_EQ(pools[0], pools[1]) << "paged_write " << format_name(spec) << " blocks of " << per_block;
+    }
+}
+
+// copy_row_runs (KvPool::fork_blocks) on the GPU: the CPU's result bitwise, f32 and i32 rows.
+TEST_F(GpuOps, CopyRowRuns) {
+  const std::vector<int64_t> from = {0, 12, 40}, to = {20, 4, 28};
+  for (ElemType type : {ElemType::F32, ElemType::I32}) {
+    std::vector<int32_t> got[2];
+    Backend* bes[2] = {gpu.get(), cpu.get()};
+    const std::vector<float> init = rnd(48 * 7);
+    std::vector<int32_t> words(init.size());
+    std::memcpy(words.data(), init.data(), words.size() * 4);
+    for (int i = 0; i < 2; ++i) {
+      Tensor t = type == ElemType::F32 ? up(*bes[i], init, {48, 7}) : up(*bes[i], words, {48, 7});
+      bes[i]->copy_row_runs(t, from, to, 4);
+      if (type == ElemType::F32) {
+        const std::vector<float> f = host(*bes[i], t);
+        got[i].resize(f.size());
+        std::memcpy(got[i].data(), f.data(), f.size() * 4);
+      } else {
+        got[i] = host_i32(*bes[i], t);
+      }
+    }
+    EXPECT_EQ(got[0], got[1]);
+  }
+}
+
 // paged_write on the GPU writes the CPU's pool bitwise (scattered tables, blocks of 1, 3 and 64).
 TEST_F(GpuOps, PagedWrite) {
   for (const int64_t per_block : {1, 3, 64}) {
@@ -233,7 +344,7 @@ TEST_F(GpuOps, PagedWrite) {
     std::vector<float> pools[2];
     Backend* bes[2] = {gpu.get(), cpu.get()};
     for (int i = 0; i < 2; ++i) {
-      backend::PagedCache c{up(*bes[i], before, {blocks * per_block, D}), per_block};
+      backend::PagedCache c{up(*bes[i], before, {blocks * per_block, D}), per_block, {}};
       bes[i]->paged_write(c, backend::make_block_tables(*bes[i], ids), up(*bes[i], src, {rows, D}), runs);
       pools[i] = host(*bes[i], c.pool);
     }
@@ -270,15 +381,17 @@ void run_mla_cases(GpuOps& t, Compare&& compare) {
       lat.push_back(t.rnd(T * c.R));
       kpe.push_back(t.rnd(T * c.P));
     }
-    for (Round r : {Round::None, Round::BF16}) {
-      const backend::MlaParams p{0.0722f, r};
-      const std::string what = "mla_attention " + c.name() + (r == Round::BF16 ? " bf16" : "");
-      compare(what, c, r, [&](Backend& be) {
-        const PagedMla caches = paged_mla(be, lat, c.R, kpe, c.P, c.per_block, 7);
-        return be.mla_attention(t.up(be, ql, {N, c.H, c.R}), t.up(be, qp, {N, c.H, c.P}), b, caches.latent,
-                                caches.k_pe, caches.tables, p);
-      });
-    }
+    for (Round r : {Round::None, Round::BF16})
+      for (const backend::KvRowSpec& spec : entry_formats(0)) {  // fp8 latents keep bf16 rope keys
+        const backend::MlaParams p{0.0722f, r};
+        const std::string what =
+            "mla_attention " + c.name() + (r == Round::BF16 ? " bf16" : "") + " latents " + format_name(spec);
+        compare(what, c, r, [&](Backend& be) {
+          const PagedMla caches = paged_mla(be, lat, c.R, kpe, c.P, c.per_block, 7, spec);
+          return be.mla_attention(t.up(be, ql, {N, c.H, c.R}), t.up(be, qp, {N, c.H, c.P}), b, caches.latent,
+                                  caches.k_pe, caches.tables, p);
+        });
+      }
   }
 }
 

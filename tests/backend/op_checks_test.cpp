@@ -162,7 +162,7 @@ class BadCalls {
                         // one block of a pool of 2 blocks of 2 keys
     using Ids = std::vector<std::vector<int32_t>>;
     auto run = [](Backend& be, Shape q, Shape w, const Batch& b, Shape pool, Ids ids, int64_t ratio, int64_t top_k) {
-      const backend::PagedCache k{f(be, pool), 2};
+      const backend::PagedCache k{f(be, pool), 2, {}};
       be.indexer_topk(f(be, q), f(be, w), b, k, backend::make_block_tables(be, ids), {ratio, top_k, 1.f, Round::None});
     };
     const Batch b = batch(0, 2, 6, 2);
@@ -178,7 +178,7 @@ class BadCalls {
         [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, b, {4, 4}, one, 4, -1); });
     add("indexer_topk: sequence 0 (rows [1, +2) at position 6) lies outside the 2 rows of the batch",
         [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, batch(1, 2, 6, 2), {4, 4}, one, 4, 2); });
-    add("indexer_topk: the key pool [3, 4] must be [blocks * 2, 4]",
+    add("indexer_topk: the key pool [3, 4] must be f32 [blocks * 2, 4]",
         [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, b, {3, 4}, one, 4, 2); });
     add("indexer_topk: the key entries 0..1 of sequence 0 need 1 blocks of 2; its block table has 0",
         [=](Backend& be) { run(be, {2, 2, 4}, {2, 2}, b, {4, 4}, {{}}, 4, 2); });
@@ -201,7 +201,7 @@ class BadCalls {
     auto run = [=](Backend& be, const Call& c, const WeightView* s) {
       std::vector<Tensor> r;
       for (const Shape& x : c.rings) r.push_back(f(be, x));
-      const backend::PagedCache k{f(be, c.comp), 2};
+      const backend::PagedCache k{f(be, c.comp), 2, {}};
       Tensor sel;
       if (!c.selection.empty()) sel = be.from_host(c.selection.data(), c.selected);
       else if (!c.selected.empty()) sel = i(be, c.selected, -1);
@@ -227,7 +227,7 @@ class BadCalls {
     bad("sparse_attention: sequence 0 (rows [1, +2) at position 6) lies outside the 2 rows of the batch",
         with([](Call& c) { c.b = batch(1, 2, 6, 2); }), sink);
     bad("sparse_attention: window ring [2, 4] must be [3, 4]", with([](Call& c) { c.rings = {{2, 4}}; }), sink);
-    bad("sparse_attention: the compressed pool [3, 4] must be [blocks * 2, 4]", with([](Call& c) { c.comp = {3, 4}; }),
+    bad("sparse_attention: the compressed pool [3, 4] must be f32 [blocks * 2, 4]", with([](Call& c) { c.comp = {3, 4}; }),
         sink);
     bad("sparse_attention: the compressed entries 0..1 of sequence 0 need 1 blocks of 2; its block table has 0",
         with([](Call& c) { c.ids = {{}}; }), sink);
@@ -260,7 +260,7 @@ class BadCalls {
                     // two blocks of 4 positions, from pools of 2 blocks
     using Ids = std::vector<std::vector<int32_t>>;
     auto run = [](Backend& be, Shape ql, Shape qp, const Batch& b, Shape lat, Shape kpe, Ids ids) {
-      const backend::PagedCache l{f(be, lat), 4}, k{f(be, kpe), 4};
+      const backend::PagedCache l{f(be, lat), 4, {}}, k{f(be, kpe), 4, {}};
       be.mla_attention(f(be, ql), f(be, qp), b, l, k, backend::make_block_tables(be, ids), {0.5f, Round::None});
     };
     const Batch b = batch(0, 2, 6, 2);
@@ -275,9 +275,9 @@ class BadCalls {
         [=](Backend& be) { run(be, {2, 2, 4}, {2, 2, 3}, b, {8, 4}, {8, 3}, {{1, 0}, {0, 1}}); });
     add("mla_attention: sequence 0 (rows [1, +2) at position 6) lies outside the 2 rows of the batch",
         [=](Backend& be) { run(be, {2, 2, 4}, {2, 2, 3}, batch(1, 2, 6, 2), {8, 4}, {8, 3}, two); });
-    add("mla_attention: the latent pool [6, 4] must be [blocks * 4, 4]",
+    add("mla_attention: the latent pool [6, 4] must be f32 [blocks * 4, 4]",
         [=](Backend& be) { run(be, {2, 2, 4}, {2, 2, 3}, b, {6, 4}, {8, 3}, two); });
-    add("mla_attention: the rope key pool [8, 4] must be [blocks * 4, 3]",
+    add("mla_attention: the rope key cache holds rows of 4 values, 3 expected",
         [=](Backend& be) { run(be, {2, 2, 4}, {2, 2, 3}, b, {8, 4}, {8, 4}, two); });
     add("mla_attention: the latent entries 0..7 of sequence 0 need 2 blocks of 4; its block table has 1",
         [=](Backend& be) { run(be, {2, 2, 4}, {2, 2, 3}, b, {8, 4}, {8, 3}, {{1}}); });
@@ -288,7 +288,7 @@ class BadCalls {
   void add_paged_write() {  // a pool of 2 blocks of 2 rows of 4
     using Ids = std::vector<std::vector<int32_t>>;
     auto run = [](Backend& be, Shape pool, Ids ids, Shape src, std::vector<backend::CacheRun> runs) {
-      backend::PagedCache c{f(be, pool), 2};
+      backend::PagedCache c{f(be, pool), 2, {}};
       be.paged_write(c, backend::make_block_tables(be, ids), f(be, src), runs);
     };
     add("paged_write: block tables for 1 sequences (1 ids of width 1) given for 2 sequences",
@@ -299,7 +299,7 @@ class BadCalls {
         [=](Backend& be) { run(be, {4, 4}, {{0}}, {2, 4}, {{1, 2}}); });
     add("paged_write: block 0 of sequence 0's table is 5, outside the destination pool of 2 blocks",
         [=](Backend& be) { run(be, {4, 4}, {{5}}, {2, 4}, {{0, 2}}); });
-    add("paged_write: the destination pool [4, 4] must be [blocks * 2, 5]",
+    add("paged_write: the destination cache holds rows of 4 values, 5 expected",
         [=](Backend& be) { run(be, {4, 4}, {{0}}, {2, 5}, {{0, 2}}); });
     add("paged_write: the runs take 2 rows, the source [3, 4] holds 3",
         [=](Backend& be) { run(be, {4, 4}, {{0}}, {3, 4}, {{0, 2}}); });

@@ -132,7 +132,7 @@ TEST(V3MlaNaive, AbsorbedOpEqualsNaiveAttention) {
     // Each cache is one block holding the whole sequence (the op's paged reads at their simplest).
     const std::vector<std::vector<int32_t>> one_block{{0}};
     const backend::BlockTables table = backend::make_block_tables(be, one_block);
-    const backend::PagedCache lat_t{be.from_host(lat.data(), {T, R}), T}, kpe_t{be.from_host(k_pe.data(), {T, dr}), T};
+    const backend::PagedCache lat_t{be.from_host(lat.data(), {T, R}), T, {}}, kpe_t{be.from_host(k_pe.data(), {T, dr}), T, {}};
     // Prefill: all T queries at once over the full caches.
     backend::Batch b;
     b.seqs.push_back({0, T, 0});
@@ -146,8 +146,8 @@ TEST(V3MlaNaive, AbsorbedOpEqualsNaiveAttention) {
       backend::Batch d;
       d.seqs.push_back({0, 1, t});
       d.rows = 1;
-      const backend::PagedCache lc{be.from_host(lat.data(), {t + 1, R}), t + 1},
-          kc{be.from_host(k_pe.data(), {t + 1, dr}), t + 1};
+      const backend::PagedCache lc{be.from_host(lat.data(), {t + 1, R}), t + 1, {}},
+          kc{be.from_host(k_pe.data(), {t + 1, dr}), t + 1, {}};
       const Tensor o = be.mla_attention(be.from_host(q_lat.data() + t * H * R, {1, H, R}),
                                         be.from_host(q_pe.data() + t * H * dr, {1, H, dr}), d, lc, kc, table,
                                         backend::MlaParams{scale});

@@ -322,7 +322,13 @@ TEST(Engine, MemoryTableAndPoolErrors) {
   const std::string t = engine_memory_table(m, o);
   EXPECT_NE(t.find("KV pool"), std::string::npos) << t;
   EXPECT_NE(t.find("per-sequence state"), std::string::npos) << t;
-  EXPECT_NE(t.find("accounting only"), std::string::npos) << t;
+  EXPECT_NE(t.find("(KV f32, indexer keys f32)"), std::string::npos) << t;  // reference: f32 storage
+  o.faithful = true;
+  EXPECT_NE(engine_memory_table(m, o).find("(KV fp8, indexer keys fp4)"), std::string::npos);
+  o.kv_dtype = KvDtype::kBF16;
+  EXPECT_NE(engine_memory_table(m, o).find("(KV bf16, indexer keys fp4)"), std::string::npos);
+  o.faithful = false;
+  o.kv_dtype.reset();
   o.kv_block_size = 100;
   EXPECT_THROW(engine_memory_table(m, o), Error);
   o.kv_block_size = 256;

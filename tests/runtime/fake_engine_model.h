@@ -52,7 +52,7 @@ class FakeModel final : public EngineModel {
   };
 
   std::unique_ptr<Sequence> new_sequence() override { return std::make_unique<Seq>(); }
-  void use_kv_blocks(std::int64_t block_size, std::int64_t blocks) override {
+  void use_kv_blocks(std::int64_t block_size, std::int64_t blocks, const KvFormat&) override {
     block_size_ = block_size;
     blocks_ = blocks;
   }

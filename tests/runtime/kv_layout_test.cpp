@@ -14,23 +14,40 @@ const ModelConfig kFlash = load_model_config(std::string(PLUMB_TEST_DATA) + "/co
 TEST(KvLayout, V4FlashBf16MatchesTheSpec) {
   const KvLayout l = kv_layout(kFlash, 256, {KvDtype::kBF16, IndexKeyDtype::kBF16});
   EXPECT_EQ(l.bytes_per_block, 6880 * 256);
-  // Windows: 43 layers x 128 entries x 512 bf16 values; compressors: 21 x (64 + 16) KiB + 20 x 512 KiB.
-  EXPECT_EQ(l.state_bytes_per_seq, 43 * 128 * 1024 + (21 * 80 + 20 * 512) * 1024);
+  // Windows: 43 layers x 128 entries x 512 values, f32 in every format (plumb keeps the ring in
+  // f32; the spec's 128 KiB is a bf16 ring); compressors: 21 x (64 + 16) KiB + 20 x 512 KiB.
+  EXPECT_EQ(l.state_bytes_per_seq, 43 * 128 * 2048 + (21 * 80 + 20 * 512) * 1024);
 }
 
 TEST(KvLayout, V4FlashFp8Fp4MatchesTheSpec) {
   const KvLayout l = kv_layout(kFlash, 128, {KvDtype::kFP8, IndexKeyDtype::kFP4});
-  // Per 128 positions: CSA 32 entries of 583 B + 32 keys of 68 B, HCA one entry of 583 B.
-  EXPECT_EQ(l.bytes_per_block, 21 * (32 * 583 + 32 * 68) + 20 * 583);
-  EXPECT_NEAR(static_cast<double>(l.bytes_per_block) / 128, 3509, 1);
+  // Per 128 positions: CSA 32 entries of 583 B + 32 keys of 68 B, HCA one entry of 583 B; each
+  // entry stored in whole 4-byte words (584 B, as AMD's ATOM stores it).
+  EXPECT_EQ(l.bytes_per_block, 21 * (32 * 584 + 32 * 68) + 20 * 584);
+  EXPECT_NEAR(static_cast<double>(l.bytes_per_block) / 128, 3509, 6);
   const KvLayout f32 = kv_layout(kFlash, 512, {});
   EXPECT_EQ(f32.bytes_per_block, 2 * 6880 * 512);
 }
 
-TEST(KvLayout, OnlyTheStoredF32FormatIsAccepted) {
-  EXPECT_NO_THROW(check_stored_kv_format({}));
-  EXPECT_THROW(check_stored_kv_format({KvDtype::kFP8, IndexKeyDtype::kFP4}), Error);
-  EXPECT_THROW(check_stored_kv_format({KvDtype::kF32, IndexKeyDtype::kBF16}), Error);
+// --kv-bf16-recent 1024: per sequence a ring of 1024/m + 1 entries (f32 rows of bf16 values)
+// per compressed layer: 257 for the 21 CSA layers, 9 for the 20 HCA layers.
+TEST(KvLayout, Bf16RecentRingsArePerSequenceState) {
+  const KvLayout plain = kv_layout(kFlash, 256, {KvDtype::kFP8, IndexKeyDtype::kFP4});
+  const KvLayout recent = kv_layout(kFlash, 256, {KvDtype::kFP8, IndexKeyDtype::kFP4, 1024});
+  EXPECT_EQ(recent.bytes_per_block, plain.bytes_per_block);
+  EXPECT_EQ(recent.state_bytes_per_seq - plain.state_bytes_per_seq, (21 * 257 + 20 * 9) * 2048);
+  EXPECT_NE(memory_table(recent, 0, 10, 1, 1 << 20).find("the last 1024 positions bf16"), std::string::npos);
+}
+
+TEST(KvLayout, DefaultFormatsAndNames) {
+  const KvFormat faithful = default_kv_format(Arch::DeepseekV4, true), reference = default_kv_format(Arch::DeepseekV4, false);
+  EXPECT_EQ(faithful.kv, KvDtype::kFP8);
+  EXPECT_EQ(faithful.index_keys, IndexKeyDtype::kFP4);
+  EXPECT_EQ(reference.kv, KvDtype::kF32);
+  EXPECT_EQ(reference.index_keys, IndexKeyDtype::kF32);
+  EXPECT_EQ(default_kv_format(Arch::DeepseekV3, true).kv, KvDtype::kBF16);
+  EXPECT_EQ(kv_storage(faithful).entries, backend::KvRowFormat::FP8);
+  EXPECT_EQ(kv_storage(faithful).index_keys, backend::KvRowFormat::FP4);
   EXPECT_EQ(parse_kv_dtype("bf16"), KvDtype::kBF16);
   EXPECT_EQ(parse_index_key_dtype("fp4"), IndexKeyDtype::kFP4);
   EXPECT_THROW(parse_kv_dtype("fp4"), Error);
@@ -42,6 +59,8 @@ TEST(KvLayout, V3StoresTheLatentAndRopeKeyPerToken) {
   const KvLayout l = kv_layout(v3, 128, {KvDtype::kBF16, IndexKeyDtype::kBF16});
   EXPECT_EQ(l.bytes_per_block, 61 * 128 * 576 * 2);  // MODEL-SPEC 5: 70,272 B/token in bf16
   EXPECT_EQ(l.state_bytes_per_seq, 0);
+  // fp8 latents: 512 e4m3 + 8 scales, rope keys bf16.
+  EXPECT_EQ(kv_layout(v3, 128, {KvDtype::kFP8, IndexKeyDtype::kF32}).bytes_per_block, 61 * 128 * (520 + 128));
 }
 
 TEST(KvLayout, BlockSizesAndPoolSizing) {

@@ -24,7 +24,9 @@ class DeviceModel final : public EngineModel {
  public:
   explicit DeviceModel(ModelConfig cfg) : fake_(std::move(cfg)) {}
   std::unique_ptr<Sequence> new_sequence() override { return fake_.new_sequence(); }
-  void use_kv_blocks(std::int64_t block_size, std::int64_t blocks) override { fake_.use_kv_blocks(block_size, blocks); }
+  void use_kv_blocks(std::int64_t block_size, std::int64_t blocks, const KvFormat& format) override {
+    fake_.use_kv_blocks(block_size, blocks, format);
+  }
   std::unique_ptr<Sequence> fork(const Sequence& seq, std::span<const std::int32_t> from,
                                  std::span<const std::int32_t> to) override {
     return fake_.fork(seq, from, to);

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "plumb/backend/kv_row.h"
 #include "plumb/backend/tensor.h"
 #include "plumb/format/weight_view.h"
 
@@ -53,9 +54,15 @@ struct BlockTables {
   int32_t id(std::size_t seq, int64_t i) const { return ids[seq * static_cast<std::size_t>(width) + static_cast<std::size_t>(i)]; }
 };
 
+// A pool stores its rows in one format (kv_row.h): f32 rows are an f32 tensor [blocks *
+// per_block, values]; bf16 / fp8 / fp4 rows are an i32 tensor [blocks * per_block, words] of
+// encoded bytes. paged_write encodes; the ops that read a cache decode the values they use.
 struct PagedCache {
-  Tensor pool;            // [blocks * per_block, row] f32
+  Tensor pool;
   int64_t per_block = 0;  // entries per block
+  KvRowSpec spec;         // the rows' format; values 0 with F32: the pool's row size
+  bool encoded() const { return spec.format != KvRowFormat::F32; }
+  int64_t values() const { return encoded() || spec.values > 0 ? spec.values : pool.row_size(); }
   // Pool row of entry w of sequence seq (the table is checked to cover it).
   int64_t row(const BlockTables& t, std::size_t seq, int64_t w) const {
     return static_cast<int64_t>(t.id(seq, w / per_block)) * per_block + w % per_block;
@@ -118,6 +125,21 @@ struct IndexerParams {
   Round round = Round::None;  // BF16: q.k, each head term and the sum rounded to bf16
 };
 
+// --kv-bf16-recent (sparse_attention): the compressed entries covering the last `positions`
+// positions of a query at t (entries w >= floor((t + 1 - positions) / ratio)) are read from bf16
+// copies instead of the paged cache: entries this call wrote from `fresh` (the batch's new
+// entries, f32 holding bf16 values, row fresh_row[s] + (w - first) for sequence s whose new
+// entries start at entry first = start / ratio), older ones from the sequence's ring
+// (rings[s] [R, Dh], slot w % R, holding its last R entries before this call). The caller
+// updates the rings after the call (window_update over the entries); R = ceil(positions /
+// ratio) + 1 holds every entry a query can need.
+struct RecentEntries {
+  int64_t positions = 0;
+  std::span<const Tensor> rings;
+  Tensor fresh;                   // [new entries of the batch, Dh]
+  std::vector<int64_t> fresh_row;  // per sequence: its first new entry's row in fresh
+};
+
 struct AttentionParams {
   int64_t window = 0;  // sliding window size W (includes the query)
   int64_t ratio = 0;   // compressed entries per `ratio` tokens; 0: none
@@ -133,6 +155,7 @@ struct AttentionParams {
   // 0: one softmax with the row's global max.
   int64_t prob_block = 0;
   Round out = Round::None;
+  const RecentEntries* recent = nullptr;  // null: every compressed entry from the paged cache
 };
 
 struct Routing {
@@ -211,11 +234,14 @@ class Backend {
   virtual void to_host(const Tensor& t, int32_t* out) = 0;
   // dst rows [dst_row, dst_row + n) = src rows [src_row, src_row + n); equal row sizes.
   virtual void copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) = 0;
-  // Writes src's rows, in order, into the paged cache: sequence s's run takes the next
-  // runs[s].count rows to its entries runs[s].first.. (table-mapped rows). runs has one run per
-  // table row; src holds the sum of the counts.
+  // Writes src's rows (f32), in order, into the paged cache, encoded in its format: sequence s's
+  // run takes the next runs[s].count rows to its entries runs[s].first.. (table-mapped rows).
+  // runs has one run per table row; src holds the sum of the counts.
   virtual void paged_write(PagedCache& cache, const BlockTables& tables, const Tensor& src,
                            std::span<const CacheRun> runs) = 0;
+  // t rows [to[i], to[i] + n) = rows [from[i], from[i] + n) for every i, in one pass (a forked
+  // sequence's blocks); the destination ranges overlap no range of the call. Any element type.
+  virtual void copy_row_runs(Tensor& t, std::span<const int64_t> from, std::span<const int64_t> to, int64_t n) = 0;
 
   // ---- elementwise and normalization
   // Rows of `table` [V, D] for ids [N] (i32) -> [N, D].

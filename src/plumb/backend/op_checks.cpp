@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "plumb/format/dtype.h"
 #include "plumb/util/error.h"
@@ -28,6 +30,27 @@ void check_copy_rows(const Tensor& dst, int64_t dst_row, const Tensor& src, int6
          dst.shape_str());
 }
 
+void check_copy_row_runs(const Tensor& t, std::span<const int64_t> from, std::span<const int64_t> to, int64_t n) {
+  if (from.size() != to.size()) fail("copy_row_runs: {} source runs for {} destination runs", from.size(), to.size());
+  if (n < 0) fail("copy_row_runs: runs of {} rows", n);
+  std::vector<std::pair<int64_t, int64_t>> dst;
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    if (from[i] < 0 || to[i] < 0 || from[i] + n > t.rows() || to[i] + n > t.rows())
+      fail("copy_row_runs: rows [{}, +{}) into [{}, +{}) of {} out of range", from[i], n, to[i], n, t.shape_str());
+    dst.emplace_back(to[i], i);
+  }
+  // A destination run may overlap no other run of the call (the copies run in parallel).
+  std::sort(dst.begin(), dst.end());
+  for (std::size_t k = 0; k < dst.size() && n > 0; ++k) {
+    const std::size_t i = static_cast<std::size_t>(dst[k].second);
+    if (k + 1 < dst.size() && dst[k + 1].first < to[i] + n)
+      fail("copy_row_runs: destination runs at rows {} and {} overlap", to[i], dst[k + 1].first);
+    for (int64_t f : from)
+      if (f < to[i] + n && to[i] < f + n && !(f == to[i] && from[i] == to[i]))
+        fail("copy_row_runs: destination rows [{}, +{}) overlap source rows [{}, +{})", to[i], n, f, n);
+  }
+}
+
 // ---- paged caches
 
 void check_block_tables(const BlockTables& t, std::size_t seqs, const char* op) {
@@ -43,9 +66,23 @@ void check_paged(const PagedCache& c, const BlockTables& t, std::size_t seq, int
                  const char* op, const char* what) {
   if (entries <= 0) return;
   if (c.per_block < 1) fail("{}: the {} cache has {} entries per block, at least 1 expected", op, what, c.per_block);
-  if (!c.pool.defined() || c.pool.rows() % c.per_block != 0 || c.pool.row_size() != row_size)
-    fail("{}: the {} pool {} must be [blocks * {}, {}]", op, what, c.pool.defined() ? c.pool.shape_str() : "(none)",
+  if (c.values() != row_size) fail("{}: the {} cache holds rows of {} values, {} expected", op, what, c.values(), row_size);
+  if (c.encoded()) {
+    const KvRowSpec& f = c.spec;
+    if (f.rope < 0 || f.rope > f.values || (f.format != KvRowFormat::FP8 && f.rope != 0) ||
+        (f.format == KvRowFormat::FP4 && f.values % 2 != 0))
+      fail("{}: the {} cache's row format (format {}, {} values, {} rope) is invalid: fp4 rows need an even length, "
+           "only fp8 rows have rope dims, at most all of them",
+           op, what, static_cast<int>(f.format), f.values, f.rope);
+    if (!c.pool.defined() || c.pool.type() != ElemType::I32 || c.pool.rows() % c.per_block != 0 ||
+        c.pool.row_size() != kv_row_words(f))
+      fail("{}: the {} pool {} must be i32 [blocks * {}, {}] (encoded rows of {} values)", op, what,
+           c.pool.defined() ? c.pool.shape_str() : "(none)", c.per_block, kv_row_words(f), row_size);
+  } else if (!c.pool.defined() || c.pool.type() != ElemType::F32 || c.pool.rows() % c.per_block != 0 ||
+             c.pool.row_size() != row_size) {
+    fail("{}: the {} pool {} must be f32 [blocks * {}, {}]", op, what, c.pool.defined() ? c.pool.shape_str() : "(none)",
          c.per_block, row_size);
+  }
   const int64_t need = (entries + c.per_block - 1) / c.per_block, blocks = c.pool.rows() / c.per_block;
   if (need > t.width)
     fail("{}: the {} entries 0..{} of sequence {} need {} blocks of {}; its block table has {}", op, what, entries - 1,
@@ -67,7 +104,7 @@ void check_paged_write(const PagedCache& c, const BlockTables& t, const Tensor& 
     rows += runs[s].count;
   }
   if (rows != src.rows()) fail("paged_write: the runs take {} rows, the source {} holds {}", rows, src.shape_str(), src.rows());
-  if (rows > 0 && c.pool.type() != src.type()) fail("paged_write: pool and source element types differ");
+  if (rows > 0 && src.type() != ElemType::F32) fail("paged_write: the source must be f32");
 }
 
 // ---- elementwise and normalization
@@ -249,6 +286,24 @@ AttentionDims check_sparse_attention(const Tensor& q, const Tensor& kv, const Ba
     if (rings[si].rows() != W || rings[si].row_size() != d.Dh)
       fail("sparse_attention: window ring {} must be [{}, {}]", rings[si].shape_str(), W, d.Dh);
     if (m > 0) check_paged(compressed, tables, si, (s.start + s.len) / m, d.Dh, "sparse_attention", "compressed");
+  }
+  if (const RecentEntries* r = p.recent) {
+    if (r->positions < 1 || m < 1)
+      fail("sparse_attention: bf16 recent entries of {} positions for a cache of ratio {}", r->positions, m);
+    if (r->rings.size() != b.seqs.size() || r->fresh_row.size() != b.seqs.size())
+      fail("sparse_attention: {} recent rings and {} fresh offsets for {} sequences", r->rings.size(), r->fresh_row.size(),
+           b.seqs.size());
+    const int64_t R = kv_recent_ring_rows(r->positions, m);
+    for (std::size_t si = 0; si < b.seqs.size(); ++si) {
+      const SeqSlice& s = b.seqs[si];
+      if (r->rings[si].rows() < R || r->rings[si].row_size() != d.Dh || r->rings[si].type() != ElemType::F32)
+        fail("sparse_attention: recent ring {} must be f32 [>= {}, {}]", r->rings[si].shape_str(), R, d.Dh);
+      const int64_t fresh = (s.start + s.len) / m - s.start / m;
+      if (fresh > 0 && (!r->fresh.defined() || r->fresh.row_size() != d.Dh || r->fresh_row[si] < 0 ||
+                        r->fresh_row[si] + fresh > r->fresh.rows()))
+        fail("sparse_attention: sequence {}'s {} new entries from row {} are not in the fresh entries {}", si, fresh,
+             r->fresh_row[si], r->fresh.defined() ? r->fresh.shape_str() : "(none)");
+    }
   }
   return d;
 }

@@ -20,9 +20,12 @@ namespace plumb::backend {
 // ---- memory
 // Equal row sizes and element types, row ranges inside both tensors.
 void check_copy_rows(const Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n);
+// As many source as destination runs of n rows, inside t; no destination run overlaps another run.
+void check_copy_row_runs(const Tensor& t, std::span<const int64_t> from, std::span<const int64_t> to, int64_t n);
 
 // ---- paged caches (backend.h): tables with one row per sequence of the call (and, when they
-// have ids, their device copy); a pool of [blocks * per_block, row_size]; and, per sequence, a
+// have ids, their device copy); a pool of [blocks * per_block] rows of row_size values in the
+// cache's format (f32 values, or i32 words of encoded rows: kv_row.h); and, per sequence, a
 // table covering `entries` entries with ids of blocks inside the pool. `what` names the cache.
 void check_block_tables(const BlockTables& t, std::size_t seqs, const char* op);
 void check_paged(const PagedCache& c, const BlockTables& t, std::size_t seq, int64_t entries, int64_t row_size,

@@ -22,7 +22,7 @@ std::vector<Tensor> windows(const std::vector<SequenceState*>& states, int64_t l
 // Feeds the batch through the layer's main (or indexer) compressor and appends the entries it
 // closes to each sequence's cache: pooled -> bf16 (faithful) -> norm -> RoPE at position w*m ->
 // FP8 nope round trip (main) or Hadamard + FP4 round trip (indexer, faithful only).
-void ForwardV4::compress(int64_t layer, const Tensor& x, Step& st, bool indexer) {
+Tensor ForwardV4::compress(int64_t layer, const Tensor& x, Step& st, bool indexer) {
   const AttentionWeights& aw = w_.layers[layer].attn;
   const CompressorWeights& cw = indexer ? aw.indexer->compressor : *aw.compressor;
   const int64_t m = cfg_.compress_ratio(layer), d = indexer ? cfg_.index_head_dim : cfg_.head_dim;
@@ -33,7 +33,7 @@ void ForwardV4::compress(int64_t layer, const Tensor& x, Step& st, bool indexer)
   std::vector<backend::CompressorState> cs;
   for (SequenceState* s : st.states) cs.push_back(indexer ? s->layers[layer].index_compressor : s->layers[layer].compressor);
   Tensor e = be_.compress(a, z, st.batch, cs, {m, d, &cw.ape}, st.R);
-  if (e.rows() == 0) return;
+  if (e.rows() == 0) return e;
 
   std::vector<int32_t> pos;  // entry w sits at the position of its window's first token
   for (const auto& s : st.batch.seqs)
@@ -53,6 +53,7 @@ void ForwardV4::compress(int64_t layer, const Tensor& x, Step& st, bool indexer)
   std::vector<backend::CacheRun> runs;  // each sequence's new entries, in e's order
   for (const auto& s : st.batch.seqs) runs.push_back({s.start / m, (s.start + s.len) / m - s.start / m});
   be_.paged_write(pool_.cache(indexer ? index_cache_[layer] : compressed_cache_[layer]), st.tables, e, runs);
+  return e;
 }
 
 // Lightning indexer (MODEL-SPEC 3.5): top-k compressed entries per query, -1 where unused.
@@ -101,9 +102,9 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   tap(st, st.prefix + "attn.kv", kv);
 
   // 3.4-3.5: compressed entries (and, for ratio 4, the indexer's choice among them).
-  Tensor selected;
+  Tensor selected, entries;
   if (m != 0) {
-    compress(layer, x, st, false);
+    entries = compress(layer, x, st, false);
     if (m == 4) selected = indexer_select(layer, x, qr, st);
   }
   const backend::PagedCache none;  // SWA layers read no compressed entries
@@ -119,9 +120,27 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   ap.bf16_probs = st.faithful;
   ap.prob_block = st.faithful ? 64 : 0;  // the release kernel's online softmax blocks (kernel.py 290)
   ap.out = st.R;
+  // --kv-bf16-recent: the recent entries in bf16, from this step's new ones and each ring.
+  backend::RecentEntries recent;
+  std::vector<Tensor> recent_rings;
+  backend::Batch new_entries;  // the rows of `recent.fresh`, by sequence, at their entry numbers
+  if (m != 0 && pool_.storage().bf16_recent > 0) {
+    recent.positions = pool_.storage().bf16_recent;
+    for (SequenceState* s : st.states) recent_rings.push_back(s->layers[layer].recent);
+    recent.rings = recent_rings;
+    if (entries.rows() > 0) recent.fresh = be_.scale(entries, 1.f, Round::BF16);
+    for (const auto& s : st.batch.seqs) {
+      const int64_t n = (s.start + s.len) / m - s.start / m;
+      recent.fresh_row.push_back(new_entries.rows);
+      new_entries.seqs.push_back({new_entries.rows, n, s.start / m});
+      new_entries.rows += n;
+    }
+    ap.recent = &recent;
+  }
   Tensor o = be_.sparse_attention(q, kv, st.batch, rings, compressed, st.tables, selected.defined() ? &selected : nullptr,
                                   ap);
   be_.window_update(rings, kv, st.batch);
+  if (ap.recent && new_entries.rows > 0) be_.window_update(recent_rings, recent.fresh, new_entries);
 
   // 3.7: undo the rope carried by V, then the grouped low-rank output projection (wo_a runs as
   // a bf16 weight without act-quant in the release).

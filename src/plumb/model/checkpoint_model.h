@@ -48,6 +48,7 @@ class CheckpointModel final : public Model {
   void use_external_blocks(int64_t block_size, int64_t blocks) override {
     fwd_->kv_pool().use_external_blocks(block_size, blocks);
   }
+  void set_kv_storage(const backend::KvStorage& storage) override { fwd_->kv_pool().set_storage(storage); }
   std::unique_ptr<SequenceState> fork_sequence(const SequenceState& state, std::span<const int32_t> from_blocks,
                                                std::span<const int32_t> to_blocks) override {
     const auto* s = dynamic_cast<const typename Traits::State*>(&state);

@@ -164,9 +164,10 @@ ForwardV3::ForwardV3(backend::Backend& be, const ModelConfig& cfg, const ModelWe
   }
   inv_freq_ = be.from_host(rope_.inv_freq.data(), {static_cast<int64_t>(rope_.inv_freq.size())});
   for (int64_t l = 0; l < cfg.num_hidden_layers; ++l) {
-    latent_cache_.push_back(pool_.add(l, 1, cfg.kv_lora_rank));
-    k_pe_cache_.push_back(pool_.add(l, 1, cfg.qk_rope_head_dim));
+    latent_cache_.push_back(pool_.add(l, 1, cfg.kv_lora_rank, KvPool::Kind::kLatent));
+    k_pe_cache_.push_back(pool_.add(l, 1, cfg.qk_rope_head_dim, KvPool::Kind::kRopeKey));
   }
+  pool_.set_storage(default_kv_storage(cfg.arch, numerics));
   // Absorption (MODEL-SPEC 7): score_h = q_nope_h . K_h c = (K_h^T q_nope_h) . c, and the
   // output V_h (sum_j p_j c_j); K_h and V_h are head h's rows of kv_b [H*(nope+v), R].
   const int64_t H = cfg.num_attention_heads, R = cfg.kv_lora_rank, dn = cfg.qk_nope_head_dim, dv = cfg.v_head_dim;

@@ -26,9 +26,10 @@ ForwardV4::ForwardV4(backend::Backend& be, const ModelConfig& cfg, const ModelWe
     const std::vector<float> f = rope_inv_freq(cfg, l);
     inv_freq_.push_back(be.from_host(f.data(), {static_cast<int64_t>(f.size())}));
     const int64_t m = cfg.compress_ratio(l);
-    compressed_cache_.push_back(m != 0 ? pool_.add(l, m, cfg.head_dim) : -1);
-    index_cache_.push_back(m == 4 ? pool_.add(l, m, cfg.index_head_dim) : -1);
+    compressed_cache_.push_back(m != 0 ? pool_.add(l, m, cfg.head_dim, KvPool::Kind::kEntry, cfg.qk_rope_head_dim) : -1);
+    index_cache_.push_back(m == 4 ? pool_.add(l, m, cfg.index_head_dim, KvPool::Kind::kIndexKey) : -1);
   }
+  pool_.set_storage(default_kv_storage(cfg.arch, numerics));
 }
 
 SequenceState ForwardV4::new_sequence() const {
@@ -48,6 +49,8 @@ SequenceState ForwardV4::new_sequence() const {
       const int64_t c = m == 4 ? 2 : 1;  // ratio 4 keeps the overlapping previous window
       ls.compressor = fresh(c * m, c * Dh);
       if (m == 4) ls.index_compressor = fresh(2 * m, 2 * di);
+      if (const int64_t n = pool_.storage().bf16_recent; n > 0)
+        ls.recent = be_.full(backend::ElemType::F32, {backend::kv_recent_ring_rows(n, m), Dh}, 0.f);
     }
     s.layers.push_back(std::move(ls));
   }

@@ -42,7 +42,8 @@ class ForwardV4 {
   struct Step;  // per-call context (forward_v4.cpp)
   backend::Tensor attention(int64_t layer, const backend::Tensor& x, Step& st);
   backend::Tensor ffn(int64_t layer, const backend::Tensor& x, Step& st);
-  void compress(int64_t layer, const backend::Tensor& x, Step& st, bool indexer);
+  // Returns the entries it wrote (as computed, before the storage format; 0 rows when none).
+  backend::Tensor compress(int64_t layer, const backend::Tensor& x, Step& st, bool indexer);
   backend::Tensor indexer_select(int64_t layer, const backend::Tensor& x, const backend::Tensor& qr, Step& st);
   void tap(const Step& st, const std::string& name, const backend::Tensor& t) const;
 

@@ -41,19 +41,57 @@ SequenceBlocks::~SequenceBlocks() {
   if (owner) owner->give_back(ids);
 }
 
+backend::KvStorage default_kv_storage(Arch arch, Numerics numerics) {
+  using backend::KvRowFormat;
+  if (numerics != Numerics::Faithful) return {};
+  if (arch == Arch::DeepseekV3) return {KvRowFormat::BF16, KvRowFormat::F32};
+  return {KvRowFormat::FP8, KvRowFormat::FP4};
+}
+
 KvPool::KvPool(backend::Backend& be) : be_(be), allocator_(std::make_shared<BlockAllocator>()) {}
 
-int KvPool::add(int64_t layer, int64_t ratio, int64_t row) {
+backend::PagedCache KvPool::empty_cache(std::size_t i, int64_t per_block) const {
+  using backend::KvRowFormat;
+  const KvRowFormat f = kinds_[i] == Kind::kIndexKey ? storage_.index_keys
+                        : kinds_[i] == Kind::kRopeKey && storage_.entries == KvRowFormat::FP8 ? KvRowFormat::BF16
+                                                                                               : storage_.entries;
+  backend::PagedCache c;
+  c.per_block = per_block;
+  c.spec = {f, rows_[i], f == KvRowFormat::FP8 ? ropes_[i] : 0};
+  c.pool = c.encoded() ? be_.full(backend::ElemType::I32, {0, backend::kv_row_words(c.spec)}, 0.f)
+                       : be_.full(backend::ElemType::F32, {0, rows_[i]}, 0.f);
+  return c;
+}
+
+int KvPool::add(int64_t layer, int64_t ratio, int64_t row, Kind kind, int64_t rope) {
   if (ratio < 1) fail("KV pool: a cache of one entry per {} positions", ratio);
+  if (rope < 0 || rope > row) fail("KV pool: {} rope dims in a cache row of {}", rope, row);
   if (capacity_ > 0) fail("KV pool: caches are added before the first forward");
   // The private block size holds whole entries of every cache.
   block_size_ = std::lcm(block_size_, ratio);
   layers_.push_back(layer);
   ratios_.push_back(ratio);
   rows_.push_back(row);
-  caches_.push_back({be_.full(backend::ElemType::F32, {0, row}, 0.f), 0});
+  ropes_.push_back(rope);
+  kinds_.push_back(kind);
+  caches_.push_back(empty_cache(caches_.size(), 0));
   for (std::size_t i = 0; i < caches_.size(); ++i) caches_[i].per_block = block_size_ / ratios_[i];
   return static_cast<int>(caches_.size()) - 1;
+}
+
+void KvPool::set_storage(const backend::KvStorage& storage) {
+  using backend::KvRowFormat;
+  if (storage.entries == KvRowFormat::FP4)
+    fail("KV pool: cache entries are stored as f32, bf16 or fp8, not fp4 (fp4 is an indexer-key format)");
+  if (storage.index_keys == KvRowFormat::FP8)
+    fail("KV pool: indexer keys are stored as f32, bf16 or fp4, not fp8");
+  if (storage.bf16_recent < 0) fail("KV pool: --kv-bf16-recent {} is negative", storage.bf16_recent);
+  for (std::size_t i = 0; i < caches_.size(); ++i)
+    if (kinds_[i] == Kind::kIndexKey && storage.index_keys == KvRowFormat::FP4 && rows_[i] % 2 != 0)
+      fail("KV pool: fp4 indexer keys need an even key size, layer {} has {}", layers_[i], rows_[i]);
+  storage_ = storage;
+  capacity_ = 0;
+  for (std::size_t i = 0; i < caches_.size(); ++i) caches_[i] = empty_cache(i, caches_[i].per_block);
 }
 
 int64_t KvPool::entry_values(int64_t layer) const {
@@ -73,8 +111,7 @@ void KvPool::use_external_blocks(int64_t block_size, int64_t blocks) {
   max_blocks_ = blocks;
   allocator_.reset();
   capacity_ = 0;
-  for (std::size_t i = 0; i < caches_.size(); ++i)
-    caches_[i] = {be_.full(backend::ElemType::F32, {0, rows_[i]}, 0.f), block_size / ratios_[i]};
+  for (std::size_t i = 0; i < caches_.size(); ++i) caches_[i] = empty_cache(i, block_size / ratios_[i]);
 }
 
 SequenceBlocks KvPool::new_blocks() const {
@@ -138,9 +175,15 @@ SequenceBlocks KvPool::fork_blocks(const SequenceState& s, std::span<const int32
       top = std::max<int64_t>(top, int64_t{id} + 1);
     }
   reserve(top);
-  for (backend::PagedCache& c : caches_)
+  for (backend::PagedCache& c : caches_) {
+    std::vector<int64_t> from_rows, to_rows;
     for (std::size_t i = 0; i < src.size(); ++i)
-      if (src[i] != out.ids[i]) be_.copy_rows(c.pool, out.ids[i] * c.per_block, c.pool, src[i] * c.per_block, c.per_block);
+      if (src[i] != out.ids[i]) {
+        from_rows.push_back(src[i] * c.per_block);
+        to_rows.push_back(out.ids[i] * c.per_block);
+      }
+    be_.copy_row_runs(c.pool, from_rows, to_rows, c.per_block);
+  }
   return out;
 }
 
@@ -149,7 +192,7 @@ void KvPool::reserve(int64_t blocks) {
   int64_t cap = std::max<int64_t>({blocks, 2 * capacity_, 4});  // doubling: amortized O(1) growth
   if (max_blocks_ > 0) cap = std::min(cap, max_blocks_);
   for (backend::PagedCache& c : caches_) {
-    backend::Tensor grown = be_.full(backend::ElemType::F32, {cap * c.per_block, c.pool.row_size()}, 0.f);
+    backend::Tensor grown = be_.full(c.pool.type(), {cap * c.per_block, c.pool.row_size()}, 0.f);
     if (capacity_ > 0) be_.copy_rows(grown, 0, c.pool, 0, capacity_ * c.per_block);
     c.pool = grown;
   }

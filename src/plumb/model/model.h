@@ -101,6 +101,9 @@ class Model {
   // blocks.ids must cover its positions before a forward, with ids below `blocks`, each block
   // `block_size` token positions (kv_pool.h). Sequences made before become unusable.
   virtual void use_external_blocks(int64_t block_size, int64_t blocks) = 0;
+  // The storage formats of the paged caches (backend/kv_row.h; default_kv_storage in
+  // kv_pool.h until called). Drops the caches' storage: call it before the first forward.
+  virtual void set_kv_storage(const backend::KvStorage& storage) = 0;
   // An independent copy of `state` (one of this model's) at a block boundary: both continue
   // alone from its position. The fixed state (rings, compressor slots) is copied, and the cache
   // rows of its positions are copied block by block: from `from_blocks` into `to_blocks` (as

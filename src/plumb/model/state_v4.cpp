@@ -9,7 +9,7 @@ SequenceState copy_state(backend::Backend& be, const SequenceState& s) {
   out.pos = s.pos;
   for (const LayerState& l : s.layers)
     out.layers.push_back({copy_tensor(be, l.window), copy_compressor(be, l.compressor),
-                          copy_compressor(be, l.index_compressor)});
+                          copy_compressor(be, l.index_compressor), copy_tensor(be, l.recent)});
   return out;
 }
 

@@ -17,6 +17,9 @@ struct LayerState {
   backend::Tensor window;                     // [W, head_dim], slot = pos % W
   backend::CompressorState compressor;        // [c*m, c*head_dim] each
   backend::CompressorState index_compressor;  // [2*m, 2*index_head_dim] (CSA)
+  // --kv-bf16-recent (compressed layers): the last kv_recent_ring_rows(N, m) entries as bf16
+  // values (f32 tensor), slot = entry % rows (backend.h RecentEntries); undefined without.
+  backend::Tensor recent;
 };
 
 struct SequenceState final : plumb::SequenceState {

@@ -27,7 +27,8 @@ class LoadedModel final : public EngineModel {
     return s;
   }
 
-  void use_kv_blocks(std::int64_t block_size, std::int64_t blocks) override {
+  void use_kv_blocks(std::int64_t block_size, std::int64_t blocks, const KvFormat& format) override {
+    model_->set_kv_storage(kv_storage(format));
     model_->use_external_blocks(block_size, blocks);
   }
 

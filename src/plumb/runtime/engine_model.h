@@ -15,6 +15,7 @@
 
 #include "plumb/backend/device_facts.h"
 #include "plumb/model/model.h"
+#include "plumb/runtime/kv_layout.h"
 
 namespace plumb::runtime {
 
@@ -38,8 +39,9 @@ class EngineModel {
   virtual ~EngineModel() = default;
   virtual std::unique_ptr<Sequence> new_sequence() = 0;
   // Once, before the first sequence: the KV block ids come from the engine's KvBlockManager
-  // (blocks of `block_size` token positions, ids below `blocks`), and name the model's storage.
-  virtual void use_kv_blocks(std::int64_t block_size, std::int64_t blocks) = 0;
+  // (blocks of `block_size` token positions, ids below `blocks`), and name the model's storage,
+  // which holds its entries and indexer keys in `format` (kv_layout.h).
+  virtual void use_kv_blocks(std::int64_t block_size, std::int64_t blocks, const KvFormat& format) = 0;
   // An independent copy of `seq` as it is now, at a block boundary (a prefix-cache snapshot, or
   // a sequence started from one; prefix_cache.h): forward() may advance either without changing
   // the other. The cache rows of the positions `from_blocks` cover (KvBlockManager ids, whole

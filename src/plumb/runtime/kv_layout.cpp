@@ -12,31 +12,26 @@ namespace {
 
 constexpr std::int64_t kMiB = 1 << 20;
 
-// One KV entry of `dim` values whose last `rope` are rope dims.
-std::int64_t entry_bytes(KvDtype t, std::int64_t dim, std::int64_t rope) {
-  switch (t) {
-    case KvDtype::kF32: return dim * 4;
-    case KvDtype::kBF16: return dim * 2;
-    case KvDtype::kFP8: {
-      const std::int64_t nope = dim - rope;
-      return nope + (nope + 63) / 64 + rope * 2;
-    }
-  }
-  return 0;
+using backend::KvRowFormat;
+
+KvRowFormat row_format(KvDtype t) {
+  return t == KvDtype::kF32 ? KvRowFormat::F32 : t == KvDtype::kBF16 ? KvRowFormat::BF16 : KvRowFormat::FP8;
+}
+KvRowFormat row_format(IndexKeyDtype t) {
+  return t == IndexKeyDtype::kF32 ? KvRowFormat::F32 : t == IndexKeyDtype::kBF16 ? KvRowFormat::BF16 : KvRowFormat::FP4;
 }
 
-std::int64_t index_key_bytes(IndexKeyDtype t, std::int64_t dim) {
-  switch (t) {
-    case IndexKeyDtype::kF32: return dim * 4;
-    case IndexKeyDtype::kBF16: return dim * 2;
-    case IndexKeyDtype::kFP4: return dim / 2 + (dim + 31) / 32;
-  }
-  return 0;
+// The stored bytes of one row of `dim` values in format f, the last `rope` rope dims (fp8).
+std::int64_t stored_bytes(KvRowFormat f, std::int64_t dim, std::int64_t rope) {
+  return backend::kv_row_words({f, dim, f == KvRowFormat::FP8 ? rope : 0}) * 4;
 }
+
+// The window ring: f32 rows in every format.
+std::int64_t ring_entry_bytes(std::int64_t dim) { return dim * 4; }
 
 void add_v4_layer(const ModelConfig& c, std::int64_t layer, KvLayout& l) {
-  const std::int64_t d = c.head_dim, rope = c.qk_rope_head_dim, entry = entry_bytes(l.format.kv, d, rope);
-  l.state_bytes_per_seq += c.sliding_window * entry;  // the window ring
+  const std::int64_t d = c.head_dim, rope = c.qk_rope_head_dim, entry = stored_bytes(row_format(l.format.kv), d, rope);
+  l.state_bytes_per_seq += c.sliding_window * ring_entry_bytes(d);  // the window ring
   const std::int64_t m = c.compress_ratio(layer);
   if (m == 0) return;
   if (l.block_size % m != 0)
@@ -45,9 +40,11 @@ void add_v4_layer(const ModelConfig& c, std::int64_t layer, KvLayout& l) {
   const std::int64_t overlap = csa ? 2 : 1;
   l.bytes_per_block += l.block_size / m * entry;
   l.state_bytes_per_seq += 2 * (overlap * m) * (overlap * d) * 4;  // kv and score sums, f32
+  if (l.format.bf16_recent > 0)  // the recent ring (f32 rows holding bf16 values)
+    l.state_bytes_per_seq += backend::kv_recent_ring_rows(l.format.bf16_recent, m) * ring_entry_bytes(d);
   if (!csa) return;
   const std::int64_t di = c.index_head_dim;
-  l.bytes_per_block += l.block_size / m * index_key_bytes(l.format.index_keys, di);
+  l.bytes_per_block += l.block_size / m * stored_bytes(row_format(l.format.index_keys), di, 0);
   l.state_bytes_per_seq += 2 * (2 * m) * (2 * di) * 4;  // the indexer's compressor
 }
 
@@ -72,19 +69,22 @@ const char* to_string(IndexKeyDtype t) {
   return t == IndexKeyDtype::kF32 ? "f32" : t == IndexKeyDtype::kBF16 ? "bf16" : "fp4";
 }
 
-void check_stored_kv_format(KvFormat f) {
-  if (f.kv != KvDtype::kF32 || f.index_keys != IndexKeyDtype::kF32)
-    fail("KV storage format {} entries / {} indexer keys is not implemented yet: plumb stores both as f32 (use "
-         "--kv-dtype f32 --kv-index-dtype f32, the default)",
-         to_string(f.kv), to_string(f.index_keys));
+KvFormat default_kv_format(Arch arch, bool faithful) {
+  if (!faithful) return {};
+  if (arch == Arch::DeepseekV3) return {KvDtype::kBF16, IndexKeyDtype::kF32};
+  return {KvDtype::kFP8, IndexKeyDtype::kFP4};
 }
+
+backend::KvStorage kv_storage(const KvFormat& f) { return {row_format(f.kv), row_format(f.index_keys), f.bf16_recent}; }
 
 KvLayout kv_layout(const ModelConfig& c, std::int64_t block_size, KvFormat format) {
   if (block_size < 128 || block_size % 128 != 0)
     fail("KV block size must be a positive multiple of 128 positions, got {}", block_size);
   KvLayout l{block_size, format, 0, 0};
   if (c.arch == Arch::DeepseekV3) {  // MLA: the latent and the shared rope key of every token
-    const std::int64_t row = entry_bytes(format.kv, c.kv_lora_rank + c.qk_rope_head_dim, c.qk_rope_head_dim);
+    // fp8 latents (all dims e4m3) keep their rope keys in bf16 (KvPool).
+    const KvRowFormat lat = row_format(format.kv), pe = lat == KvRowFormat::FP8 ? KvRowFormat::BF16 : lat;
+    const std::int64_t row = stored_bytes(lat, c.kv_lora_rank, 0) + stored_bytes(pe, c.qk_rope_head_dim, 0);
     l.bytes_per_block = c.num_hidden_layers * block_size * row;
     return l;
   }
@@ -111,15 +111,15 @@ std::string memory_table(const KvLayout& l, std::int64_t weight_bytes, std::int6
   const std::int64_t full_context_blocks = (max_context + l.block_size - 1) / l.block_size;
   std::string t;
   t += fmt::format("memory: weights            {:>12}\n", b(weight_bytes));
-  t += fmt::format("memory: KV pool            {:>12}  {} blocks x {} positions x {} (KV {}, indexer keys {})\n",
+  t += fmt::format("memory: KV pool            {:>12}  {} blocks x {} positions x {} (KV {}, indexer keys {}{})\n",
                    b(blocks * l.bytes_per_block), blocks, l.block_size, b(l.bytes_per_block), to_string(l.format.kv),
-                   to_string(l.format.index_keys));
+                   to_string(l.format.index_keys),
+                   l.format.bf16_recent > 0 ? fmt::format(", the last {} positions bf16", l.format.bf16_recent) : "");
   t += fmt::format("memory: per-sequence state {:>12}  {} x {} sequences (window rings, compressor states)\n",
                    b(max_seqs * l.state_bytes_per_seq), b(l.state_bytes_per_seq), max_seqs);
   t += fmt::format("memory: fits {} token positions in all and {} sequences at once; {} sequences at the full context "
                    "of {}\n",
                    tokens, max_seqs, std::min(max_seqs, blocks / full_context_blocks), max_context);
-  t += "memory: accounting only: the model still keeps each sequence's caches in its dense f32 state\n";
   return t;
 }
 

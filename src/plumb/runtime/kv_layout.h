@@ -4,18 +4,20 @@
 // (ratio 4) B/4 compressed entries and B/4 indexer keys, for another compressed layer (ratio m:
 // 128 in V4-Flash) B/m entries, for a sliding-window layer nothing; V3 holds B latent + rope rows
 // per layer. Fixed per sequence (V4): every layer's window ring of `sliding_window` entries and
-// the compressor states (f32 running sums). The pool is sized from these numbers. The model's
-// storage (model/kv_pool.h) is f32 only, so the engine sizes its pool for f32 and refuses the
-// other formats (check_stored_kv_format); their byte counts are here for the spec and the tests.
+// the compressor states (f32 running sums). The pool is sized from these numbers, which are the
+// bytes the model's pools store (backend/kv_row.h: an encoded row padded to 4-byte words, e.g.
+// 584 B for a 583 B fp8 V4-Flash entry). The window rings stay f32 in every format (ARCHITECTURE
+// "KV storage formats" says why).
 #include <cstdint>
 #include <string>
 
+#include "plumb/backend/kv_row.h"
 #include "plumb/format/config.h"
 
 namespace plumb::runtime {
 
 // KV entries: f32, bf16, or the release's fp8 (e4m3 nope dims with a ue8m0 scale per 64 values,
-// bf16 rope dims: 583 B for a 512-d V4-Flash entry).
+// bf16 rope dims: 583 B + 1 B padding for a 512-d V4-Flash entry).
 enum class KvDtype { kF32, kBF16, kFP8 };
 // CSA indexer keys: f32, bf16, or the release's fp4 (e2m1 pairs with a ue8m0 scale per 32: 68 B
 // for a 128-d key).
@@ -29,13 +31,13 @@ const char* to_string(IndexKeyDtype dtype);
 struct KvFormat {
   KvDtype kv = KvDtype::kF32;
   IndexKeyDtype index_keys = IndexKeyDtype::kF32;
+  std::int64_t bf16_recent = 0;  // --kv-bf16-recent N: a per-sequence bf16 ring per compressed layer
 };
-// The model's storage (model/kv_pool.h) holds f32 entries and keys only: a pool sized for bf16,
-// fp8 or fp4 bytes would hold 2-4x fewer positions than it claims and could exhaust device
-// memory once full. So the engine accepts only f32 until those storage formats exist (the
-// release's fp8 + fp4, lossless under faithful, are issue #15's next step); throws naming the
-// format otherwise.
-void check_stored_kv_format(KvFormat format);
+// The numerics' lossless default (model/kv_pool.h default_kv_storage): faithful V4 fp8 + fp4,
+// faithful V3 bf16, reference f32.
+KvFormat default_kv_format(Arch arch, bool faithful);
+// The model-side formats of a KvFormat (V3 latents take `kv`; its rope keys follow KvPool).
+backend::KvStorage kv_storage(const KvFormat& format);
 
 struct KvLayout {
   std::int64_t block_size = 0;           // native token positions per block

@@ -29,8 +29,11 @@ void deliver(RequestId id, const EventFn& on_event, const Event& e) {
 }
 
 KvLayout layout_for(const EngineModel& model, const EngineOptions& o) {
-  const KvFormat format = o.kv_format.value_or(KvFormat{});
-  check_stored_kv_format(format);
+  KvFormat format = default_kv_format(model.config().arch, o.faithful);
+  if (o.kv_dtype) format.kv = *o.kv_dtype;
+  if (o.kv_index_dtype) format.index_keys = *o.kv_index_dtype;
+  if (o.kv_bf16_recent < 0) fail("--kv-bf16-recent must be 0 or more, got {}", o.kv_bf16_recent);
+  format.bf16_recent = o.kv_bf16_recent;
   return kv_layout(model.config(), o.kv_block_size, format);
 }
 
@@ -72,7 +75,7 @@ class LocalEngine final : public Engine {
       scheduler_.set_prefix_hooks({[this](RequestId id) { return prefix_admission(id); },
                                    [this](std::int64_t n) { return prefix_->reclaim(n); }});
     stats_.kv_blocks_total = blocks_.total_blocks();
-    model_->use_kv_blocks(blocks_.block_size(), blocks_.total_blocks());  // the ids name its storage
+    model_->use_kv_blocks(blocks_.block_size(), blocks_.total_blocks(), layout_.format);  // the ids name its storage
     stats_.memory = memory_stats(*model_, layout_, blocks_.total_blocks(), max_seqs_);
     memory_refreshed_ = std::chrono::steady_clock::now();
     thread_ = std::thread([this] { loop(); });

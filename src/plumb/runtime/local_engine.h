@@ -18,7 +18,10 @@ namespace plumb::runtime {
 struct EngineOptions {
   SchedulerConfig scheduler;
   std::int64_t kv_block_size = 256;     // native token positions per block (a multiple of 128)
-  std::optional<KvFormat> kv_format;    // default f32 (the only stored format: check_stored_kv_format)
+  // The KV storage formats; unset: the numerics' lossless default (default_kv_format).
+  std::optional<KvDtype> kv_dtype;
+  std::optional<IndexKeyDtype> kv_index_dtype;
+  std::int64_t kv_bf16_recent = 0;      // entries covering the last N positions read in bf16 (V4)
   bool faithful = false;                // the numerics the model runs in (for the default format)
   std::int64_t kv_cache_mib = 4096;     // the KV pool and the per-sequence state
   std::int64_t kv_blocks = 0;           // > 0: the pool's size in blocks instead (tests, benchmarks)

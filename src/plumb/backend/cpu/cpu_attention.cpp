@@ -8,6 +8,7 @@
 #include "plumb/backend/cpu/cpu_backend.h"
 #include "plumb/backend/cr_math.h"
 #include "plumb/backend/cpu/cpu_tensor.h"
+#include "plumb/backend/cpu/paged_rows.h"
 #include "plumb/backend/cpu/simquant.h"
 #include "plumb/backend/cpu/weight_decode.h"
 
@@ -78,8 +79,27 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
     const SeqSlice& s = b.seqs[si];
     const float* ring = f32(rings[si], "window ring");
     const int64_t n_comp = m > 0 ? (s.start + s.len) / m : 0;
-    const float* comp_pool = n_comp > 0 ? f32(compressed.pool, "compressed cache") : nullptr;
-    auto entry = [&](int64_t e) { return comp_pool + compressed.row(tables, si, e) * Dh; };
+    // The entries this sequence's rows read: the selected ones, or every visible one.
+    std::vector<uint8_t> wanted;
+    if (sel && compressed.encoded() && n_comp > 0) {
+      wanted.assign(static_cast<std::size_t>(n_comp), 0);
+      for (int64_t r = s.row; r < s.row + s.len; ++r)
+        for (int64_t k = 0; k < K; ++k)
+          if (const int32_t e = sel[r * K + k]; e >= 0 && e < n_comp) wanted[static_cast<std::size_t>(e)] = 1;
+    }
+    const PagedRows comp_rows(compressed, tables, si, n_comp, wanted, pool());
+    // --kv-bf16-recent: recent entries from this call's new entries or the sequence's ring.
+    const RecentEntries* rec = m > 0 ? p.recent : nullptr;
+    const int64_t first_new = m > 0 ? s.start / m : 0, R = rec ? rec->rings[si].rows() : 0;
+    const float* ring_r = rec ? f32(rec->rings[si], "recent ring") : nullptr;
+    const float* fresh = rec && n_comp > first_new ? f32(rec->fresh, "fresh entries") + rec->fresh_row[si] * Dh : nullptr;
+    auto entry = [&](int64_t e, int64_t t) -> const float* {
+      if (!rec || e < kv_recent_first(t, rec->positions, m)) return comp_rows[e];
+      if (e >= first_new) return fresh + (e - first_new) * Dh;
+      // e >= first_new - R: a query at t >= start needs entries from floor((start + 1 - N) / m),
+      // at most ceil(N / m) + 1 <= R before first_new (check_sparse_attention checked R).
+      return ring_r + (e % R) * Dh;
+    };
 
     // The release's window part: min(len, W) slots in a prefill (start 0), W in a decode step.
     const int64_t wslots = s.start == 0 ? std::min(s.len, W) : W;
@@ -103,12 +123,12 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
               if (e < 0) continue;
               if (e >= visible) fail_invisible_entry(t, e, visible);
               layout.slot.push_back(wslots + k);
-              cand.push_back(entry(e));
+              cand.push_back(entry(e, t));
             }
           } else {
             for (int64_t e = 0; e < visible; ++e) {
               layout.slot.push_back(wslots + e);
-              cand.push_back(entry(e));
+              cand.push_back(entry(e, t));
             }
           }
         }

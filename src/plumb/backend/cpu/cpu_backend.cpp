@@ -60,7 +60,17 @@ void CpuBackend::copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int6
   check_copy_rows(dst, dst_row, src, src_row, n);
   const int64_t rs = dst.row_size();
   if (n * rs == 0) return;  // an empty tensor has no data pointer (memmove of null is UB even for 0 bytes)
-  std::memmove(f32(dst) + dst_row * rs, f32(src) + src_row * rs, static_cast<std::size_t>(n * rs) * sizeof(float));
+  std::memmove(static_cast<char*>(bytes(dst)) + dst_row * rs * 4, static_cast<const char*>(bytes(src)) + src_row * rs * 4,
+               static_cast<std::size_t>(n * rs) * 4);
+}
+
+void CpuBackend::copy_row_runs(Tensor& t, std::span<const int64_t> from, std::span<const int64_t> to, int64_t n) {
+  check_copy_row_runs(t, from, to, n);
+  const int64_t run = n * t.row_size() * 4;
+  if (run == 0) return;
+  auto* p = static_cast<char*>(bytes(t));
+  for (std::size_t i = 0; i < from.size(); ++i)
+    if (from[i] != to[i]) std::memcpy(p + to[i] * t.row_size() * 4, p + from[i] * t.row_size() * 4, static_cast<std::size_t>(run));
 }
 
 void CpuBackend::paged_write(PagedCache& cache, const BlockTables& tables, const Tensor& src,
@@ -68,11 +78,19 @@ void CpuBackend::paged_write(PagedCache& cache, const BlockTables& tables, const
   check_paged_write(cache, tables, src, runs);
   const int64_t rs = src.row_size();
   if (src.rows() == 0 || rs == 0) return;
-  float* to = f32(cache.pool, "paged cache");
   const float* from = f32(src, "paged_write source");
+  if (!cache.encoded()) {
+    float* to = f32(cache.pool, "paged cache");
+    for (std::size_t s = 0; s < runs.size(); ++s)
+      for (int64_t i = 0; i < runs[s].count; ++i, from += rs)
+        std::memcpy(to + cache.row(tables, s, runs[s].first + i) * rs, from, static_cast<std::size_t>(rs) * sizeof(float));
+    return;
+  }
+  auto* to = static_cast<uint8_t*>(bytes(cache.pool, "paged cache"));
+  const int64_t stride = cache.pool.row_size() * 4;
   for (std::size_t s = 0; s < runs.size(); ++s)
     for (int64_t i = 0; i < runs[s].count; ++i, from += rs)
-      std::memcpy(to + cache.row(tables, s, runs[s].first + i) * rs, from, static_cast<std::size_t>(rs) * sizeof(float));
+      kv_encode_row(cache.spec, from, to + cache.row(tables, s, runs[s].first + i) * stride);
 }
 
 // ---- elementwise

@@ -50,6 +50,7 @@ class CpuBackend final : public Backend {
   void to_host(const Tensor& t, int32_t* out) override;
   void copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) override;
   void paged_write(PagedCache& cache, const BlockTables& tables, const Tensor& src, std::span<const CacheRun> runs) override;
+  void copy_row_runs(Tensor& t, std::span<const int64_t> from, std::span<const int64_t> to, int64_t n) override;
 
   Tensor embed(const WeightView& table, const Tensor& ids) override;
   Tensor repeat_rows(const Tensor& x, int64_t copies) override;

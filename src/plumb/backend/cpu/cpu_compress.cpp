@@ -9,6 +9,7 @@
 #include "plumb/backend/cpu/cpu_backend.h"
 #include "plumb/backend/cr_math.h"
 #include "plumb/backend/cpu/cpu_tensor.h"
+#include "plumb/backend/cpu/paged_rows.h"
 #include "plumb/backend/cpu/simquant.h"
 #include "plumb/backend/cpu/weight_decode.h"
 
@@ -95,7 +96,7 @@ Tensor CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b
   for (std::size_t si = 0; si < b.seqs.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
     const int64_t n_total = (s.start + s.len) / m;
-    const float* key_pool = n_total > 0 ? f32(keys.pool, "indexer keys") : nullptr;
+    const PagedRows key_rows(keys, tables, si, n_total, {}, pool());
     pool().parallel_for(s.len, 1, [&](int64_t i0, int64_t i1) {
       std::vector<float> score;
       std::vector<int32_t> order;
@@ -103,7 +104,7 @@ Tensor CpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b
         const int64_t row = s.row + i, n_valid = (s.start + i + 1) / m;
         score.assign(static_cast<std::size_t>(n_valid), 0.f);
         for (int64_t e = 0; e < n_valid; ++e) {
-          const float* kp = key_pool + keys.row(tables, si, e) * di;
+          const float* kp = key_rows[e];
           float acc = 0.f;
           for (int64_t h = 0; h < H; ++h) {
             const float qk = rnd(dot(qp + (row * H + h) * di, kp, di, score_order));

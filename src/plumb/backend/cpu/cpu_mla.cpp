@@ -8,6 +8,7 @@
 #include "plumb/backend/cpu/cpu_backend.h"
 #include "plumb/backend/cr_math.h"
 #include "plumb/backend/cpu/cpu_tensor.h"
+#include "plumb/backend/cpu/paged_rows.h"
 #include "plumb/backend/cpu/simquant.h"
 
 namespace plumb::cpu {
@@ -26,14 +27,11 @@ Tensor CpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
     const SeqSlice& s = b.seqs[si];
     const int64_t T = s.start + s.len;
     // Position j's rows, through the block table.
+    const PagedRows lat_rows(latent, tables, si, T, {}, pool()), pe_rows(k_pe, tables, si, T, {}, pool());
     std::vector<const float*> c(static_cast<std::size_t>(T)), kp(c.size());
-    if (T > 0) {
-      const float* lat_pool = f32(latent.pool, "latent cache");
-      const float* pe_pool = f32(k_pe.pool, "rope key cache");
-      for (int64_t j = 0; j < T; ++j) {
-        c[j] = lat_pool + latent.row(tables, si, j) * R;
-        kp[j] = pe_pool + k_pe.row(tables, si, j) * P;
-      }
+    for (int64_t j = 0; j < T; ++j) {
+      c[j] = lat_rows[j];
+      kp[j] = pe_rows[j];
     }
     const SumOrder other = order(kMla);  // Canonical unless an experiment asks (SumOrders)
     pool().parallel_for(s.len * H, 1, [&](int64_t i0, int64_t i1) {

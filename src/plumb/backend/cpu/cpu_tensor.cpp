@@ -30,5 +30,8 @@ Tensor new_i32(Shape shape, int32_t fill) {
 
 float* f32(const Tensor& t, const char* what) { return storage_of(t, ElemType::F32, what)->f.data(); }
 int32_t* i32(const Tensor& t, const char* what) { return storage_of(t, ElemType::I32, what)->i.data(); }
+void* bytes(const Tensor& t, const char* what) {
+  return t.type() == ElemType::F32 ? static_cast<void*>(f32(t, what)) : static_cast<void*>(i32(t, what));
+}
 
 }  // namespace plumb::cpu

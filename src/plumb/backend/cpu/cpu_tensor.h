@@ -23,5 +23,7 @@ Tensor new_i32(Shape shape, int32_t fill = 0);
 // operand in the message.
 float* f32(const Tensor& t, const char* what = "tensor");
 int32_t* i32(const Tensor& t, const char* what = "tensor");
+// The elements of either type as raw memory (4 bytes each): row copies and encoded cache rows.
+void* bytes(const Tensor& t, const char* what = "tensor");
 
 }  // namespace plumb::cpu

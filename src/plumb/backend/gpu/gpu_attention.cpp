@@ -79,6 +79,11 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
     seqs[si].row = s.row;
     seqs[si].start = s.start;
     seqs[si].len = s.len;
+    if (m > 0 && p.recent) {
+      seqs[si].recent = dev_f32(p.recent->rings[si], "recent ring");
+      seqs[si].recent_rows = p.recent->rings[si].rows();
+      if (n_comp > s.start / m) seqs[si].fresh = dev_f32(p.recent->fresh, "fresh entries") + p.recent->fresh_row[si] * Dh;
+    }
     if (s.len > 0) {
       const int64_t nwin = std::min(W, s.start + s.len);
       max_cand = std::max(max_cand, nwin + (m > 0 ? (sel ? K : n_comp) : 0));
@@ -98,8 +103,7 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   a.seqs = table.seqs;
   a.row_seq = table.row_seq;
   a.selected = m > 0 ? sel : nullptr;
-  a.comp = entries > 0 ? dev_f32(compressed.pool, "compressed cache") : nullptr;
-  a.comp_per_block = entries > 0 ? compressed.per_block : 1;
+  a.comp = paged_ref(compressed, entries > 0, "compressed cache");
   a.sink = weight(*p.sink);
   a.out = dev_f32(out);
   a.scratch = scratch.defined() ? dev_f32(scratch) : nullptr;
@@ -114,6 +118,7 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   a.scale = p.scale;
   a.bf16_probs = p.bf16_probs;
   a.prob_block = p.prob_block;
+  a.recent_positions = m > 0 && p.recent ? p.recent->positions : 0;
   if (p.prob_block > 0 && (W + max_cand) / p.prob_block + 1 > k::sparse_attention_max_prob_blocks())
     fail("sparse_attention: {} candidates in blocks of {} exceed the kernel's {} softmax blocks", max_cand,
          p.prob_block, k::sparse_attention_max_prob_blocks());
@@ -173,15 +178,49 @@ void GpuBackend::paged_write(PagedCache& cache, const BlockTables& tables, const
   check_paged_write(cache, tables, src, runs);
   const int64_t rs = src.row_size();
   if (src.rows() == 0 || rs == 0) return;
-  float* pool = dev_f32(cache.pool, "paged cache");
-  std::vector<k::RowCopy> jobs;
+  auto* pool = static_cast<uint8_t*>(dev_ptr(cache.pool, "paged cache"));
+  const int64_t stride = cache.pool.row_size() * 4;
+  // Distinct entries of distinct tables: no two jobs write the same row.
+  std::vector<k::RowCopy> copies;
+  std::vector<k::RowEncode> encodes;
   int64_t row = 0;
-  for (std::size_t s = 0; s < runs.size(); ++s)  // distinct entries of distinct tables: no copies race
-    for (int64_t i = 0; i < runs[s].count; ++i) jobs.push_back({pool + cache.row(tables, s, runs[s].first + i) * rs, row++});
-  Tensor table = upload(jobs.data(), jobs.size() * sizeof(k::RowCopy));
-  check_launch(k::copy_rows_to(static_cast<const k::RowCopy*>(dev_ptr(table)), static_cast<int64_t>(jobs.size()),
-                               dev_f32(src, "paged_write source"), rs, stream()),
+  for (std::size_t s = 0; s < runs.size(); ++s)
+    for (int64_t i = 0; i < runs[s].count; ++i, ++row) {
+      uint8_t* dst = pool + cache.row(tables, s, runs[s].first + i) * stride;
+      if (cache.encoded()) {
+        encodes.push_back({dst, row});
+      } else {
+        copies.push_back({reinterpret_cast<float*>(dst), row});
+      }
+    }
+  const float* from = dev_f32(src, "paged_write source");
+  if (cache.encoded()) {
+    Tensor table = upload(encodes.data(), encodes.size() * sizeof(k::RowEncode));
+    check_launch(k::encode_rows(static_cast<const k::RowEncode*>(dev_ptr(table)), static_cast<int64_t>(encodes.size()),
+                                from, paged_ref(cache, true, "paged cache").spec, stream()),
+                 "paged_write");
+    return;
+  }
+  Tensor table = upload(copies.data(), copies.size() * sizeof(k::RowCopy));
+  check_launch(k::copy_rows_to(static_cast<const k::RowCopy*>(dev_ptr(table)), static_cast<int64_t>(copies.size()), from,
+                               rs, stream()),
                "paged_write");
+}
+
+void GpuBackend::copy_row_runs(Tensor& t, std::span<const int64_t> from, std::span<const int64_t> to, int64_t n) {
+  check_copy_row_runs(t, from, to, n);
+  const int64_t rs = t.row_size();
+  if (n == 0 || rs == 0) return;
+  auto* base = static_cast<float*>(dev_ptr(t, "copy_row_runs tensor"));  // any 4-byte elements, copied bitwise
+  std::vector<k::RowCopy> jobs;
+  for (std::size_t i = 0; i < from.size(); ++i)
+    if (from[i] != to[i])
+      for (int64_t r = 0; r < n; ++r) jobs.push_back({base + (to[i] + r) * rs, from[i] + r});
+  if (jobs.empty()) return;
+  Tensor table = upload(jobs.data(), jobs.size() * sizeof(k::RowCopy));
+  check_launch(k::copy_rows_to(static_cast<const k::RowCopy*>(dev_ptr(table)), static_cast<int64_t>(jobs.size()), base,
+                               rs, stream()),
+               "copy_row_runs");
 }
 
 Tensor GpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const Batch& b, const PagedCache& latent,
@@ -212,10 +251,8 @@ Tensor GpuBackend::mla_attention(const Tensor& q_lat, const Tensor& q_pe, const 
   if (use_scratch) scratch = alloc(ElemType::F32, {chunk * H * max_cand});
   a.seqs = table.seqs;
   a.row_seq = table.row_seq;
-  a.latent = max_cand > 0 ? dev_f32(latent.pool, "latent cache") : nullptr;
-  a.k_pe = max_cand > 0 ? dev_f32(k_pe.pool, "rope key cache") : nullptr;
-  a.lat_per_block = latent.per_block;
-  a.pe_per_block = k_pe.per_block;
+  a.latent = paged_ref(latent, max_cand > 0, "latent cache");
+  a.k_pe = paged_ref(k_pe, max_cand > 0, "rope key cache");
   a.out = dev_f32(out);
   a.scratch = scratch.defined() ? dev_f32(scratch) : nullptr;
   a.N = N;

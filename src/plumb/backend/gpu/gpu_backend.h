@@ -22,6 +22,7 @@
 #include "plumb/backend/op_checks.h"
 #include "plumb/backend/gpu/gpu_compat.h"
 #include "plumb/backend/gpu/gpu_staging.h"
+#include "plumb/backend/gpu/kernels/paged.h"
 #include "plumb/backend/gpu/weight_ref.h"
 
 namespace plumb::gpu {
@@ -129,6 +130,7 @@ class GpuBackend final : public Backend {
   void to_host(const Tensor& t, int32_t* out) override;
   void copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) override;
   void paged_write(PagedCache& cache, const BlockTables& tables, const Tensor& src, std::span<const CacheRun> runs) override;
+  void copy_row_runs(Tensor& t, std::span<const int64_t> from, std::span<const int64_t> to, int64_t n) override;
 
   Tensor embed(const WeightView& table, const Tensor& ids) override;
   Tensor repeat_rows(const Tensor& x, int64_t copies) override;
@@ -213,6 +215,9 @@ float* dev_f32(const Tensor& t, const char* what = "tensor");
 int32_t* dev_i32(const Tensor& t, const char* what = "tensor");
 // The raw device address of any GPU tensor (for pointer tables).
 void* dev_ptr(const Tensor& t, const char* what = "tensor");
+// A paged cache as its kernels read it (kernels/paged.h); `used` false: no entry is read (the
+// pool may be empty), a null pool.
+k::PagedRef paged_ref(const PagedCache& c, bool used, const char* what);
 // Empty when device 0 can be used; otherwise why not (the runtime's message).
 std::string device_unavailable_reason();
 // gpu call check: a plumb::Error naming the call and the runtime's message.

@@ -89,8 +89,7 @@ Tensor GpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b
   a.seqs = reinterpret_cast<const k::IdxSeq*>(base);
   a.row_seq = reinterpret_cast<const int32_t*>(base + seq_bytes);
   a.scores = scores.defined() ? dev_f32(scores) : nullptr;
-  a.keys = max_n > 0 ? dev_f32(keys.pool, "indexer keys") : nullptr;
-  a.per_block = keys.per_block;
+  a.keys = paged_ref(keys, max_n > 0, "indexer keys");
   a.out = dev_i32(out);
   a.N = N;
   a.H = H;

@@ -98,6 +98,17 @@ int32_t* dev_i32(const Tensor& t, const char* what) {
 
 void* dev_ptr(const Tensor& t, const char* what) { return storage_of(t, t.type(), what)->ptr; }
 
+k::PagedRef paged_ref(const PagedCache& c, bool used, const char* what) {
+  k::PagedRef r;
+  r.per_block = used ? c.per_block : 1;
+  r.spec = c.spec;
+  r.spec.values = c.values();
+  if (!used) return r;
+  r.pool = static_cast<const uint8_t*>(dev_ptr(c.pool, what));
+  r.stride = c.pool.row_size() * 4;
+  return r;
+}
+
 std::string device_unavailable_reason() { return device_unavailable(nullptr); }
 
 // ---- backend

@@ -125,13 +125,17 @@ PLUMB_HD float clampf(float x, float lo, float hi) { return x < lo ? lo : (x > h
 
 // One element of the FP8 e4m3 round trip with block scale s (a power of two): the release's
 // act_quant. kFp8Max / kFp8MinAmax feed ue8m0_scale_for.
+// fp8_code / fp4_code are the stored code of x under scale s (the paged caches' fp8 entries and
+// fp4 keys, backend/kv_row.h, store exactly these).
 constexpr float kFp8Max = 448.f, kFp8MinAmax = 1e-4f;
-PLUMB_HD float fp8_roundtrip(float x, float s) { return e4m3_to_f32(f32_to_e4m3(clampf(x / s, -kFp8Max, kFp8Max))) * s; }
+PLUMB_HD uint8_t fp8_code(float x, float s) { return f32_to_e4m3(clampf(x / s, -kFp8Max, kFp8Max)); }
+PLUMB_HD float fp8_roundtrip(float x, float s) { return e4m3_to_f32(fp8_code(x, s)) * s; }
 
 // Same for FP4 e2m1 (amax floor 6 * 2^-126).
 constexpr float kFp4Max = 6.f;
 PLUMB_HD float fp4_min_amax() { return 6.f * bits_f32(0x00800000u); }
-PLUMB_HD float fp4_roundtrip(float x, float s) { return e2m1_to_f32(f32_to_e2m1(clampf(x / s, -kFp4Max, kFp4Max))) * s; }
+PLUMB_HD uint8_t fp4_code(float x, float s) { return f32_to_e2m1(clampf(x / s, -kFp4Max, kFp4Max)); }
+PLUMB_HD float fp4_roundtrip(float x, float s) { return e2m1_to_f32(fp4_code(x, s)) * s; }
 
 // exp_cr / log1p_cr: the CPU backend's exact exponential and log (backend/cr_math.h).
 using backend::exp_cr;

@@ -10,7 +10,6 @@
 // products in cpu::dot's order (cpu_order.h), as on the CPU.
 #include "plumb/backend/gpu/kernels/attention.h"
 #include "plumb/backend/gpu/kernels/cpu_order.h"
-#include "plumb/backend/gpu/kernels/paged.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -53,23 +52,52 @@ __device__ RowCtx row_ctx(const SparseAttnArgs& a, int64_t row) {
   return c;
 }
 
+// A candidate's key/value row: an f32 row (window positions, f32 pools) or an encoded pool row.
+struct Cand {
+  const float* f = nullptr;
+  const uint8_t* enc = nullptr;
+  __device__ explicit operator bool() const { return f || enc; }
+};
+
+__device__ __forceinline__ float cand_value(const SparseAttnArgs& a, const Cand& c, int64_t d) {
+  return c.f ? c.f[d] : backend::kv_value(a.comp.spec, c.enc, d);
+}
+
+__device__ Cand compressed_cand(const SparseAttnArgs& a, const RowCtx& c, int64_t e) {
+  Cand r;
+  if (a.recent_positions > 0 && e >= backend::kv_recent_first(c.t, a.recent_positions, a.ratio)) {
+    const int64_t first_new = c.sq.start / a.ratio;  // the host checked the ring holds the rest
+    r.f = e >= first_new ? c.sq.fresh + (e - first_new) * a.Dh : c.sq.recent + (e % c.sq.recent_rows) * a.Dh;
+    return r;
+  }
+  const uint8_t* row = paged_entry(a.comp, c.sq.blocks, e);
+  if (a.comp.spec.format == backend::KvRowFormat::F32) {
+    r.f = reinterpret_cast<const float*>(row);
+  } else {
+    r.enc = row;
+  }
+  return r;
+}
+
 // Candidate j of a query row (window positions first, then compressed entries, as on the CPU):
-// its key/value row, or null for a skipped selection slot (-1) or an invisible entry (reported
+// its key/value row, or none for a skipped selection slot (-1) or an invisible entry (reported
 // through *bad).
-__device__ const float* candidate(const SparseAttnArgs& a, const RowCtx& c, int64_t j, int64_t* bad) {
+__device__ Cand candidate(const SparseAttnArgs& a, const RowCtx& c, int64_t j, int64_t* bad) {
   if (j < c.nwin) {
     const int64_t pos = c.lo + j;
-    return pos >= c.sq.start ? a.kv + (c.sq.row + pos - c.sq.start) * a.Dh : c.sq.ring + (pos % a.W) * a.Dh;
+    Cand r;
+    r.f = pos >= c.sq.start ? a.kv + (c.sq.row + pos - c.sq.start) * a.Dh : c.sq.ring + (pos % a.W) * a.Dh;
+    return r;
   }
   j -= c.nwin;
-  if (!a.selected) return a.comp + paged_row(c.sq.blocks, j, a.comp_per_block) * a.Dh;
+  if (!a.selected) return compressed_cand(a, c, j);
   const int64_t e = a.selected[c.row * a.K + j];
-  if (e < 0) return nullptr;
+  if (e < 0) return {};
   if (e >= c.visible) {
     if (bad) *bad = e;
-    return nullptr;
+    return {};
   }
-  return a.comp + paged_row(c.sq.blocks, e, a.comp_per_block) * a.Dh;
+  return compressed_cand(a, c, e);
 }
 
 // ---- the release kernel's blocked online softmax (SparseAttnArgs::prob_block, cpu_attention.cpp)
@@ -124,8 +152,8 @@ __device__ void blocked_pv(const SparseAttnArgs& a, const RowCtx& c, const float
     for (int64_t b = 0; b < nb; ++b) {
       float part = 0.f;
       for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) {
-        const float* vj = candidate(a, c, j, nullptr);
-        if (vj) part = __fadd_rn(part, __fmul_rn(sc[j], vj[d]));
+        const Cand vj = candidate(a, c, j, nullptr);
+        if (vj) part = __fadd_rn(part, __fmul_rn(sc[j], cand_value(a, vj, d)));
       }
       acc = __fadd_rn(__fmul_rn(acc, exp_cr(m - bmax[b])), part);
       m = bmax[b];
@@ -161,8 +189,8 @@ __global__ void __launch_bounds__(kThreads) sparse_attention_kernel(SparseAttnAr
   for (int64_t j0 = static_cast<int64_t>(warp) * kGroups; j0 < c.nc; j0 += static_cast<int64_t>(nwarps) * kGroups) {
     const int64_t j = j0 + grp;
     int64_t bad = -1;
-    const float* kj = j < c.nc ? candidate(a, c, j, &bad) : nullptr;
-    const float p = cpu_order_sum8([&](int64_t d) { return kj ? __fmul_rn(qs[d], kj[d]) : 0.f; }, Dh, sub);
+    const Cand kj = j < c.nc ? candidate(a, c, j, &bad) : Cand{};
+    const float p = cpu_order_sum8([&](int64_t d) { return kj ? __fmul_rn(qs[d], cand_value(a, kj, d)) : 0.f; }, Dh, sub);
     if (sub != 0 || j >= c.nc) continue;
     if (!kj) {
       sc[j] = -INFINITY;
@@ -203,9 +231,9 @@ __global__ void __launch_bounds__(kThreads) sparse_attention_kernel(SparseAttnAr
   for (int64_t d = threadIdx.x; d < Dh; d += blockDim.x) {
     float acc = 0.f;
     for (int64_t j = 0; j < c.nc; ++j) {
-      const float* vj = candidate(a, c, j, nullptr);
+      const Cand vj = candidate(a, c, j, nullptr);
       if (!vj) continue;
-      acc = __fadd_rn(acc, __fmul_rn(sc[j], vj[d]));
+      acc = __fadd_rn(acc, __fmul_rn(sc[j], cand_value(a, vj, d)));
     }
     const float y = acc / sum;
     o[d] = a.round_out ? round_bf16(y) : y;
@@ -241,19 +269,19 @@ __global__ void __launch_bounds__(kThreads) mla_kernel(MlaArgs a) {
 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, nwarps = blockDim.x / kWarp;
   for (int64_t j = warp; j < nc; j += nwarps) {
-    const float* cj = a.latent + paged_row(sq.blocks, j, a.lat_per_block) * R;
-    const float* kj = a.k_pe + paged_row(sq.blocks, j, a.pe_per_block) * P;
+    const uint8_t* cj = paged_entry(a.latent, sq.blocks, j);
+    const uint8_t* kj = paged_entry(a.k_pe, sq.blocks, j);
     // The latent and the rope parts: separate sums under bf16 (two einsums), one running sum else.
     float sl = 0.f, sp = 0.f;
     if (a.cpu_order) {  // one lane, in index order (a branch uniform over the warp)
       if (lane == 0) {
-        for (int64_t d = 0; d < R; ++d) sl = __fadd_rn(sl, __fmul_rn(ql[d], cj[d]));
+        for (int64_t d = 0; d < R; ++d) sl = __fadd_rn(sl, __fmul_rn(ql[d], paged_value(a.latent, cj, d)));
         float& s2 = a.bf16 ? sp : sl;
-        for (int64_t d = 0; d < P; ++d) s2 = __fadd_rn(s2, __fmul_rn(qp[d], kj[d]));
+        for (int64_t d = 0; d < P; ++d) s2 = __fadd_rn(s2, __fmul_rn(qp[d], paged_value(a.k_pe, kj, d)));
       }
     } else {
-      for (int64_t d = lane; d < R; d += kWarp) sl += ql[d] * cj[d];
-      for (int64_t d = lane; d < P; d += kWarp) sp += qp[d] * kj[d];
+      for (int64_t d = lane; d < R; d += kWarp) sl += ql[d] * paged_value(a.latent, cj, d);
+      for (int64_t d = lane; d < P; d += kWarp) sp += qp[d] * paged_value(a.k_pe, kj, d);
       sl = warp_sum(sl);
       sp = warp_sum(sp);
       if (!a.bf16) sl = __fadd_rn(sl, sp);
@@ -281,7 +309,7 @@ __global__ void __launch_bounds__(kThreads) mla_kernel(MlaArgs a) {
   for (int64_t d = threadIdx.x; d < R; d += blockDim.x) {
     float acc = 0.f;
     for (int64_t j = 0; j < nc; ++j)
-      acc = __fadd_rn(acc, __fmul_rn(sc[j], a.latent[paged_row(sq.blocks, j, a.lat_per_block) * R + d]));
+      acc = __fadd_rn(acc, __fmul_rn(sc[j], paged_value(a.latent, paged_entry(a.latent, sq.blocks, j), d)));
     o[d] = a.bf16 ? round_bf16(acc) : acc;
   }
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "plumb/backend/gpu/gpu_compat.h"
+#include "plumb/backend/gpu/kernels/paged.h"
 #include "plumb/backend/gpu/weight_ref.h"
 
 namespace plumb::gpu::k {
@@ -12,6 +13,9 @@ namespace plumb::gpu::k {
 // One sequence of a sparse_attention batch (device table, one entry per sequence).
 struct AttnSeq {
   const float* ring = nullptr;      // [W, Dh]
+  const float* recent = nullptr;    // --kv-bf16-recent: the ring [recent_rows, Dh] (backend.h RecentEntries)
+  const float* fresh = nullptr;     // and this call's new entries of the sequence, from its first
+  int64_t recent_rows = 0;
   const int32_t* blocks = nullptr;  // the sequence's block table row (device), null without entries
   int64_t row = 0, start = 0, len = 0;
 };
@@ -30,8 +34,7 @@ struct SparseAttnArgs {
   const AttnSeq* seqs = nullptr;
   const int32_t* row_seq = nullptr;   // [N]: sequence of each row
   const int32_t* selected = nullptr;  // [N, K] or null
-  const float* comp = nullptr;        // the compressed pool [blocks * comp_per_block, Dh]
-  int64_t comp_per_block = 1;         // entries per block (paged.h)
+  PagedRef comp;                      // the compressed pool (rows of Dh values), pool null without entries
   WeightRef sink;                     // [H]
   float* out = nullptr;               // [N, H, Dh]
   float* scratch = nullptr;  // [rows * H, max_cand] scores when they do not fit in shared memory, else null
@@ -42,6 +45,7 @@ struct SparseAttnArgs {
   float scale = 1.f;
   bool bf16_probs = false, round_out = false;
   int64_t prob_block = 0;  // AttentionParams::prob_block: the release kernel's online softmax blocks
+  int64_t recent_positions = 0;  // > 0: RecentEntries::positions (AttnSeq recent / fresh)
 };
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
 // Largest candidate count whose scores sparse_attention keeps in shared memory for head dim Dh.
@@ -66,9 +70,7 @@ struct MlaArgs {
   const float* q_pe = nullptr;   // [N, H, P]
   const MlaSeq* seqs = nullptr;
   const int32_t* row_seq = nullptr;  // [N]
-  const float* latent = nullptr;     // pool [blocks * lat_per_block, R]
-  const float* k_pe = nullptr;       // pool [blocks * pe_per_block, P]
-  int64_t lat_per_block = 1, pe_per_block = 1;  // entries per block (paged.h)
+  PagedRef latent, k_pe;             // the pools (rows of R and of P values)
   float* out = nullptr;              // [N, H, R]
   float* scratch = nullptr;          // [rows * H, max_cand] when scores do not fit in shared memory
   int64_t row0 = 0, rows = 0;        // this launch's query rows

@@ -117,10 +117,12 @@ __global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerArgs a, int64_
   float* score = a.scores + row * a.max_n;
   auto rnd = [&](float x) { return a.bf16 ? round_bf16(x) : x; };
   for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
-    const float* key = a.keys + paged_row(blocks, e, a.per_block) * di;
+    const uint8_t* key = paged_entry(a.keys, blocks, e);
     float acc = 0.f;
     for (int64_t h = 0; h < H; ++h) {
-      const float qk = rnd(cpu_dot(q + h * di, key, di));
+      const float qk = rnd(a.keys.spec.format == backend::KvRowFormat::F32
+                               ? cpu_dot(q + h * di, reinterpret_cast<const float*>(key), di)
+                               : cpu_dot_at(q + h * di, [&](int64_t i) { return backend::kv_value(a.keys.spec, key, i); }, di));
       const float relu = qk < 0.f ? 0.f : qk;  // std::max(qk, 0.f), sign of zero included
       acc = __fadd_rn(acc, rnd(__fmul_rn(rnd(__fmul_rn(relu, a.relu_scale)), w[h])));
     }

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "plumb/backend/gpu/gpu_compat.h"
+#include "plumb/backend/gpu/kernels/paged.h"
 #include "plumb/backend/gpu/weight_ref.h"
 
 namespace plumb::gpu::k {
@@ -39,8 +40,7 @@ struct IndexerArgs {
   const float* w = nullptr;  // [N, H]
   const IdxSeq* seqs = nullptr;
   const int32_t* row_seq = nullptr;  // [N], -1 for a row no sequence covers
-  const float* keys = nullptr;       // the key pool [blocks * per_block, di]
-  int64_t per_block = 1;             // entries per block (paged.h)
+  PagedRef keys;                     // the key pool (rows of di values)
   float* scores = nullptr;           // scratch [N, max_n]
   int32_t* out = nullptr;            // [N, K]
   int64_t N = 0, H = 0, di = 0, K = 0, m = 0, max_n = 0;

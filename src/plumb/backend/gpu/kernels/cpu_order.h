@@ -30,19 +30,26 @@ __device__ __forceinline__ float cpu_order_sum8(const Term& term, int64_t n, int
   return p;
 }
 
-// The same sum of a[i] * b[i] for i < n by one thread: eight lane accumulators over blocks of 8,
-// combined as (l0+l4 + l1+l5) + (l2+l6 + l3+l7), then the tail in order.
-__device__ inline float cpu_dot(const float* a, const float* b, int64_t n) {
+// The same sum of a[i] * b(i) for i < n by one thread: eight lane accumulators over blocks of 8,
+// combined as (l0+l4 + l1+l5) + (l2+l6 + l3+l7), then the tail in order. b(i) gives the CPU's
+// operand exactly (a decoded cache value, say).
+template <class B>
+__device__ inline float cpu_dot_at(const float* a, const B& b, int64_t n) {
   float l[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
 #pragma unroll
-    for (int u = 0; u < 8; ++u) l[u] = __fadd_rn(l[u], __fmul_rn(a[i + u], b[i + u]));
+    for (int u = 0; u < 8; ++u) l[u] = __fadd_rn(l[u], __fmul_rn(a[i + u], b(i + u)));
   const float v0 = __fadd_rn(l[0], l[4]), v1 = __fadd_rn(l[1], l[5]), v2 = __fadd_rn(l[2], l[6]),
               v3 = __fadd_rn(l[3], l[7]);
   float s = __fadd_rn(__fadd_rn(v0, v1), __fadd_rn(v2, v3));
-  for (; i < n; ++i) s = __fadd_rn(s, __fmul_rn(a[i], b[i]));
+  for (; i < n; ++i) s = __fadd_rn(s, __fmul_rn(a[i], b(i)));
   return s;
+}
+
+// The same with b an array.
+__device__ inline float cpu_dot(const float* a, const float* b, int64_t n) {
+  return cpu_dot_at(a, [b](int64_t i) { return b[i]; }, n);
 }
 
 }  // namespace plumb::gpu::k
