@@ -47,7 +47,7 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
       ->capture_default_str();
 }
 
-LoadOptions run_options(const EngineFlags& f) { return {f.backend, f.threads, parse_numerics(f.numerics)}; }
+LoadOptions run_options(const EngineFlags& f) { return {f.backend, f.threads, parse_numerics(f.numerics), f.parallel}; }
 
 runtime::EngineOptions engine_options(const EngineFlags& f) {
   runtime::EngineOptions o;

@@ -21,6 +21,8 @@ struct EngineFlags {
   std::int64_t kv_block_size = 256, kv_cache_mb = 4096;
   std::string kv_dtype, kv_index_dtype;  // empty: the numerics' lossless default
   std::string prefix_cache = "on";
+  // The multi-process layout (set by the commands that take --dp/--tp/--ep), or null.
+  std::shared_ptr<dist::Parallel> parallel;
 };
 
 // Adds --model and the model flags (--numerics, --backend, --threads) and the engine flags.

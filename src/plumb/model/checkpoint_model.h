@@ -8,6 +8,8 @@
 //   kArch, kName  the architecture it runs and the class name errors use
 //   kResidualTap  Model::residual_tap_suffix()
 //   cache_spec()  the CacheSpec of a config
+//   drop_experts(Weights&, keep)  empties the routed experts outside `keep` (a parallel layout:
+//                 a rank never reads another rank's experts)
 // and a free copy_state(Backend&, const State&) beside State (a deep copy, for fork_sequence).
 #include <cstdint>
 #include <memory>
@@ -34,7 +36,15 @@ class CheckpointModel final : public Model {
     m->weights_ = Traits::bind(m->ckpt_, m->cfg_);
     m->cache_ = Traits::cache_spec(m->cfg_);
     m->be_ = backend::make_backend(opt.backend, opt.threads);
-    m->fwd_ = std::make_unique<typename Traits::Forward>(*m->be_, m->cfg_, m->weights_, opt.numerics);
+    dist::Parallel* par = opt.parallel.get();
+    if (par && par->model_size() > 1) {
+      if (m->be_->name() != "cpu")
+        fail("--tp / --ep ({}) run on the cpu backend; the {} backend's device collectives (NCCL) are not wired "
+             "into its ops yet (--dp alone runs on any backend)",
+             par->layout().str(), m->be_->name());
+      Traits::drop_experts(m->weights_, par->experts(m->cfg_.n_routed_experts, dir));
+    }
+    m->fwd_ = std::make_unique<typename Traits::Forward>(*m->be_, m->cfg_, m->weights_, opt.numerics, par);
     return m;
   }
 

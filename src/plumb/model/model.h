@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "plumb/backend/backend.h"
+#include "plumb/dist/parallel.h"
 #include "plumb/format/config.h"
 #include "plumb/model/numerics.h"
 #include "plumb/model/taps.h"
@@ -80,6 +81,9 @@ struct LoadOptions {
   std::string backend = "cpu";
   int threads = 0;  // 0: all hardware threads
   Numerics numerics = Numerics::Reference;
+  // A multi-process layout (dist/parallel.h), or null: one process. The model then binds only
+  // this rank's routed experts and splits its layers as the layout says.
+  std::shared_ptr<dist::Parallel> parallel;
 };
 
 class Model {

@@ -19,6 +19,11 @@ struct Traits {
   static constexpr const char* kName = "ModelV3";
   static constexpr const char* kResidualTap = "residual";
   static Weights bind(const Checkpoint& c, const ModelConfig& cfg) { return bind_weights(c, cfg); }
+  static void drop_experts(Weights& w, dist::Range keep) {
+    for (auto& layer : w.layers)
+      for (std::size_t e = 0; e < layer.moe.experts.size(); ++e)
+        if (!keep.contains(static_cast<int64_t>(e))) layer.moe.experts[e] = {};
+  }
   static CacheSpec cache_spec(const ModelConfig& cfg) { return cache_spec_v3(cfg); }
 };
 

@@ -17,6 +17,11 @@ struct Traits {
   static constexpr const char* kName = "ModelV4";
   static constexpr const char* kResidualTap = "hc";  // the mHC streams after each layer
   static Weights bind(const Checkpoint& c, const ModelConfig& cfg) { return bind_weights(c, cfg); }
+  static void drop_experts(Weights& w, dist::Range keep) {
+    for (auto& layer : w.layers)
+      for (std::size_t e = 0; e < layer.ffn.experts.size(); ++e)
+        if (!keep.contains(static_cast<int64_t>(e))) layer.ffn.experts[e] = {};
+  }
   static CacheSpec cache_spec(const ModelConfig& cfg) { return cache_spec_v4(cfg); }
 };
 

@@ -1,0 +1,51 @@
+# Multi-process runs (src/plumb/dist, docs/DISTRIBUTED.md).
+#   MPI: the host collectives (the CPU backend's layouts) and the bootstrap of NCCL. Found with
+#        FindMPI (Debian: libopenmpi-dev, installed by scripts/install-deps.sh); without it plumb
+#        still builds, runs one process, and refuses a launch of several, saying so.
+#   NCCL (CUDA) / RCCL (HIP): the device communicator, built only beside that GPU backend and
+#        where the library is found (NCCL_ROOT / RCCL_ROOT, as a CMake or environment variable,
+#        name the install prefix). This machine has neither; it compiles out.
+# The definitions are set on the files that test them only, so no other object's ccache key changes.
+set(PLUMB_DIST_DIR ${CMAKE_SOURCE_DIR}/src/plumb/dist)
+option(PLUMB_WITH_MPI "Build the MPI communicator when MPI is found" ON)
+if(PLUMB_WITH_MPI)
+  find_package(MPI COMPONENTS C QUIET)
+endif()
+if(MPI_C_FOUND)
+  target_sources(plumb_dist PRIVATE ${PLUMB_DIST_DIR}/mpi_communicator.cpp)
+  target_link_libraries(plumb_dist PRIVATE MPI::MPI_C)
+  set_property(SOURCE ${PLUMB_DIST_DIR}/world.cpp APPEND PROPERTY COMPILE_DEFINITIONS PLUMB_WITH_MPI)
+  find_program(PLUMB_MPIEXEC NAMES mpirun mpiexec HINTS ${MPI_C_LIBRARY_DIRS}/../bin)
+  message(STATUS "plumb: MPI ${MPI_C_VERSION} for multi-process runs (${PLUMB_MPIEXEC})")
+else()
+  set(PLUMB_MPIEXEC "")
+  message(STATUS "plumb: no MPI found, multi-process runs are not built")
+endif()
+
+set(PLUMB_NCCL_FOUND OFF)
+if(MPI_C_FOUND AND PLUMB_GPU_KIND STREQUAL "CUDA")
+  find_path(PLUMB_NCCL_INCLUDE nccl.h HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}/.. PATH_SUFFIXES include)
+  find_library(PLUMB_NCCL_LIBRARY nccl HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+  if(PLUMB_NCCL_INCLUDE AND PLUMB_NCCL_LIBRARY)
+    set(PLUMB_NCCL_FOUND ON)
+    set(_nccl_includes ${PLUMB_NCCL_INCLUDE} ${CUDAToolkit_INCLUDE_DIRS})
+    target_link_libraries(plumb_dist PRIVATE ${PLUMB_NCCL_LIBRARY} MPI::MPI_C CUDA::cudart_static)
+  endif()
+elseif(MPI_C_FOUND AND PLUMB_GPU_KIND STREQUAL "HIP")
+  find_path(PLUMB_NCCL_INCLUDE rccl/rccl.h HINTS ${RCCL_ROOT} $ENV{RCCL_ROOT} /opt/rocm PATH_SUFFIXES include)
+  find_library(PLUMB_NCCL_LIBRARY rccl HINTS ${RCCL_ROOT} $ENV{RCCL_ROOT} /opt/rocm PATH_SUFFIXES lib lib64)
+  if(PLUMB_NCCL_INCLUDE AND PLUMB_NCCL_LIBRARY)
+    set(PLUMB_NCCL_FOUND ON)
+    set(_nccl_includes ${PLUMB_NCCL_INCLUDE})
+    target_link_libraries(plumb_dist PRIVATE ${PLUMB_NCCL_LIBRARY} MPI::MPI_C)
+    set_property(SOURCE ${PLUMB_DIST_DIR}/nccl_communicator.cpp APPEND PROPERTY COMPILE_DEFINITIONS
+                 PLUMB_WITH_RCCL __HIP_PLATFORM_AMD__)
+  endif()
+endif()
+if(PLUMB_NCCL_FOUND)
+  target_sources(plumb_dist PRIVATE ${PLUMB_DIST_DIR}/nccl_communicator.cpp)
+  set_property(SOURCE ${PLUMB_DIST_DIR}/nccl_communicator.cpp APPEND PROPERTY INCLUDE_DIRECTORIES ${_nccl_includes})
+  message(STATUS "plumb: device communicator over ${PLUMB_NCCL_LIBRARY}")
+elseif(NOT PLUMB_GPU_KIND STREQUAL "OFF")
+  message(STATUS "plumb: no NCCL / RCCL found (set NCCL_ROOT or RCCL_ROOT), the device communicator is not built")
+endif()

@@ -1,0 +1,35 @@
+#!/bin/sh
+# ctest dist_layouts_*: `mpirun -np 2 plumb logits|generate --ep 2 | --tp 2 | --dp 2` give the
+# logits (bitwise) and greedy tokens of one process; only rank 0 writes; bad layouts are clear
+# errors that end every rank. Exit 77 (skipped) when mpirun is absent.
+#   layouts_test.sh PLUMB MODEL_DIR IDS_NPY NUMERICS
+set -u
+PLUMB=$1 MODEL=$2 IDS=$3 NUMERICS=$4
+HERE=$(dirname "$0")
+command -v mpirun >/dev/null 2>&1 || { echo "SKIPPED: mpirun not found (scripts/install-deps.sh installs openmpi-bin)"; exit 77; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+common="--model $MODEL --ids $IDS --numerics $NUMERICS --threads 1"
+gen="--max-new-tokens 6 --greedy --ignore-eos"
+
+"$PLUMB" logits $common --out "$TMP/one.npy" || fail "one-process logits"
+"$PLUMB" generate $common $gen --out-ids "$TMP/one.ids.npy" || fail "one-process generate"
+for layout in "--ep 2" "--tp 2" "--dp 2"; do
+  rm -f "$TMP/l.npy" "$TMP/g.npy"
+  sh "$HERE/mpi_run.sh" "$PLUMB" logits $common $layout --out "$TMP/l.npy" >"$TMP/out" 2>&1 ||
+    { cat "$TMP/out"; fail "logits $layout"; }
+  cmp -s "$TMP/one.npy" "$TMP/l.npy" || fail "logits $layout differ from one process"
+  [ "$(grep -c '^logits:' "$TMP/out")" = 1 ] || { cat "$TMP/out"; fail "logits $layout: not exactly one rank reported"; }
+  sh "$HERE/mpi_run.sh" "$PLUMB" generate $common $gen $layout --out-ids "$TMP/g.npy" >"$TMP/out" 2>&1 ||
+    { cat "$TMP/out"; fail "generate $layout"; }
+  cmp -s "$TMP/one.ids.npy" "$TMP/g.npy" || fail "generate $layout: tokens differ from one process"
+  echo "ok: $layout logits bitwise, greedy tokens equal"
+done
+
+# A layout whose product is not the number of processes, and none at all: clear errors, no hang.
+sh "$HERE/mpi_run.sh" "$PLUMB" logits $common --ep 3 --out "$TMP/x.npy" >"$TMP/out" 2>&1 && fail "--ep 3 on 2 processes ran"
+grep -q "but 2 were launched" "$TMP/out" || { cat "$TMP/out"; fail "--ep 3: no clear error"; }
+sh "$HERE/mpi_run.sh" "$PLUMB" logits $common --out "$TMP/x.npy" >"$TMP/out" 2>&1 && fail "2 processes without a layout ran"
+grep -q "without a layout" "$TMP/out" || { cat "$TMP/out"; fail "no layout: no clear error"; }
+echo "ok: bad layouts refused"
