@@ -27,6 +27,28 @@ for layout in "--ep 2" "--tp 2" "--dp 2"; do
   echo "ok: $layout logits bitwise, greedy tokens equal"
 done
 
+# `plumb convert shard --tp 2` output loads on 2 ranks (each rank's file, the split tensors made
+# whole) and gives the same bits; on one process it is a clear error.
+# A model whose FP8 blocks a 2-way split would cut (V3 tiny-a) is cast to bf16 first, as the
+# converter says, and compared with one process on the cast model.
+src=$MODEL want=$TMP/one.npy
+if ! "$PLUMB" convert shard --tp 2 --no-progress "$MODEL" "$TMP/tp2" >"$TMP/out" 2>&1; then
+  grep -q "cast to bf16 first" "$TMP/out" || { cat "$TMP/out"; fail "convert shard"; }
+  src=$TMP/bf16 want=$TMP/one-bf16.npy
+  "$PLUMB" convert cast --to bf16 --no-progress "$MODEL" "$src" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "convert cast"; }
+  "$PLUMB" convert shard --tp 2 --no-progress "$src" "$TMP/tp2" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "convert shard (bf16)"; }
+  "$PLUMB" logits --model "$src" --ids $IDS --numerics $NUMERICS --threads 1 --out "$want" 2>/dev/null || fail "logits (bf16)"
+fi
+for layout in "--ep 2" "--tp 2"; do
+  rm -f "$TMP/l.npy"
+  sh "$HERE/mpi_run.sh" "$PLUMB" logits --model "$TMP/tp2" --ids $IDS --numerics $NUMERICS --threads 1 $layout \
+    --out "$TMP/l.npy" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "logits $layout on the shard"; }
+  cmp -s "$want" "$TMP/l.npy" || fail "logits $layout on the shard differ from one process"
+  echo "ok: $layout on convert shard --tp 2 output: logits bitwise"
+done
+"$PLUMB" logits --model "$TMP/tp2" --ids $IDS --out "$TMP/x.npy" >"$TMP/out" 2>&1 && fail "the shard loaded on one process"
+grep -q "loads on a layout of tp x ep = 2 ranks" "$TMP/out" || { cat "$TMP/out"; fail "shard on one process: no clear error"; }
+
 # A layout whose product is not the number of processes, and none at all: clear errors, no hang.
 sh "$HERE/mpi_run.sh" "$PLUMB" logits $common --ep 3 --out "$TMP/x.npy" >"$TMP/out" 2>&1 && fail "--ep 3 on 2 processes ran"
 grep -q "but 2 were launched" "$TMP/out" || { cat "$TMP/out"; fail "--ep 3: no clear error"; }

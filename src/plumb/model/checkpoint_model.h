@@ -4,7 +4,7 @@
 // model_v3.h):
 //   Forward       the forward pass (new_sequence(), forward(batch, logit_rows, taps), kv_pool())
 //   State         the SequenceState subclass Forward::new_sequence() returns
-//   Weights       the bound weights, from bind(Checkpoint, ModelConfig)
+//   Weights       the bound weights, from bind(Checkpoint, ModelConfig, BindReport* = null)
 //   kArch, kName  the architecture it runs and the class name errors use
 //   kResidualTap  Model::residual_tap_suffix()
 //   cache_spec()  the CacheSpec of a config
@@ -17,8 +17,11 @@
 #include <string>
 
 #include "plumb/backend/backend.h"
+#include "plumb/convert/source.h"
+#include "plumb/convert/tp_rank.h"
 #include "plumb/format/config.h"
 #include "plumb/format/safetensors.h"
+#include "plumb/model/binder.h"
 #include "plumb/model/model.h"
 #include "plumb/util/error.h"
 
@@ -32,11 +35,15 @@ class CheckpointModel final : public Model {
     m->cfg_ = load_model_config(dir);
     if (m->cfg_.arch != Traits::kArch)
       fail("{}: {} runs {} checkpoints (got {})", dir, Traits::kName, arch_name(Traits::kArch), m->cfg_.model_type);
-    m->ckpt_ = Checkpoint::open(dir);
-    m->weights_ = Traits::bind(m->ckpt_, m->cfg_);
+    dist::Parallel* par = opt.parallel.get();
+    if (const auto shards = convert::find_tp_shards(dir)) {
+      m->open_tp_shard(dir, *shards, par);
+    } else {
+      m->ckpt_ = Checkpoint::open(dir);
+      m->weights_ = Traits::bind(m->ckpt_, m->cfg_);
+    }
     m->cache_ = Traits::cache_spec(m->cfg_);
     m->be_ = backend::make_backend(opt.backend, opt.threads);
-    dist::Parallel* par = opt.parallel.get();
     if (par && par->model_size() > 1) {
       if (m->be_->name() != "cpu")
         fail("--tp / --ep ({}) run on the cpu backend; the {} backend's device collectives (NCCL) are not wired "
@@ -76,6 +83,28 @@ class CheckpointModel final : public Model {
 
  private:
   CheckpointModel() = default;
+
+  // A `plumb convert shard` directory: rank m of the model group opens its file, with the split
+  // tensors made whole (convert/tp_rank.h); it holds only its routed experts, so their absence
+  // from the others' files is expected, anything else missing is not.
+  void open_tp_shard(const std::string& dir, const convert::TpShardSet& set, dist::Parallel* par) {
+    const int64_t ranks = par ? par->model_size() : 1;
+    if (set.tp != ranks)
+      fail("{}: a tensor-parallel split into {} files (plumb convert shard) loads on a layout of tp x ep = {} ranks, "
+           "got {} (e.g. mpirun -np {} plumb ... --ep {})",
+           dir, set.tp, set.tp, ranks, set.tp, set.tp);
+    const int rank = par ? par->model_group().rank() : 0;
+    ckpt_ = convert::open_tp_rank(set, rank, cfg_);
+    BindReport report;
+    weights_ = Traits::bind(ckpt_, cfg_, &report);
+    const dist::Range mine = par ? par->experts(cfg_.n_routed_experts, dir) : dist::Range{0, cfg_.n_routed_experts};
+    std::erase_if(report.missing, [&](const std::string& name) {
+      const auto e = convert::routed_expert_id(name);
+      return e && !mine.contains(*e);
+    });
+    if (!report.ok()) fail("{}: rank {}'s checkpoint does not match its config: {}", dir, rank, report.summary());
+  }
+
   Checkpoint ckpt_;
   ModelConfig cfg_;
   typename Traits::Weights weights_;

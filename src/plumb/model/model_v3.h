@@ -18,7 +18,9 @@ struct Traits {
   static constexpr Arch kArch = Arch::DeepseekV3;
   static constexpr const char* kName = "ModelV3";
   static constexpr const char* kResidualTap = "residual";
-  static Weights bind(const Checkpoint& c, const ModelConfig& cfg) { return bind_weights(c, cfg); }
+  static Weights bind(const Checkpoint& c, const ModelConfig& cfg, BindReport* report = nullptr) {
+    return bind_weights(c, cfg, report);
+  }
   static void drop_experts(Weights& w, dist::Range keep) {
     for (auto& layer : w.layers)
       for (std::size_t e = 0; e < layer.moe.experts.size(); ++e)

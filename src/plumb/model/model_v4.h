@@ -16,7 +16,9 @@ struct Traits {
   static constexpr Arch kArch = Arch::DeepseekV4;
   static constexpr const char* kName = "ModelV4";
   static constexpr const char* kResidualTap = "hc";  // the mHC streams after each layer
-  static Weights bind(const Checkpoint& c, const ModelConfig& cfg) { return bind_weights(c, cfg); }
+  static Weights bind(const Checkpoint& c, const ModelConfig& cfg, BindReport* report = nullptr) {
+    return bind_weights(c, cfg, report);
+  }
   static void drop_experts(Weights& w, dist::Range keep) {
     for (auto& layer : w.layers)
       for (std::size_t e = 0; e < layer.ffn.experts.size(); ++e)
