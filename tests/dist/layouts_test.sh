@@ -27,6 +27,23 @@ for layout in "--ep 2" "--tp 2" "--dp 2"; do
   echo "ok: $layout logits bitwise, greedy tokens equal"
 done
 
+# plumb batch --dp 2: each replica runs every other line; rank 0 writes all results in input
+# order, the same bytes as one process (a model with a tokenizer only: batch reads prompts).
+if [ -f "$MODEL/tokenizer.json" ]; then
+  {
+    echo '{"id": 0, "prompt": "In the beginning", "max_tokens": 5, "greedy": true}'
+    echo '{"id": 1, "prompt": "And God said", "max_tokens": 7, "temperature": 0.8, "seed": 3}'
+    echo '{not json'
+    echo '{"id": 3, "prompt_ids": [5, 17, 33, 2], "max_tokens": 4, "greedy": true}'
+    echo '{"id": 4, "prompt": "Let there be light", "max_tokens": 6, "temperature": 1.2, "seed": 9}'
+  } >"$TMP/in.jsonl"
+  batch="batch --model $MODEL --numerics $NUMERICS --threads 1 --kv-cache-mb 64 --quiet --input $TMP/in.jsonl"
+  "$PLUMB" $batch --output "$TMP/one.jsonl" 2>"$TMP/out" || { cat "$TMP/out"; fail "one-process batch"; }
+  sh "$HERE/mpi_run.sh" "$PLUMB" $batch --dp 2 --output "$TMP/dp.jsonl" >"$TMP/out" 2>&1 || { cat "$TMP/out"; fail "batch --dp 2"; }
+  cmp -s "$TMP/one.jsonl" "$TMP/dp.jsonl" || { diff "$TMP/one.jsonl" "$TMP/dp.jsonl"; fail "batch --dp 2 results differ"; }
+  echo "ok: batch --dp 2 results identical, in input order"
+fi
+
 # `plumb convert shard --tp 2` output loads on 2 ranks (each rank's file, the split tensors made
 # whole) and gives the same bits; on one process it is a clear error.
 # A model whose FP8 blocks a 2-way split would cut (V3 tiny-a) is cast to bf16 first, as the
