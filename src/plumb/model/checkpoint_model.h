@@ -8,8 +8,8 @@
 //   kArch, kName  the architecture it runs and the class name errors use
 //   kResidualTap  Model::residual_tap_suffix()
 //   cache_spec()  the CacheSpec of a config
-//   drop_experts(Weights&, keep)  empties the routed experts outside `keep` (a parallel layout:
-//                 a rank never reads another rank's experts)
+//   routed_experts(layer)  a layer's routed expert weights (a parallel layout empties those of
+//                 other ranks, so a rank never reads them)
 // and a free copy_state(Backend&, const State&) beside State (a deep copy, for fork_sequence).
 #include <cstdint>
 #include <memory>
@@ -49,7 +49,12 @@ class CheckpointModel final : public Model {
         fail("--tp / --ep ({}) run on the cpu backend; the {} backend's device collectives (NCCL) are not wired "
              "into its ops yet (--dp alone runs on any backend)",
              par->layout().str(), m->be_->name());
-      Traits::drop_experts(m->weights_, par->experts(m->cfg_.n_routed_experts, dir));
+      const dist::Range mine = par->experts(m->cfg_.n_routed_experts, dir);
+      for (auto& layer : m->weights_.layers) {
+        auto& experts = Traits::routed_experts(layer);
+        for (std::size_t e = 0; e < experts.size(); ++e)
+          if (!mine.contains(static_cast<int64_t>(e))) experts[e] = {};
+      }
     }
     m->fwd_ = std::make_unique<typename Traits::Forward>(*m->be_, m->cfg_, m->weights_, opt.numerics, par);
     return m;

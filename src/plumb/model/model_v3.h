@@ -21,11 +21,7 @@ struct Traits {
   static Weights bind(const Checkpoint& c, const ModelConfig& cfg, BindReport* report = nullptr) {
     return bind_weights(c, cfg, report);
   }
-  static void drop_experts(Weights& w, dist::Range keep) {
-    for (auto& layer : w.layers)
-      for (std::size_t e = 0; e < layer.moe.experts.size(); ++e)
-        if (!keep.contains(static_cast<int64_t>(e))) layer.moe.experts[e] = {};
-  }
+  static auto& routed_experts(LayerWeights& layer) { return layer.moe.experts; }
   static CacheSpec cache_spec(const ModelConfig& cfg) { return cache_spec_v3(cfg); }
 };
 

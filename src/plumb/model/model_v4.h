@@ -19,11 +19,7 @@ struct Traits {
   static Weights bind(const Checkpoint& c, const ModelConfig& cfg, BindReport* report = nullptr) {
     return bind_weights(c, cfg, report);
   }
-  static void drop_experts(Weights& w, dist::Range keep) {
-    for (auto& layer : w.layers)
-      for (std::size_t e = 0; e < layer.ffn.experts.size(); ++e)
-        if (!keep.contains(static_cast<int64_t>(e))) layer.ffn.experts[e] = {};
-  }
+  static auto& routed_experts(LayerWeights& layer) { return layer.ffn.experts; }
   static CacheSpec cache_spec(const ModelConfig& cfg) { return cache_spec_v4(cfg); }
 };
 
