@@ -1,11 +1,14 @@
-// The MPI Communicator (built only where CMake finds MPI: cmake/dist.cmake). MPI is initialised
-// by make_mpi_world() and finalised when the process exits.
+// The MPI Communicator: the plugin libplumb_mpi.so (built only where CMake finds MPI:
+// cmake/dist.cmake), which world.cpp loads only for a launch of several processes, so plumb
+// itself does not depend on libmpi. MPI is initialised by plumb_mpi_world() and finalised when
+// the process exits.
 #include <mpi.h>
 
 #include <cstdlib>
 #include <vector>
 
-#include "plumb/dist/world.h"
+#include "plumb/dist/communicator.h"
+#include "plumb/dist/launch.h"
 #include "plumb/util/error.h"
 
 namespace plumb::dist {
@@ -81,9 +84,13 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-bool built_with_mpi() { return true; }
+}  // namespace plumb::dist
 
-std::shared_ptr<Communicator> make_mpi_world(const LaunchInfo& li) {
+// The plugin's one entry point (world.cpp looks it up by this name): the world communicator of
+// this MPI launch; throws plumb::Error.
+extern "C" plumb::dist::Communicator* plumb_mpi_world(const plumb::dist::LaunchInfo& li) {
+  using namespace plumb::dist;
+  using plumb::fail;
   int provided = 0;
   check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
   if (provided < MPI_THREAD_SERIALIZED)
@@ -92,11 +99,9 @@ std::shared_ptr<Communicator> make_mpi_world(const LaunchInfo& li) {
          provided);
   // Errors come back as codes (check() turns them into plumb::Error) instead of aborting here.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  auto w = std::make_shared<MpiCommunicator>(MPI_COMM_WORLD, false);
+  auto w = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false);
   if (w->rank() != li.rank || w->size() != li.size)
     fail("MPI says rank {} of {}, the {} environment rank {} of {}", w->rank(), w->size(), li.launcher, li.rank,
          li.size);
-  return w;
+  return w.release();
 }
-
-}  // namespace plumb::dist

@@ -1,11 +1,55 @@
 #include "plumb/dist/world.h"
 
+#include <dlfcn.h>
+#include <fmt/ranges.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "plumb/util/error.h"
 
 namespace plumb::dist {
 namespace {
+
+#ifdef PLUMB_WITH_MPI
+constexpr bool kWithMpi = true;
+#else
+constexpr bool kWithMpi = false;
+#endif
+constexpr const char* kPlugin = "libplumb_mpi.so";
+
+// The MPI world from the plugin: $PLUMB_MPI_PLUGIN, else beside the executable, else in its
+// parent folder (the build tree's tests/ binaries). RTLD_GLOBAL: Open MPI's own components
+// resolve libmpi's symbols from the global scope.
+std::shared_ptr<Communicator> make_mpi_world(const LaunchInfo& li) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> tried;
+  if (const char* p = std::getenv("PLUMB_MPI_PLUGIN")) tried.emplace_back(p);
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    tried.push_back((exe.parent_path() / kPlugin).string());
+    tried.push_back((exe.parent_path().parent_path() / kPlugin).string());
+  }
+  std::string why;
+  for (const std::string& path : tried) {
+    if (!fs::exists(path, ec)) continue;
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (!h) {
+      why = dlerror();
+      continue;
+    }
+    using WorldFn = Communicator* (*)(const LaunchInfo&);
+    auto fn = reinterpret_cast<WorldFn>(dlsym(h, "plumb_mpi_world"));
+    if (!fn) fail("{}: no plumb_mpi_world in it: {}", path, dlerror());
+    return std::shared_ptr<Communicator>(fn(li));
+  }
+  fail("launched by {} as rank {} of {}: cannot load the MPI plugin {} (looked for {}){}", li.launcher, li.rank,
+       li.size, kPlugin, fmt::join(tried, ", "), why.empty() ? "" : ": " + why);
+}
 
 std::shared_ptr<Communicator> connect(const LaunchInfo& li) {
   if (li.size == 1) return make_local_communicator();
@@ -47,9 +91,6 @@ void abort_if_parallel(int code) {
   if (g_world && g_world->size() > 1) g_world->abort(code);
 }
 
-#ifndef PLUMB_WITH_MPI
-bool built_with_mpi() { return false; }
-std::shared_ptr<Communicator> make_mpi_world(const LaunchInfo&) { fail("plumb was built without MPI"); }
-#endif
+bool built_with_mpi() { return kWithMpi; }
 
 }  // namespace plumb::dist
