@@ -40,7 +40,7 @@ Runner register_logits(CLI::App& app) {
     const std::vector<TokenId> ids = read_token_ids(a->ids);
     check_fits_context(static_cast<int64_t>(ids.size()), load_model_config(a->model), "the prompt (--ids)");
     const std::unique_ptr<Model> model =
-        load_model(a->model, {a->backend, a->threads, parse_numerics(a->numerics), par});
+        load_model(a->model, {a->backend, a->threads, parse_numerics(a->numerics)}, par);
     // With a layout every rank computes the same logits; rank 0 writes them (and the taps).
     const Taps taps = a->taps.empty() || !writes_output(par.get()) ? Taps() : npy_tap_writer(a->taps);
     const auto t0 = std::chrono::steady_clock::now();

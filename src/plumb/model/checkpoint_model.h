@@ -30,12 +30,15 @@ namespace plumb {
 template <class Traits>
 class CheckpointModel final : public Model {
  public:
-  static std::unique_ptr<CheckpointModel> load(const std::string& dir, const LoadOptions& opt) {
+  // `parallel`: load_model's (model.h).
+  static std::unique_ptr<CheckpointModel> load(const std::string& dir, const LoadOptions& opt,
+                                               std::shared_ptr<dist::Parallel> parallel = nullptr) {
     std::unique_ptr<CheckpointModel> m(new CheckpointModel());
     m->cfg_ = load_model_config(dir);
     if (m->cfg_.arch != Traits::kArch)
       fail("{}: {} runs {} checkpoints (got {})", dir, Traits::kName, arch_name(Traits::kArch), m->cfg_.model_type);
-    dist::Parallel* par = opt.parallel.get();
+    m->par_ = std::move(parallel);
+    dist::Parallel* par = m->par_.get();
     if (const auto shards = convert::find_tp_shards(dir)) {
       m->open_tp_shard(dir, *shards, par);
     } else {
@@ -115,6 +118,7 @@ class CheckpointModel final : public Model {
   typename Traits::Weights weights_;
   CacheSpec cache_;
   std::unique_ptr<backend::Backend> be_;
+  std::shared_ptr<dist::Parallel> par_;  // outlives fwd_, which uses it
   std::unique_ptr<typename Traits::Forward> fwd_;
 };
 

@@ -49,7 +49,7 @@ int64_t numel(const std::vector<int64_t>& s) {
 // returning so the two sides never hold their weights (or device memory) at the same time.
 Side run_side(const VerifyOptions& o, const std::string& backend, const char* role, const ReplaceFn& replace = {}) {
   Side s;
-  const LoadOptions lo{backend, o.threads, parse_numerics(o.numerics), nullptr};  // one process
+  const LoadOptions lo{backend, o.threads, parse_numerics(o.numerics)};
   const Model::GenerateOptions g{o.steps, true, 1.0, 0, false};  // no EOS stop: equal lengths
   Taps taps([&s](const std::string& name, const float* data, const std::vector<int64_t>& shape) {
     auto [it, fresh] = s.taps.try_emplace(name);
