@@ -11,6 +11,7 @@ function(plumb_layer name)
   set(dir ${CMAKE_SOURCE_DIR}/src/plumb/${name})
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${dir}/*.cpp)
   list(FILTER sources EXCLUDE REGEX "/backend/gpu/")  # added by cmake/gpu.cmake when built
+  list(FILTER sources EXCLUDE REGEX "/dist/(mpi|nccl)_")  # added by cmake/dist.cmake where found
   file(GLOB_RECURSE files CONFIGURE_DEPENDS ${dir}/*.h ${dir}/*.cpp ${dir}/*.cu)
 
   set(allowed ${name})

@@ -11,6 +11,7 @@ PKGS=(
   libpcre2-dev libopenblas-dev
   libsimdjson-dev
   libboost-dev
+  openmpi-bin libopenmpi-dev
   clang libclang-rt-14-dev python3-numpy
 )
 # --hip: HIP for the gfx90a (MI250) compile of the GPU backend (no AMD GPU needed to compile)

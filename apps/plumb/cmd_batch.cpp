@@ -2,7 +2,8 @@
 // Offline batch generation through the serving engine: every valid line becomes a request, all
 // run together (continuous batching), and the results are written in input order. A line that
 // cannot run (bad JSON, a bad field, a request the engine refuses or one that fails) gets an
-// error record; the others are unaffected.
+// error record; the others are unaffected. With --dp N (mpirun), replica d runs lines d, d + N,
+// ... and rank 0 gathers every replica's records and writes them in input order.
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
@@ -11,6 +12,8 @@
 #include "batch_lines.h"
 #include "commands.h"
 #include "engine_flags.h"
+#include "parallel_flags.h"
+#include "plumb/dist/gather_strings.h"
 #include "plumb/runtime/engine_model.h"
 #include "plumb/util/error.h"
 #include "plumb/util/progress.h"
@@ -20,6 +23,7 @@ namespace plumb::cli {
 namespace {
 struct BatchArgs {
   EngineFlags engine;
+  ParallelFlags parallel;
   std::string input, output;
   bool quiet = false;
 };
@@ -66,26 +70,54 @@ void submit_all(runtime::Engine& engine, const Tokenizer& tokenizer, const Sampl
   }
 }
 
-void write_results(const std::vector<Line>& lines, const std::string& path, const runtime::EngineStats& s) {
+std::string record_of(const Line& l) {
+  return (l.error.empty() ? batch_result(l.id, l.result) : batch_error(l.id, l.error)).dump();
+}
+
+// The replicas' records in input order: line i is record i / dp of replica i % dp, which world
+// rank d * (tp * ep) (its model group's first rank) reports. Without a layout: this process's.
+std::vector<std::string> gather_records(dist::Parallel* par, const std::vector<Line>& mine) {
+  std::vector<std::string> records;
+  for (const Line& l : mine) records.push_back(record_of(l));
+  if (!par) return records;
+  const auto all = dist::all_gather_strings(par->world(), records);
+  const std::size_t dp = static_cast<std::size_t>(par->layout().dp), M = all.size() / dp;
+  std::size_t total = 0;
+  for (std::size_t d = 0; d < dp; ++d) total += all[d * M].size();
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < total; ++i) out.push_back(all[i % dp * M][i / dp]);
+  return out;
+}
+
+void write_results(const std::vector<std::string>& records, const std::string& path, const runtime::EngineStats& s,
+                   int replicas) {
   std::ofstream out(path);
   if (!out) fail("{}: cannot open the output file", path);
   std::size_t errors = 0;
-  for (const Line& l : lines) {
-    const nlohmann::ordered_json rec = l.error.empty() ? batch_result(l.id, l.result) : batch_error(l.id, l.error);
-    errors += rec.contains("error");
-    out << rec.dump() << '\n';
+  for (const std::string& rec : records) {
+    errors += nlohmann::json::parse(rec).contains("error");
+    out << rec << '\n';
   }
   if (!out.flush()) fail("{}: write failed", path);
-  std::fprintf(stderr, "batch: %zu requests (%zu errors), %lld prompt + %lld generated tokens, %lld steps, %lld preemptions -> %s\n",
-               lines.size(), errors, static_cast<long long>(s.prompt_tokens_total),
+  std::fprintf(stderr, "batch: %zu requests (%zu errors), %lld prompt + %lld generated tokens, %lld steps, %lld preemptions%s -> %s\n",
+               records.size(), errors, static_cast<long long>(s.prompt_tokens_total),
                static_cast<long long>(s.generation_tokens_total), static_cast<long long>(s.steps_total),
-               static_cast<long long>(s.preemptions_total), path.c_str());
+               static_cast<long long>(s.preemptions_total), replicas > 1 ? " (replica 0's engine)" : "", path.c_str());
 }
 
-int run(const BatchArgs& a) {
+int run(BatchArgs& a) {
+  a.engine.parallel = join_layout(a.parallel);
+  dist::Parallel* par = a.engine.parallel.get();
+  const bool writer = writes_output(par), quiet = a.quiet || !writer;
   std::vector<Line> lines = read_lines(a.input);
-  if (!std::ofstream(a.output)) fail("{}: cannot open the output file", a.output);  // fail before loading
-  const StartedEngine started = start_engine(a.engine, a.quiet);
+  if (par && par->layout().dp > 1) {  // this replica's lines
+    std::vector<Line> mine;
+    for (std::size_t i = par->dp_rank(); i < lines.size(); i += static_cast<std::size_t>(par->layout().dp))
+      mine.push_back(std::move(lines[i]));
+    lines = std::move(mine);
+  }
+  if (writer && !std::ofstream(a.output)) fail("{}: cannot open the output file", a.output);  // fail before loading
+  const StartedEngine started = start_engine(a.engine, quiet);
   const auto& tokenizer = started.tokenizer;
   const auto& engine = started.engine;
 
@@ -93,7 +125,7 @@ int run(const BatchArgs& a) {
   std::condition_variable changed;
   std::size_t finished = 0;
   submit_all(*engine, *tokenizer, sampling_defaults_for(a.engine.model), lines, mu, changed, finished);
-  Progress progress("batch", lines.size(), !a.quiet);
+  Progress progress("batch", lines.size(), !quiet);
   progress.count_in("requests");
   for (std::size_t shown = 0; shown < lines.size();) {
     std::unique_lock lk(mu);
@@ -103,7 +135,8 @@ int run(const BatchArgs& a) {
   }
   progress.finish();
   engine->shutdown();
-  write_results(lines, a.output, engine->stats());
+  const std::vector<std::string> records = gather_records(par, lines);
+  if (writer) write_results(records, a.output, engine->stats(), par ? par->layout().dp : 1);
   return 0;
 }
 }  // namespace
@@ -112,6 +145,7 @@ Runner register_batch(CLI::App& app) {
   auto* cmd = app.add_subcommand("batch", "Run a JSONL file of requests through the serving engine");
   auto a = std::make_shared<BatchArgs>();
   add_engine_flags(*cmd, a->engine);
+  add_parallel_flags(*cmd, a->parallel);
   cmd->add_option("--input", a->input, "requests, one JSON object per line")->required();
   cmd->add_option("--output", a->output, "results, one JSON object per input line, in input order")->required();
   cmd->add_flag("--quiet", a->quiet, "no memory table and no progress bar on stderr");

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "engine_flags.h"
 #include "generation_flags.h"
+#include "parallel_flags.h"
 #include "plumb/format/npy.h"
 #include "plumb/runtime/generate_one.h"
 #include "plumb/util/error.h"
@@ -17,6 +18,7 @@ namespace plumb::cli {
 namespace {
 struct GenerateArgs {
   EngineFlags engine;
+  ParallelFlags parallel;
   std::string ids, out;
   int64_t max_new = 0;
   bool greedy = false, ignore_eos = false;
@@ -24,7 +26,10 @@ struct GenerateArgs {
   uint64_t seed = 0;
 };
 
-int run_generate(const GenerateArgs& a) {
+int run_generate(GenerateArgs& a) {
+  // Every rank runs the same engine on the same request (the layout splits the model inside
+  // each forward), so all ranks sample the same tokens; rank 0 writes them.
+  a.engine.parallel = join_layout(a.parallel);
   const std::vector<TokenId> ids = read_token_ids(a.ids);
   check_fits_context(static_cast<int64_t>(ids.size()) + a.max_new, load_model_config(a.engine.model),
                      "the prompt (--ids) + --max-new-tokens");
@@ -45,6 +50,7 @@ int run_generate(const GenerateArgs& a) {
     out = result.tokens;
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!writes_output(a.engine.parallel.get())) return 0;
   write_npy(a.out, DType::I32, {static_cast<int64_t>(out.size())}, out.data());
   std::fprintf(stderr, "generate: %zu prompt + %zu new tokens in %.3f s -> %s\n", ids.size(), out.size(), s, a.out.c_str());
   return 0;
@@ -55,6 +61,7 @@ Runner register_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Continue a prompt of token ids through the engine, ids to a .npy");
   auto a = std::make_shared<GenerateArgs>();
   add_engine_flags(*cmd, a->engine);
+  add_parallel_flags(*cmd, a->parallel);
   cmd->add_option("--ids", a->ids, "prompt token ids, int32 or int64 .npy of shape [T]")->required();
   cmd->add_option("--max-new-tokens", a->max_new, "number of tokens to generate")->required()->check(CLI::NonNegativeNumber);
   cmd->add_option("--out-ids", a->out, "output .npy, int32 [new tokens]")->required();

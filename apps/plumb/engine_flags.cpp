@@ -78,7 +78,7 @@ StartedEngine start_engine(const EngineFlags& f, bool quiet, bool ids_only) {
   const runtime::EngineOptions options = engine_options(f);
   StartedEngine s;
   if (!ids_only) s.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(f.model));
-  auto model = runtime::load_engine_model(f.model, run_options(f));
+  auto model = runtime::load_engine_model(f.model, run_options(f), f.parallel);
   if (!quiet) std::fputs(runtime::engine_memory_table(*model, options).c_str(), stderr);
   s.engine = runtime::start_engine(std::move(model), s.tokenizer, options);
   return s;

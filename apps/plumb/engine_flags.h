@@ -22,6 +22,8 @@ struct EngineFlags {
   std::string kv_dtype, kv_index_dtype;  // empty: the numerics' lossless default
   std::int64_t kv_bf16_recent = 0;
   std::string prefix_cache = "on";
+  // The multi-process layout (set by the commands that take --dp/--tp/--ep), or null.
+  std::shared_ptr<dist::Parallel> parallel;
 };
 
 // Adds --model and the model flags (--numerics, --backend, --threads) and the engine flags.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "plumb/dist/world.h"
 #include "plumb/util/error.h"
 
 int main(int argc, char** argv) {
@@ -50,9 +51,11 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const plumb::Error& e) {
     std::fprintf(stderr, "plumb: error: %s\n", e.what());
+    plumb::dist::abort_if_parallel(2);  // the other ranks may be waiting in a collective
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "plumb: internal error: %s\n", e.what());
+    plumb::dist::abort_if_parallel(1);
     return 1;
   }
 }

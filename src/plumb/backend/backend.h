@@ -328,6 +328,20 @@ class Backend {
   // rounding points and bf16 accumulation).
   virtual Tensor moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts,
                      const SwiGluWeights& shared, const MoeParams& p) = 0;
+
+  // ---- expert parallelism (dist/parallel.h): moe() in two parts, so that ranks holding
+  // different experts compute them apart and every rank sums them in moe()'s order. Optional:
+  // a backend without them refuses the call (the defaults say so); the CPU backend has both.
+  // The routed terms of the (token, slot) pairs whose expert is in `owned` [first, last):
+  // [M, D] f32 in (token, slot) order, each the term moe() adds for that slot (the expert's
+  // output, times the routing weight with MoeParams::weight_after). Only the owned experts are read.
+  virtual Tensor moe_terms(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts,
+                           std::pair<int64_t, int64_t> owned, const MoeParams& p);
+  // moe() from every slot's term (terms [N * K, D] in (token, slot) order, as moe_terms gives
+  // them for all experts): each token's routed sum by expert id, then slot, as moe() sums, then
+  // the shared expert; bitwise moe() on the same inputs.
+  virtual Tensor moe_combine(const Tensor& x, const Routing& r, const Tensor& terms, const SwiGluWeights& shared,
+                             const MoeParams& p);
 };
 
 // A batch's block tables (one id list per sequence, Batch order), padded to the longest and

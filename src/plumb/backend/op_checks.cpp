@@ -386,11 +386,16 @@ std::vector<int32_t> hash_experts(const WeightView& t, std::span<const int32_t> 
   return out;
 }
 
-MoeDims check_moe(const Tensor& x, const Routing& r, const SwiGluWeights& shared) {
+MoeDims check_moe_routing(const Tensor& x, const Routing& r) {
   MoeDims d{x.rows(), x.row_size(), r.experts.rank() == 2 ? r.experts.dim(1) : 0};
   if (r.experts.rank() != 2 || r.experts.dim(0) != d.N || r.weights.numel() != r.experts.numel())
     fail("moe: routing experts {} and weights {} do not fit input {}", r.experts.shape_str(), r.weights.shape_str(),
          x.shape_str());
+  return d;
+}
+
+MoeDims check_moe(const Tensor& x, const Routing& r, const SwiGluWeights& shared) {
+  MoeDims d = check_moe_routing(x, r);
   d.shared_I = check_swiglu(shared, d.D, "shared expert");
   return d;
 }

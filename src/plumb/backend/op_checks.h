@@ -121,6 +121,8 @@ struct MoeDims {
 // The routing and the shared expert; the routed experts are checked by check_swiglu as a call uses
 // them (an expert no row selects may be absent).
 MoeDims check_moe(const Tensor& x, const Routing& r, const SwiGluWeights& shared);
+// The routing alone (moe_terms: no shared expert); shared_I stays 0.
+MoeDims check_moe_routing(const Tensor& x, const Routing& r);
 // One SwiGLU expert's weights (w1, w3 [I, D], w2 [D, I]); returns I. `which` names it in the
 // message ("shared expert", "routed expert 7").
 int64_t check_swiglu(const SwiGluWeights& w, int64_t D, const std::string& which);

@@ -153,8 +153,31 @@ const TensorInfo& Checkpoint::at(const std::string& name) const {
 TensorView Checkpoint::view(const std::string& name) const { return view(at(name)); }
 
 TensorView Checkpoint::view(const TensorInfo& t) const {
+  if (t.shard == kOwnedShard) {
+    const auto it = owned_.find(t.name);
+    if (it == owned_.end() || &it->second->info != &t) fail("{}: tensor {} is not one this checkpoint holds", root_, quote(t.name));
+    return TensorView{&t, it->second->bytes};
+  }
   if (t.shard >= shards_.size()) fail("{}: tensor {} names shard {} of {}", root_, quote(t.name), t.shard, shards_.size());
   return TensorView{&t, shards_[t.shard]->bytes(t)};
+}
+
+void Checkpoint::replace(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<std::byte> bytes) {
+  const auto it = by_name_.find(name);
+  if (it == by_name_.end()) fail("{}: cannot replace tensor {}: the checkpoint has none", root_, quote(name));
+  auto t = std::make_unique<OwnedTensor>();
+  t->info.name = name;
+  t->info.dtype = dtype;
+  t->info.shape = std::move(shape);
+  t->info.shard = kOwnedShard;
+  t->info.nbytes = bytes.size();
+  const uint64_t want = static_cast<uint64_t>(t->info.numel()) * dtype_size(dtype);
+  if (want != bytes.size())
+    fail("{}: tensor {} {} of {} needs {} bytes, got {}", root_, quote(name), t->info.shape_str(), dtype_name(dtype),
+         want, bytes.size());
+  t->bytes = std::move(bytes);
+  it->second = &t->info;
+  owned_[name] = std::move(t);
 }
 
 uint64_t Checkpoint::total_bytes() const {

@@ -94,6 +94,12 @@ class Checkpoint {
 
   static constexpr const char* kIndexName = "model.safetensors.index.json";
 
+  // Puts `bytes` (numel(shape) * dtype size of them, held by the checkpoint from now on) in the
+  // place of tensor `name`, which must exist: a tensor-parallel piece made whole again
+  // (convert/shard.h open_tp_rank). Its TensorInfo::shard is kOwnedShard.
+  void replace(const std::string& name, DType dtype, std::vector<int64_t> shape, std::vector<std::byte> bytes);
+  static constexpr std::size_t kOwnedShard = static_cast<std::size_t>(-1);
+
  private:
   void add_shard(const std::string& file);  // opens it and registers its tensors (no duplicates)
   void open_indexed(const std::string& index_path);
@@ -103,6 +109,11 @@ class Checkpoint {
   std::string root_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::map<std::string, const TensorInfo*> by_name_;
+  struct OwnedTensor {
+    TensorInfo info;
+    std::vector<std::byte> bytes;
+  };
+  std::map<std::string, std::unique_ptr<OwnedTensor>> owned_;  // replace()d tensors
 };
 
 // Writes one safetensors file: tensors laid out in insertion order, header padded with spaces so

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "plumb/format/codecs.h"
 #include "plumb/util/error.h"
 
@@ -106,6 +108,34 @@ std::vector<int64_t> decode_ints(const WeightView& w) {
     }
   }
   return out;
+}
+
+WeightView row_slice(const WeightView& w, int64_t begin, int64_t count) {
+  if (begin < 0 || count < 0 || begin + count > w.rows())
+    fail("{}: rows [{}, {}) are not rows of its {}", w.name, begin, begin + count, w.rows());
+  WeightView v = w;
+  v.name = fmt::format("{} rows {}..{}", w.name, begin, begin + count);
+  v.shape[0] = count;
+  const int64_t cols = w.cols();
+  switch (w.format) {
+    case WeightFormat::Dense:
+      v.data = w.data + static_cast<std::size_t>(begin * cols) * dtype_size(w.dtype);
+      break;
+    case WeightFormat::FP8Block128: {
+      if (begin % 128 != 0 || (count % 128 != 0 && begin + count != w.rows()))
+        fail("{}: rows [{}, {}) cut a 128-row FP8 scale block", w.name, begin, begin + count);
+      v.data = w.data + static_cast<std::size_t>(begin * cols);
+      v.scale = w.scale + static_cast<std::size_t>(begin / 128 * w.scale_shape[1]) * dtype_size(w.scale_dtype);
+      v.scale_shape[0] = (count + 127) / 128;
+      break;
+    }
+    case WeightFormat::FP4Block32:
+      v.data = w.data + static_cast<std::size_t>(begin * cols / 2);
+      v.scale = w.scale + static_cast<std::size_t>(begin * w.scale_shape[1]) * dtype_size(w.scale_dtype);
+      v.scale_shape[0] = count;
+      break;
+  }
+  return v;
 }
 
 }  // namespace plumb

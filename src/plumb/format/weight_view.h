@@ -38,6 +38,10 @@ struct WeightView {
 void decode_rows(const WeightView& w, int64_t row_begin, int64_t row_end, float* out);
 // Whole weight as f32 (for small tensors: norms, biases, hc params, sinks).
 std::vector<float> decode_all(const WeightView& w);
+// Rows [begin, begin + count) of a weight as a view of the same storage (tensor parallelism:
+// a rank's heads of a projection). An FP8 weight's slice must cut whole 128-row scale blocks;
+// a plumb::Error names the weight otherwise.
+WeightView row_slice(const WeightView& w, int64_t begin, int64_t count);
 // I64 / I32 tensors as int64 (tid2eid).
 std::vector<int64_t> decode_ints(const WeightView& w);
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "plumb/model/forward_step_v4.h"
+#include "plumb/model/parallel_ops.h"
 #include "plumb/util/error.h"
 
 namespace plumb::v4 {
@@ -84,7 +85,13 @@ Tensor ForwardV4::indexer_select(int64_t layer, const Tensor& x, const Tensor& q
 
 Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   const AttentionWeights& aw = w_.layers[layer].attn;
-  const int64_t N = st.batch.rows, H = cfg_.num_attention_heads, Dh = cfg_.head_dim, rd = cfg_.qk_rope_head_dim;
+  const int64_t N = st.batch.rows, Dh = cfg_.head_dim, rd = cfg_.qk_rope_head_dim;
+  // --tp: this rank's heads (and their output groups); each output element is computed on one
+  // rank and all-gathered, never summed across ranks (dist/parallel.h).
+  const bool split = !heads_.empty();
+  const int64_t H = split ? local_heads_ : cfg_.num_attention_heads, G = split ? local_groups_ : cfg_.o_groups;
+  const WeightView& wq_b = split ? heads_[layer].wq_b : aw.wq_b;
+  const WeightView& sink = split ? heads_[layer].attn_sink : aw.attn_sink;
   const int64_t m = cfg_.compress_ratio(layer);
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const backend::LinearOpts fp8{1, st.faithful, st.R};  // FP8 weights: act-quant in faithful
@@ -92,7 +99,7 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
 
   // 3.3: low-rank q with a per-head unweighted RMS norm; one shared kv head (K = V).
   const Tensor qr = be_.rms_norm(be_.linear(x, aw.wq_a, fp8), &aw.q_norm, eps, NormMath::F32, st.R);
-  Tensor q = be_.linear(qr, aw.wq_b, fp8).reshaped({N, H, Dh});
+  Tensor q = be_.linear(qr, wq_b, fp8).reshaped({N, H, Dh});
   q = be_.rms_norm(q, nullptr, eps, st.faithful ? NormMath::BF16Steps : NormMath::F32, st.R);
   q = be_.rope(q, st.positions, freq, false, st.R);
   Tensor kv = be_.rms_norm(be_.linear(x, aw.wkv, fp8), &aw.kv_norm, eps, NormMath::F32, st.R);
@@ -115,7 +122,7 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   backend::AttentionParams ap;
   ap.window = cfg_.sliding_window;
   ap.ratio = m;
-  ap.sink = &aw.attn_sink;
+  ap.sink = &sink;
   ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
   ap.bf16_probs = st.faithful;
   ap.prob_block = st.faithful ? 64 : 0;  // the release kernel's online softmax blocks (kernel.py 290)
@@ -146,8 +153,11 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   // a bf16 weight without act-quant in the release).
   o = be_.rope(o, st.positions, freq, true, st.R);
   tap(st, st.prefix + "attn.o", o);
-  const Tensor u = be_.linear(o.reshaped({N, H * Dh}), aw.wo_a, {cfg_.o_groups, false, st.R});
-  return be_.linear(u, aw.wo_b, fp8);
+  // With --tp: this rank's groups of wo_a, gathered, then its rows of wo_b, gathered.
+  const WeightView& wo_a = split ? heads_[layer].wo_a : aw.wo_a;
+  const WeightView& wo_b = split ? heads_[layer].wo_b : aw.wo_b;
+  const Tensor u = gather_heads(be_, par_, be_.linear(o.reshaped({N, H * Dh}), wo_a, {G, false, st.R}));
+  return gather_heads(be_, par_, be_.linear(u, wo_b, fp8));
 }
 
 }  // namespace plumb::v4

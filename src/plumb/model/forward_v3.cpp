@@ -46,6 +46,7 @@
 #include <fmt/format.h>
 
 #include "plumb/model/batch.h"
+#include "plumb/model/parallel_ops.h"
 #include "plumb/model/rope_v4.h"
 #include "plumb/model/state_copy.h"
 #include "plumb/model/tap_emit.h"
@@ -137,14 +138,18 @@ RopeV3 rope_v3_release(const ModelConfig& c) {
   return r;
 }
 
-ForwardV3::ForwardV3(backend::Backend& be, const ModelConfig& cfg, const ModelWeights& weights, Numerics numerics)
+ForwardV3::ForwardV3(backend::Backend& be, const ModelConfig& cfg, const ModelWeights& weights, Numerics numerics,
+                     dist::Parallel* par)
     : be_(be),
       cfg_(cfg),
       w_(weights),
       faithful_(numerics == Numerics::Faithful),
       R_(faithful_ ? backend::Round::BF16 : backend::Round::None),
       rope_(faithful_ ? rope_v3_release(cfg) : rope_v3(cfg)),
-      pool_(be) {
+      pool_(be),
+      par_(par),
+      heads_(splits_heads(par) ? par->heads(cfg.num_attention_heads, "attention heads")
+                               : dist::Range{0, cfg.num_attention_heads}) {
   if (cfg.arch != Arch::DeepseekV3) fail("the V3 forward needs a deepseek_v3 config, got {}", arch_name(cfg.arch));
   if (cfg.scoring_func != "sigmoid") fail("config: scoring_func '{}' is not supported (V3 uses sigmoid)", cfg.scoring_func);
   if (!cfg.norm_topk_prob) fail("config: norm_topk_prob false is not supported");
@@ -185,6 +190,8 @@ ForwardV3::ForwardV3(backend::Backend& be, const ModelConfig& cfg, const ModelWe
     }
     a.k_t_view = f32_view("absorbed K^T", a.k_t, H * R, dn);
     a.v_view = f32_view("absorbed V", a.v, H * dv, R);
+    a.k_t_heads = row_slice(a.k_t_view, heads_.begin * R, heads_.size() * R);
+    a.v_heads = row_slice(a.v_view, heads_.begin * dv, heads_.size() * dv);
   }
 }
 
@@ -204,7 +211,10 @@ Tensor ForwardV3::attention(int64_t l, const Tensor& x, const backend::Batch& b,
                             const backend::BlockTables& tables) {
   const MlaWeights& a = w_.layers[l].attn;
   const Absorbed& ab = absorbed_[l];
-  const int64_t N = x.rows(), H = cfg_.num_attention_heads, R = cfg_.kv_lora_rank;
+  // --tp: this rank's heads; q_b_proj stays whole (its FP8 blocks need not fall on head
+  // boundaries), the absorbed per-head projections and the attention run on the rank's heads and
+  // their outputs are gathered before o_proj.
+  const int64_t N = x.rows(), H = heads_.size(), R = cfg_.kv_lora_rank;
   const int64_t dn = cfg_.qk_nope_head_dim, dr = cfg_.qk_rope_head_dim;
   // HF builds q_a_layernorm and kv_a_layernorm with its class default eps, not rms_norm_eps (the
   // release uses its RMSNorm default 1e-6 too).
@@ -214,6 +224,7 @@ Tensor ForwardV3::attention(int64_t l, const Tensor& x, const backend::Batch& b,
   const backend::LinearOpts lin{.out = R16, .bf16_weight = faithful_};  // {} in reference
 
   Tensor q = be_.linear(be_.rms_norm(be_.linear(x, a.q_a_proj, lin), &a.q_a_layernorm, eps, F32, R16), a.q_b_proj, lin);
+  if (H != cfg_.num_attention_heads) q = be_.columns(q, heads_.begin * (dn + dr), H * (dn + dr));
   q = q.reshaped({N * H, dn + dr});
   // HF multiplies cos and sin by the YaRN attention factor, i.e. scales the rotated vectors (the
   // release does not: rope_v3_release has rope_scale 1).
@@ -222,7 +233,7 @@ Tensor ForwardV3::attention(int64_t l, const Tensor& x, const backend::Batch& b,
     return rope_.rope_scale == 1.f ? r : be_.scale(r, rope_.rope_scale, R16);
   };
   const Tensor q_pe = rotate(be_.columns(q, dn, dr).reshaped({N, H, dr}));
-  const Tensor q_lat = be_.linear(be_.columns(q, 0, dn).reshaped({N, H * dn}), ab.k_t_view,
+  const Tensor q_lat = be_.linear(be_.columns(q, 0, dn).reshaped({N, H * dn}), ab.k_t_heads,
                                   {.groups = H, .out = R16, .bf16_weight = faithful_});
 
   const Tensor kv = be_.linear(x, a.kv_a_proj_with_mqa, lin);
@@ -236,8 +247,8 @@ Tensor ForwardV3::attention(int64_t l, const Tensor& x, const backend::Batch& b,
   be_.paged_write(kpe_c, tables, k_pe, runs);
   const Tensor o_lat = be_.mla_attention(q_lat.reshaped({N, H, R}), q_pe, b, lat_c, kpe_c, tables,
                                          backend::MlaParams{rope_.softmax_scale, R16});
-  const Tensor o =
-      be_.linear(o_lat.reshaped({N, H * R}), ab.v_view, {.groups = H, .out = R16, .bf16_weight = faithful_});
+  const Tensor o = gather_heads(
+      be_, par_, be_.linear(o_lat.reshaped({N, H * R}), ab.v_heads, {.groups = H, .out = R16, .bf16_weight = faithful_}));
   return be_.linear(o, a.o_proj, lin);
 }
 
@@ -270,7 +281,7 @@ Tensor ForwardV3::ffn(int64_t l, const Tensor& x) {
   const backend::Routing r = be_.route(x, no_ids, rp);
   std::vector<backend::SwiGluWeights> experts;
   for (const MlpWeights& e : L.moe.experts) experts.push_back(swiglu(e));
-  return be_.moe(x, r, experts, swiglu(L.moe.shared), mp);
+  return parallel_moe(be_, par_, x, r, experts, swiglu(L.moe.shared), mp);
 }
 
 Tensor ForwardV3::forward(std::span<const SequenceStep> batch, const Taps& taps) {

@@ -49,8 +49,9 @@ RopeV3 rope_v3_release(const ModelConfig& cfg);
 class ForwardV3 {
  public:
   // `cfg` and `weights` must outlive this object.
+  // `par`: the multi-process layout (dist/parallel.h; null: one process), outliving this object.
   ForwardV3(backend::Backend& be, const ModelConfig& cfg, const ModelWeights& weights,
-            Numerics numerics = Numerics::Reference);
+            Numerics numerics = Numerics::Reference, dist::Parallel* par = nullptr);
 
   SequenceState new_sequence() const;
 
@@ -71,6 +72,7 @@ class ForwardV3 {
                      // faithful profile rounds them to bf16 in the linear, as weight_dequant does)
     std::vector<float> k_t, v;  // [H * R, nope] (K_h transposed) and [H * v, R]
     WeightView k_t_view, v_view;
+    WeightView k_t_heads, v_heads;  // --tp: this rank's heads' rows of the two views
   };
   backend::Tensor attention(int64_t layer, const backend::Tensor& x, const backend::Batch& b,
                             const backend::Tensor& positions, const backend::BlockTables& tables);
@@ -86,6 +88,8 @@ class ForwardV3 {
   std::vector<Absorbed> absorbed_;  // per layer
   KvPool pool_;
   std::vector<int> latent_cache_, k_pe_cache_;  // per layer: the pool's cache indices
+  dist::Parallel* par_ = nullptr;
+  dist::Range heads_;  // this rank's attention heads (all of them without --tp)
 };
 
 }  // namespace plumb::v3

@@ -8,6 +8,7 @@
 
 #include "plumb/model/batch.h"
 #include "plumb/model/forward_step_v4.h"
+#include "plumb/model/parallel_ops.h"
 #include "plumb/model/rope_v4.h"
 #include "plumb/model/tap_emit.h"
 #include "plumb/util/error.h"
@@ -17,8 +18,9 @@ namespace plumb::v4 {
 using backend::Round;
 using backend::Tensor;
 
-ForwardV4::ForwardV4(backend::Backend& be, const ModelConfig& cfg, const ModelWeights& weights, Numerics numerics)
-    : be_(be), cfg_(cfg), w_(weights), numerics_(numerics), pool_(be) {
+ForwardV4::ForwardV4(backend::Backend& be, const ModelConfig& cfg, const ModelWeights& weights, Numerics numerics,
+                     dist::Parallel* par)
+    : be_(be), cfg_(cfg), w_(weights), numerics_(numerics), pool_(be), par_(par) {
   if (cfg.arch != Arch::DeepseekV4) fail("the V4 forward needs a deepseek_v4 config, got {}", arch_name(cfg.arch));
   if (cfg.scoring_func != "sqrtsoftplus") fail("config: scoring_func '{}' is not supported (V4 uses sqrtsoftplus)", cfg.scoring_func);
   if (cfg.num_key_value_heads != 1) fail("config: V4 attention has one shared KV head, got {}", cfg.num_key_value_heads);
@@ -30,6 +32,17 @@ ForwardV4::ForwardV4(backend::Backend& be, const ModelConfig& cfg, const ModelWe
     index_cache_.push_back(m == 4 ? pool_.add(l, m, cfg.index_head_dim, KvPool::Kind::kIndexKey) : -1);
   }
   pool_.set_storage(default_kv_storage(cfg.arch, numerics));
+  if (splits_heads(par)) {  // heads [h0, h1) and their output groups; wo_b by output rows
+    const dist::Range h = par->heads(cfg.num_attention_heads, "attention heads");
+    const dist::Range g = par->heads(cfg.o_groups, "o_groups");
+    const dist::Range d = par->heads(cfg.hidden_size, "hidden_size (wo_b rows)");
+    local_heads_ = h.size();
+    local_groups_ = g.size();
+    const int64_t Dh = cfg.head_dim, R = cfg.o_lora_rank;
+    for (const LayerWeights& L : weights.layers)
+      heads_.push_back({row_slice(L.attn.wq_b, h.begin * Dh, h.size() * Dh), row_slice(L.attn.attn_sink, h.begin, h.size()),
+                        row_slice(L.attn.wo_a, g.begin * R, g.size() * R), row_slice(L.attn.wo_b, d.begin, d.size())});
+  }
 }
 
 SequenceState ForwardV4::new_sequence() const {
@@ -80,7 +93,7 @@ Tensor ForwardV4::ffn(int64_t layer, const Tensor& x, Step& st) {
   mp.clamp_shared = !st.faithful;
   mp.act_fp8 = st.faithful;
   mp.round = st.R;
-  return be_.moe(x, r, experts, {&m.shared.w1, &m.shared.w2, &m.shared.w3}, mp);
+  return parallel_moe(be_, par_, x, r, experts, {&m.shared.w1, &m.shared.w2, &m.shared.w3}, mp);
 }
 
 Tensor ForwardV4::forward(std::span<const SequenceStep> batch, const Taps& taps) {

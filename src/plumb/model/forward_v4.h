@@ -22,7 +22,9 @@ namespace plumb::v4 {
 class ForwardV4 {
  public:
   // `cfg` and `weights` must outlive this object.
-  ForwardV4(backend::Backend& be, const ModelConfig& cfg, const ModelWeights& weights, Numerics numerics);
+  // `par`: the multi-process layout (dist/parallel.h; null: one process), outliving this object.
+  ForwardV4(backend::Backend& be, const ModelConfig& cfg, const ModelWeights& weights, Numerics numerics,
+            dist::Parallel* par = nullptr);
 
   // A fresh sequence at position 0 (compressor state kv = 0, score = -inf).
   SequenceState new_sequence() const;
@@ -54,6 +56,12 @@ class ForwardV4 {
   std::vector<backend::Tensor> inv_freq_;  // per layer [rope_dim / 2]
   KvPool pool_;
   std::vector<int> compressed_cache_, index_cache_;  // per layer: the pool's cache index, -1 none
+  dist::Parallel* par_ = nullptr;
+  struct HeadSlices {  // --tp: this rank's rows of the head-split attention weights
+    WeightView wq_b, attn_sink, wo_a, wo_b;
+  };
+  std::vector<HeadSlices> heads_;  // per layer; empty without head splitting
+  int64_t local_heads_ = 0, local_groups_ = 0;
 };
 
 }  // namespace plumb::v4

@@ -10,10 +10,11 @@
 
 namespace plumb {
 
-std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt) {
+std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt,
+                                  std::shared_ptr<dist::Parallel> parallel) {
   switch (load_model_config(dir).arch) {  // the one switch on the architecture
-    case Arch::DeepseekV4: return v4::ModelV4::load(dir, opt);
-    case Arch::DeepseekV3: return v3::ModelV3::load(dir, opt);
+    case Arch::DeepseekV4: return v4::ModelV4::load(dir, opt, std::move(parallel));
+    case Arch::DeepseekV3: return v3::ModelV3::load(dir, opt, std::move(parallel));
   }
   fail("{}: no model implements this architecture", dir);
 }

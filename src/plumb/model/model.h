@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "plumb/backend/backend.h"
+#include "plumb/dist/parallel.h"
 #include "plumb/format/config.h"
 #include "plumb/model/numerics.h"
 #include "plumb/model/taps.h"
@@ -136,7 +137,10 @@ class Model {
 };
 
 // Loads the checkpoint in `dir` with the implementation of its architecture.
-std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt);
+// With `parallel` (a multi-process layout, dist/parallel.h; null: one process) the model binds
+// only this rank's routed experts and splits its layers as the layout says; it keeps `parallel`.
+std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt,
+                                  std::shared_ptr<dist::Parallel> parallel = nullptr);
 
 // The batch rows holding each sequence's last new token (the rows generation needs).
 std::vector<int64_t> last_rows(std::span<const SequenceStep> batch);

@@ -18,7 +18,10 @@ struct Traits {
   static constexpr Arch kArch = Arch::DeepseekV3;
   static constexpr const char* kName = "ModelV3";
   static constexpr const char* kResidualTap = "residual";
-  static Weights bind(const Checkpoint& c, const ModelConfig& cfg) { return bind_weights(c, cfg); }
+  static Weights bind(const Checkpoint& c, const ModelConfig& cfg, BindReport* report = nullptr) {
+    return bind_weights(c, cfg, report);
+  }
+  static auto& routed_experts(LayerWeights& layer) { return layer.moe.experts; }
   static CacheSpec cache_spec(const ModelConfig& cfg) { return cache_spec_v3(cfg); }
 };
 

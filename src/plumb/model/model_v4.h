@@ -16,7 +16,10 @@ struct Traits {
   static constexpr Arch kArch = Arch::DeepseekV4;
   static constexpr const char* kName = "ModelV4";
   static constexpr const char* kResidualTap = "hc";  // the mHC streams after each layer
-  static Weights bind(const Checkpoint& c, const ModelConfig& cfg) { return bind_weights(c, cfg); }
+  static Weights bind(const Checkpoint& c, const ModelConfig& cfg, BindReport* report = nullptr) {
+    return bind_weights(c, cfg, report);
+  }
+  static auto& routed_experts(LayerWeights& layer) { return layer.ffn.experts; }
   static CacheSpec cache_spec(const ModelConfig& cfg) { return cache_spec_v4(cfg); }
 };
 

@@ -74,8 +74,9 @@ class LoadedModel final : public EngineModel {
 
 }  // namespace
 
-std::unique_ptr<EngineModel> load_engine_model(const std::string& dir, const LoadOptions& options) {
-  return std::make_unique<LoadedModel>(load_model(dir, options), safetensors_bytes(dir));
+std::unique_ptr<EngineModel> load_engine_model(const std::string& dir, const LoadOptions& options,
+                                               std::shared_ptr<dist::Parallel> parallel) {
+  return std::make_unique<LoadedModel>(load_model(dir, options, std::move(parallel)), safetensors_bytes(dir));
 }
 
 }  // namespace plumb::runtime

@@ -63,6 +63,7 @@ class EngineModel {
 };
 
 // Loads a deepseek_v4 or deepseek_v3 checkpoint directory (dispatch on config.json model_type).
-std::unique_ptr<EngineModel> load_engine_model(const std::string& dir, const LoadOptions& options);
+std::unique_ptr<EngineModel> load_engine_model(const std::string& dir, const LoadOptions& options,
+                                               std::shared_ptr<dist::Parallel> parallel = nullptr);
 
 }  // namespace plumb::runtime

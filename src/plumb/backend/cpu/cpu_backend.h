@@ -82,6 +82,10 @@ class CpuBackend final : public Backend {
   Routing route(const Tensor& x, const Tensor& ids, const RouteParams& p) override;
   Tensor moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts, const SwiGluWeights& shared,
              const MoeParams& p) override;
+  Tensor moe_terms(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts,
+                   std::pair<int64_t, int64_t> owned, const MoeParams& p) override;
+  Tensor moe_combine(const Tensor& x, const Routing& r, const Tensor& terms, const SwiGluWeights& shared,
+                     const MoeParams& p) override;
 
  private:
   ThreadPool pool_;

@@ -13,6 +13,7 @@
 #include "plumb/backend/cpu/gemm.h"
 #include "plumb/backend/cpu/simquant.h"
 #include "plumb/backend/cpu/weight_decode.h"
+#include "plumb/util/error.h"
 
 namespace plumb::cpu {
 namespace {
@@ -116,6 +117,52 @@ void swiglu(ThreadPool& pool, const SwiGluWeights& w, int64_t I, const float* x,
   apply_round(out, M * D, round);
 }
 
+// The (token, slot) pairs routed to expert e, in (token, slot) order, and their weights.
+void slots_of(const int32_t* ex, const float* wt, int64_t N, int64_t K, int64_t e, std::vector<int64_t>& slots,
+              std::vector<float>& ws) {
+  slots.clear();
+  ws.clear();
+  for (int64_t s = 0; s < N * K; ++s)
+    if (ex[s] == e) slots.push_back(s), ws.push_back(wt[s]);
+}
+
+// Expert e on its slots' tokens: ys [M, D] the terms moe() adds (the routing weight applied
+// after w2 with p.weight_after, before it otherwise).
+void expert_terms(ThreadPool& pool, const SwiGluWeights& w, int64_t e, const float* x, std::span<const int64_t> slots,
+                  std::span<const float> ws, int64_t K, int64_t D, const MoeParams& p, SumOrder order,
+                  std::vector<float>& ys) {
+  const int64_t M = static_cast<int64_t>(slots.size());
+  std::vector<float> xs(static_cast<std::size_t>(M * D));
+  ys.resize(xs.size());
+  for (int64_t i = 0; i < M; ++i)
+    std::memcpy(&xs[i * D], x + slots[i] / K * D, static_cast<std::size_t>(D) * sizeof(float));
+  const int64_t I = check_swiglu(w, D, fmt::format("routed expert {}", e));
+  swiglu(pool, w, I, xs.data(), M, D, ws.data(), p.swiglu_limit, p, order, ys.data());
+  if (p.weight_after)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t d = 0; d < D; ++d) ys[i * D + d] = ys[i * D + d] * ws[i];
+}
+
+// acc += term (bf16 accumulation: y[idx] += expert(x[idx]) * weight, y a bf16 tensor).
+void accumulate(float* acc, const float* term, int64_t D, const MoeParams& p) {
+  if (p.accumulate == Round::BF16) {
+    for (int64_t d = 0; d < D; ++d) acc[d] = round_bf16(acc[d] + round_bf16(term[d]));
+  } else {
+    for (int64_t d = 0; d < D; ++d) acc[d] += term[d];
+  }
+}
+
+// acc (the routed sums) + the shared expert, rounded as the op's output.
+Tensor add_shared(ThreadPool& pool, const std::vector<float>& acc, const float* x, const SwiGluWeights& shared,
+                  int64_t shared_I, int64_t N, int64_t D, const MoeParams& p, SumOrder order, Tensor y) {
+  std::vector<float> ys(static_cast<std::size_t>(N * D));
+  swiglu(pool, shared, shared_I, x, N, D, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p, order, ys.data());
+  float* yp = f32(y);
+  for (int64_t i = 0; i < N * D; ++i) yp[i] = acc[i] + ys[i];
+  apply_round(yp, N * D, p.round);
+  return y;
+}
+
 }  // namespace
 
 Tensor CpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts,
@@ -125,44 +172,59 @@ Tensor CpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGlu
   const int32_t* ex = i32(r.experts, "routed experts");
   const float* wt = f32(r.weights, "routing weights");
   const float* xp = f32(x, "moe input");
-  std::vector<float> acc(static_cast<std::size_t>(N * D), 0.f), xs, ws, ys;
+  std::vector<float> acc(static_cast<std::size_t>(N * D), 0.f), ws, ys;
+  std::vector<int64_t> slots;
   // Expert by expert in id order, so each token's sum runs over its experts in id order.
   for (int64_t e = 0; e < E; ++e) {
-    std::vector<int64_t> rows;
-    ws.clear();
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k)
-        if (ex[n * K + k] == e) rows.push_back(n), ws.push_back(wt[n * K + k]);
-    if (rows.empty()) continue;
-    const int64_t M = static_cast<int64_t>(rows.size());
-    xs.resize(static_cast<std::size_t>(M * D));
-    ys.resize(xs.size());
-    for (int64_t i = 0; i < M; ++i) std::memcpy(&xs[i * D], xp + rows[i] * D, static_cast<std::size_t>(D) * sizeof(float));
-    const int64_t I = check_swiglu(experts[e], D, fmt::format("routed expert {}", e));
-    swiglu(pool(), experts[e], I, xs.data(), M, D, ws.data(), p.swiglu_limit, p, order(kLinear), ys.data());
-    if (p.weight_after || p.accumulate == Round::BF16) {
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t d = 0; d < D; ++d) {
-          float term = p.weight_after ? ys[i * D + d] * ws[i] : ys[i * D + d];
-          float& a = acc[rows[i] * D + d];
-          if (p.accumulate == Round::BF16) {
-            a = round_bf16(a + round_bf16(term));  // y[idx] += expert(x[idx]) * weight, y in bf16
-          } else {
-            a += term;
-          }
-        }
-    } else {
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t d = 0; d < D; ++d) acc[rows[i] * D + d] += ys[i * D + d];
-    }
+    slots_of(ex, wt, N, K, e, slots, ws);
+    if (slots.empty()) continue;
+    expert_terms(pool(), experts[e], e, xp, slots, ws, K, D, p, order(kLinear), ys);
+    for (std::size_t i = 0; i < slots.size(); ++i) accumulate(&acc[slots[i] / K * D], &ys[i * D], D, p);
   }
-  ys.resize(static_cast<std::size_t>(N * D));
-  swiglu(pool(), shared, d.shared_I, xp, N, D, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p, order(kLinear), ys.data());
-  Tensor y = new_f32({N, D});
-  float* yp = f32(y);
-  for (int64_t i = 0; i < N * D; ++i) yp[i] = acc[i] + ys[i];
-  apply_round(yp, N * D, p.round);
-  return y;
+  return add_shared(pool(), acc, xp, shared, d.shared_I, N, D, p, order(kLinear), new_f32({N, D}));
+}
+
+Tensor CpuBackend::moe_terms(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts,
+                             std::pair<int64_t, int64_t> owned, const MoeParams& p) {
+  const MoeDims d = check_moe_routing(x, r);
+  const int64_t N = d.N, D = d.D, K = d.K, E = static_cast<int64_t>(experts.size());
+  if (owned.first < 0 || owned.first > owned.second || owned.second > E)
+    fail("moe_terms: owned experts [{}, {}) are not a range of the {} experts", owned.first, owned.second, E);
+  const int32_t* ex = i32(r.experts, "routed experts");
+  const float* wt = f32(r.weights, "routing weights");
+  int64_t M = 0;  // row_of: this call's output row of each owned slot, in (token, slot) order
+  std::vector<int64_t> row_of(static_cast<std::size_t>(N * K), -1);
+  for (int64_t s = 0; s < N * K; ++s)
+    if (ex[s] >= owned.first && ex[s] < owned.second) row_of[s] = M++;
+  Tensor out = new_f32({M, D});
+  std::vector<float> ws, ys;
+  std::vector<int64_t> slots;
+  for (int64_t e = owned.first; e < owned.second; ++e) {
+    slots_of(ex, wt, N, K, e, slots, ws);
+    if (slots.empty()) continue;
+    expert_terms(pool(), experts[e], e, f32(x, "moe input"), slots, ws, K, D, p, order(kLinear), ys);
+    for (std::size_t i = 0; i < slots.size(); ++i)
+      std::memcpy(f32(out) + row_of[slots[i]] * D, &ys[i * D], static_cast<std::size_t>(D) * sizeof(float));
+  }
+  return out;
+}
+
+Tensor CpuBackend::moe_combine(const Tensor& x, const Routing& r, const Tensor& terms, const SwiGluWeights& shared,
+                               const MoeParams& p) {
+  const MoeDims d = check_moe(x, r, shared);
+  const int64_t N = d.N, D = d.D, K = d.K;
+  if (terms.rank() != 2 || terms.dim(0) != N * K || terms.dim(1) != D)
+    fail("moe_combine: terms {} must be [N * K = {}, D = {}]", terms.shape_str(), N * K, D);
+  const int32_t* ex = i32(r.experts, "routed experts");
+  const float* tp = f32(terms, "expert terms");
+  std::vector<float> acc(static_cast<std::size_t>(N * D), 0.f);
+  std::vector<int64_t> by_expert(static_cast<std::size_t>(K));
+  for (int64_t n = 0; n < N; ++n) {  // moe()'s order: by expert id, then slot
+    std::iota(by_expert.begin(), by_expert.end(), n * K);
+    std::stable_sort(by_expert.begin(), by_expert.end(), [&](int64_t a, int64_t b) { return ex[a] < ex[b]; });
+    for (int64_t s : by_expert) accumulate(&acc[n * D], tp + s * D, D, p);
+  }
+  return add_shared(pool(), acc, f32(x, "moe input"), shared, d.shared_I, N, D, p, order(kLinear), new_f32({N, D}));
 }
 
 }  // namespace plumb::cpu
