@@ -14,6 +14,7 @@
 #include "plumb/runtime/engine_model.h"
 #include "plumb/util/error.h"
 #include "plumb/util/progress.h"
+#include "plumb/util/read_file.h"
 
 namespace plumb::cli {
 
@@ -34,12 +35,12 @@ struct Line {
 
 // The non-blank lines of the input.
 std::vector<Line> read_lines(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("{}: cannot open the input file", path);
+  std::ifstream in = open_regular_stream(path, "input file");
   std::vector<Line> lines;
   std::size_t number = 0;
-  for (std::string s; std::getline(in, s);)
+  for (std::string s; read_line(in, s, fmt::format("{}:{}", path, number + 1));)
     if (++number, s.find_first_not_of(" \t\r") != std::string::npos) lines.push_back({number, s, {}, {}, {}});
+  if (in.bad()) fail("{}: read error after {} lines", path, number);
   return lines;
 }
 
@@ -73,7 +74,8 @@ void write_results(const std::vector<Line>& lines, const std::string& path, cons
   for (const Line& l : lines) {
     const nlohmann::ordered_json rec = l.error.empty() ? batch_result(l.id, l.result) : batch_error(l.id, l.error);
     errors += rec.contains("error");
-    out << rec.dump() << '\n';
+    // An error can quote the line, and the line need not be UTF-8: replace what is not.
+    out << rec.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   }
   if (!out.flush()) fail("{}: write failed", path);
   std::fprintf(stderr, "batch: %zu requests (%zu errors), %lld prompt + %lld generated tokens, %lld steps, %lld preemptions -> %s\n",

@@ -151,7 +151,7 @@ TEST_F(BenchServe, BadUrlsAndRefusedConnectionsAreClearErrors) {
   }
   r = bench("--dataset file --dataset-path " + (scratch_ / "missing.jsonl").string());
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("missing.jsonl: cannot open the file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("missing.jsonl: cannot open --dataset-path file: No such file"), std::string::npos) << r.err;
 }
 
 }  // namespace
