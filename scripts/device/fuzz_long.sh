@@ -9,7 +9,8 @@
 # summary.txt, and artifacts.tar.gz (the inputs that crashed, if any) + logs.tar.gz; the final
 # corpora go to corpus.tar.gz (merge them into tests/fuzz/corpus with scripts/fuzz.sh --long
 # --merge, or keep only the coverage numbers). Exit 1 when a target crashed or missed its
-# executions. Try it here first with tiny numbers: FUZZ_EXECS=2000 FUZZ_JOBS=2 OUT=/tmp/o scripts/device/fuzz_long.sh
+# executions. FUZZ_TARGETS="config_fuzz npy_fuzz" runs only those (10M executions of every
+# target do not fit one call: docs/CORRECTNESS.md, "Long fuzzing runs"). Try it here first with tiny numbers: FUZZ_EXECS=2000 FUZZ_JOBS=2 OUT=/tmp/o scripts/device/fuzz_long.sh
 set -uo pipefail
 EXECS=${FUZZ_EXECS:-10000000}
 JOBS=${FUZZ_JOBS:-$(nproc)}
@@ -29,6 +30,8 @@ order=(config_fuzz npy_fuzz safetensors_header_fuzz chat_output_fuzz tokenizer_e
 targets=()
 for t in "${order[@]}"; do [ -x "$dev/bin/$t" ] && targets+=("$t"); done
 for b in "$dev"/bin/*_fuzz; do t=$(basename "$b"); [[ " ${targets[*]} " == *" $t "* ]] || targets+=("$t"); done
+# FUZZ_TARGETS="a b": only those (in that order), to split the targets over several calls.
+if [ -n "${FUZZ_TARGETS:-}" ]; then read -ra targets <<< "$FUZZ_TARGETS"; fi
 printf 'target\texecs\tseconds\texecs_per_s\tcrashes\tcov\tft\tcorpus\n' > "$FINAL/fuzz_long.tsv"
 start=$(date +%s) rc=0 left=${#targets[@]}
 for t in "${targets[@]}"; do
@@ -42,7 +45,7 @@ for t in "${targets[@]}"; do
   stats=$(echo "$line" | grep '^fuzz-long: ' | head -1)
   val() { echo "$stats" | grep -oE "$1=[0-9.]+" | cut -d= -f2; }
   execs=$(val execs) secs=$(val seconds)
-  rate=$(awk -v e="${execs:-0}" -v s="${secs:-0}" 'BEGIN {printf "%d", s > 0 ? e / s : 0}')
+  rate=$(awk -v e="${execs:-0}" -v s="${secs:-0}" 'BEGIN {printf "%d", (s > 0) ? e / s : 0}')
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "${execs:-0}" "${secs:-0}" "$rate" "$(val crashes)" "$(val cov)" "$(val ft)" \
     "$(val corpus)" >> "$FINAL/fuzz_long.tsv"
   if [ "$status" -ne 0 ]; then rc=1; fi
