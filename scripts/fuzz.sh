@@ -6,6 +6,8 @@
 #   inputs go to build-fuzz/tests/fuzz/corpus-scratch/<target> and crashes to
 #   build-fuzz/tests/fuzz/crash-*. Prints one line per target with its executions.
 #
+# Build only: scripts/fuzz.sh --build [target...]   (scripts/device/fuzz_bundle.sh packs the result)
+#
 # Long mode: scripts/fuzz.sh --long (--execs N | --seconds S) [--jobs J] [--merge] [target...]
 #   Runs J independent fuzzing processes per target (libFuzzer -jobs/-workers; default J = nproc),
 #   each for N/J executions or S seconds, sharing a working corpus that starts from the committed
@@ -13,15 +15,19 @@
 #   corpus (build-fuzz/tests/fuzz/long/<target>/merged), or with --merge into
 #   tests/fuzz/corpus/<target> itself (commit it). Prints the target's total executions,
 #   executions per second and the corpus growth; any crash, leak, timeout or out-of-memory fails
-#   the run and names the artifact.
+#   the run and names the artifact. The run itself is scripts/fuzz-long-target.sh (binaries only),
+#   which scripts/device/fuzz_long.sh runs on the GPU machine's 16 cores.
 #
 # Set JOBS to limit build parallelism; FUZZ_NICE (e.g. 19) runs the fuzzers at low priority.
 # Afterwards `ctest --test-dir build-fuzz/tests/fuzz` runs the 10 s smoke test of each target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ALL_TARGETS=(safetensors_header_fuzz npy_fuzz config_fuzz tokenizer_json_fuzz tokenizer_encode_fuzz)
-LONG=0 EXECS=0 LONG_SECONDS=0 FUZZ_JOBS=$(nproc) MERGE=0
-if [ "${1:-}" = "--long" ]; then
+ALL_TARGETS=(safetensors_header_fuzz npy_fuzz config_fuzz tokenizer_json_fuzz tokenizer_encode_fuzz chat_request_fuzz chat_output_fuzz)
+LONG=0 EXECS=0 LONG_SECONDS=0 FUZZ_JOBS=$(nproc) MERGE=0 BUILD_ONLY=0
+if [ "${1:-}" = "--build" ]; then
+  BUILD_ONLY=1
+  shift
+elif [ "${1:-}" = "--long" ]; then
   LONG=1
   shift
   while [ $# -gt 0 ]; do
@@ -51,6 +57,7 @@ CC=${FUZZ_CC:-clang} CXX=${FUZZ_CXX:-clang++} cmake -S . -B "$BUILD_DIR" -G Ninj
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPLUMB_BUILD_FUZZ=ON -DPLUMB_BUILD_TESTS=OFF -DPLUMB_BUILD_BENCH=OFF \
   -DPLUMB_GPU=OFF >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}"
+[ "$BUILD_ONLY" = 1 ] && exit 0
 out="$BUILD_DIR/tests/fuzz"
 FLAGS=(-timeout=10 -rss_limit_mb=2048 -print_final_stats=1)
 
@@ -64,30 +71,11 @@ run_short() {  # target
 }
 
 run_long() {  # target
-  local t=$1 work="$out/long/$1"
-  local bin
-  bin=$(cd "$out" && pwd)/$t
-  rm -rf "$work"
-  mkdir -p "$work/corpus" "$work/logs" "$work/artifacts"
-  cp "tests/fuzz/corpus/$t/"* "$work/corpus/"
-  local budget=(-max_total_time="$LONG_SECONDS")
-  [ "$EXECS" -gt 0 ] && budget=(-runs=$(( (EXECS + FUZZ_JOBS - 1) / FUZZ_JOBS )))
-  local dict artifacts corpus start rc=0
-  dict=$(pwd)/tests/fuzz/$t.dict artifacts=$(cd "$work/artifacts" && pwd)/ corpus=$(cd "$work/corpus" && pwd)
-  start=$(date +%s)
-  # -jobs writes each job's output to fuzz-<job>.log in the working directory.
-  (cd "$work/logs" && nice -n "${FUZZ_NICE:-0}" "$bin" -jobs="$FUZZ_JOBS" -workers="$FUZZ_JOBS" "${budget[@]}" \
-     "${FLAGS[@]}" -dict="$dict" -artifact_prefix="$artifacts" "$corpus" > parent.log 2>&1) || rc=$?
-  local seconds=$(( $(date +%s) - start ))
-  local found
-  found=$(ls "$work/artifacts")
-  if [ "$rc" -ne 0 ] || [ -n "$found" ] || grep -lE '^==[0-9]+==ERROR|^SUMMARY: (Address|UndefinedBehavior)Sanitizer' "$work"/logs/fuzz-*.log >/dev/null 2>&1; then
-    tail -40 "$work"/logs/fuzz-*.log
-    echo "fuzz.sh: $t FAILED (exit $rc; artifacts in $work/artifacts: ${found:-none})"
-    exit 1
-  fi
-  local execs
-  execs=$(cat "$work"/logs/fuzz-*.log | awk '/stat::number_of_executed_units/ {n += $2} END {print n + 0}')
+  local t=$1 work="$out/long/$1" budget=(--seconds "$LONG_SECONDS") line
+  [ "$EXECS" -gt 0 ] && budget=(--execs "$EXECS")
+  line=$(scripts/fuzz-long-target.sh "$out/$t" "tests/fuzz/$t.dict" "tests/fuzz/corpus/$t" "$work" "${budget[@]}" --jobs "$FUZZ_JOBS") ||
+    { echo "$line"; echo "fuzz.sh: $t FAILED"; exit 1; }
+  echo "$line"
   local before merged="tests/fuzz/corpus/$t"
   before=$(ls "$merged" | wc -l)
   if [ "$MERGE" = 0 ]; then
@@ -95,10 +83,10 @@ run_long() {  # target
     mkdir -p "$merged"
     cp "tests/fuzz/corpus/$t/"* "$merged/"
   fi
-  "$bin" -set_cover_merge=1 "${FLAGS[@]}" "$merged" "$corpus" > "$work/logs/merge.log" 2>&1 ||
+  "$out/$t" -set_cover_merge=1 "${FLAGS[@]}" "$merged" "$work/corpus" > "$work/logs/merge.log" 2>&1 ||
     { tail -20 "$work/logs/merge.log"; echo "fuzz.sh: $t merge FAILED"; exit 1; }
-  echo "fuzz.sh: long: $t: $execs executions in $seconds s ($(( execs / (seconds > 0 ? seconds : 1) )) exec/s," \
-       "$FUZZ_JOBS jobs), corpus $before -> $(ls "$merged" | wc -l) files in $merged, no crash"
+  echo "fuzz.sh: long: $t: $(echo "$line" | grep -oE 'execs=[0-9]+ seconds=[0-9.]+') ($FUZZ_JOBS jobs)," \
+       "corpus $before -> $(ls "$merged" | wc -l) files in $merged, no crash"
 }
 
 for t in "${TARGETS[@]}"; do

@@ -2,7 +2,9 @@
 # The unit tests under sanitizers, CPU only (no GPU backend), each in its own build folder:
 #   build-asan: AddressSanitizer + UndefinedBehaviorSanitizer, the whole suite but the slowest
 #               golden tests (SAN_EXCLUDE); any UB report aborts its test, so it fails the run.
-#   build-tsan: ThreadSanitizer, the tests labelled `concurrency` (tests/CMakeLists.txt).
+#   build-tsan: ThreadSanitizer, the tests labelled `concurrency`: the plumb_concurrency_tests
+#               binary (tests/CMakeLists.txt), built alone with the layers it links, so this
+#               cold build compiles the libraries plus a handful of test files.
 # Usage: scripts/sanitize.sh [asan|tsan|all]   (default all). JOBS limits parallelism.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,16 +17,17 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(cd .. && pwd)}
 # same code as the op tests that stay in.
 SAN_EXCLUDE=${SAN_EXCLUDE:-'V4FaithfulGolden|V3FaithfulGolden|V4Golden|V3Golden|CpuSumOrder.OtherOrders(With|Flip)'}
 
-configure_and_build() {  # dir, sanitizer flags
+configure_and_build() {  # dir, sanitizer flags, targets...
   local dir=$1 flags=$2
+  shift 2
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPLUMB_GPU=OFF -DPLUMB_BUILD_BENCH=OFF \
     -DCMAKE_CXX_FLAGS="$flags -fno-omit-frame-pointer" -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
-  cmake --build "$dir" -j "$JOBS" --target plumb_tests
+  cmake --build "$dir" -j "$JOBS" --target "$@"
 }
 
 run_asan() {
   local start=$(date +%s)
-  configure_and_build build-asan "-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+  configure_and_build build-asan "-fsanitize=address,undefined -fno-sanitize-recover=undefined" plumb_tests plumb_concurrency_tests
   # detect_leaks: a leak fails its test too. halt_on_error: the first UB report ends the process.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -35,7 +38,7 @@ run_asan() {
 
 run_tsan() {
   local start=$(date +%s)
-  configure_and_build build-tsan "-fsanitize=thread"
+  configure_and_build build-tsan "-fsanitize=thread" plumb_concurrency_tests
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -L concurrency | tee build-tsan/ctest.log
   echo "sanitize.sh: tsan: $(grep -E 'tests passed|tests failed' build-tsan/ctest.log | tail -1)" \

@@ -17,16 +17,17 @@ scripts/test-openai-client.sh "$BUILD_DIR" || exit 1
 # The HIP (gfx90a) compile of the GPU backend: same kernel sources, Debian's hipcc, no GPU.
 BUILD_DIR="$BUILD_DIR-hip" scripts/build-hip.sh > "$BUILD_DIR/hip.log" 2>&1 || { tail -40 "$BUILD_DIR/hip.log"; echo "test.sh: HIP build FAILED"; exit 1; }
 echo "test.sh: $(tail -1 "$BUILD_DIR/hip.log")"
-# Bounded fuzz runs of every libFuzzer target (clang + libFuzzer, ASan, UBSan): 24 s each, 2 minutes.
+# Bounded fuzz runs of every libFuzzer target (clang + libFuzzer, ASan, UBSan): 24 s each, 7 targets, ~3 minutes.
 FUZZ_SECONDS=${FUZZ_SECONDS:-24}
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   BUILD_DIR="$BUILD_DIR-fuzz" scripts/fuzz.sh "$FUZZ_SECONDS" > "$BUILD_DIR/fuzz.log" 2>&1 || { tail -40 "$BUILD_DIR/fuzz.log"; echo "test.sh: fuzzing FAILED"; exit 1; }
   grep '^fuzz.sh: ' "$BUILD_DIR/fuzz.log" | sed 's/^fuzz.sh:/test.sh: fuzz/'
 fi
-# The unit tests under ASan + UBSan (CPU only). SANITIZE=all adds the concurrency tests under
-# TSan (a third cold build: on CI's 2 cores the two sanitized builds together would take about
-# 50 minutes of its 90), SANITIZE=tsan runs that alone, SANITIZE=0 neither.
-SANITIZE=${SANITIZE:-asan}
+# The unit tests under ASan + UBSan and the concurrency tests (plumb_concurrency_tests) under
+# TSan, CPU only (docs/CORRECTNESS.md, "Sanitizers": the TSan build compiles the libraries and
+# 7 test files, ~7 minutes cold with its run on 2 cores). SANITIZE=asan or tsan runs one of them,
+# SANITIZE=0 neither.
+SANITIZE=${SANITIZE:-all}
 if [ "$SANITIZE" != 0 ]; then
   scripts/sanitize.sh "$SANITIZE" > "$BUILD_DIR/sanitize.log" 2>&1 || { tail -60 "$BUILD_DIR/sanitize.log"; echo "test.sh: sanitizers FAILED"; exit 1; }
   grep '^sanitize.sh: ' "$BUILD_DIR/sanitize.log" | sed 's/^sanitize.sh:/test.sh:/'

@@ -1,5 +1,6 @@
 #include "batch_lines.h"
 
+#include <cstdint>
 #include <set>
 
 #include "plumb/tokenizer/chat.h"
@@ -19,6 +20,21 @@ T field(const json& line, const char* name, T fallback) {
   } catch (const json::exception&) {
     fail("field '{}' has the wrong type ({})", name, it->type_name());
   }
+}
+
+// An integer field in [lo, hi]. Read wide: nlohmann would truncate 2^32 + 3 into an int (3) and
+// wrap -1 into an unsigned seed, silently changing the request.
+std::int64_t int_field(const json& line, const char* name, std::int64_t lo, std::int64_t hi, std::int64_t fallback) {
+  const auto it = line.find(name);
+  if (it == line.end()) return fallback;
+  if (!it->is_number_integer()) fail("field '{}' must be an integer, got {}", name, it->type_name());
+  // JSON's non-negative integers are unsigned to nlohmann (0 too): compare those as unsigned.
+  const bool out_of_range = it->is_number_unsigned()
+                                ? it->get<std::uint64_t>() > static_cast<std::uint64_t>(hi) ||
+                                      (lo > 0 && it->get<std::uint64_t>() < static_cast<std::uint64_t>(lo))
+                                : it->get<std::int64_t>() < lo || it->get<std::int64_t>() > hi;
+  if (out_of_range) fail("field '{}' must be in [{}, {}], got {}", name, lo, hi, it->dump());
+  return it->get<std::int64_t>();
 }
 
 ChatMessage::Role parse_role(const std::string& role) {
@@ -59,13 +75,13 @@ SamplingParams sampling(const json& line, SamplingParams p) {
   bool asks_to_sample = false;
   for (const char* name : {"temperature", "top_k", "top_p", "min_p"}) asks_to_sample |= line.contains(name);
   p.temperature = field<float>(line, "temperature", p.temperature);
-  p.top_k = field<int>(line, "top_k", p.top_k);
+  p.top_k = static_cast<int>(int_field(line, "top_k", 0, INT32_MAX, p.top_k));
   p.top_p = field<float>(line, "top_p", p.top_p);
   p.min_p = field<float>(line, "min_p", p.min_p);
   p.repetition_penalty = field<float>(line, "repetition_penalty", p.repetition_penalty);
   p.presence_penalty = field<float>(line, "presence_penalty", p.presence_penalty);
   p.frequency_penalty = field<float>(line, "frequency_penalty", p.frequency_penalty);
-  p.seed = field<std::uint64_t>(line, "seed", 0);
+  p.seed = static_cast<std::uint64_t>(int_field(line, "seed", 0, INT64_MAX, 0));
   p.greedy = field<bool>(line, "greedy", p.greedy && !asks_to_sample);
   return p;
 }
@@ -82,15 +98,18 @@ runtime::Request parse_batch_request(const json& line, const Tokenizer& tok, con
     if (!known.count(key)) fail("unknown field '{}'", key);
   runtime::Request r;
   r.prompt = prompt_tokens(line, tok);
-  r.max_tokens = field<std::int64_t>(line, "max_tokens", 256);
+  r.max_tokens = int_field(line, "max_tokens", 1, INT64_MAX, 256);
   r.sampling = sampling(line, defaults);
   if (line.contains("stop"))
     r.stop_strings = line["stop"].is_string() ? std::vector<std::string>{line["stop"].get<std::string>()}
                                               : field<std::vector<std::string>>(line, "stop", {});
-  r.stop_token_ids = field<std::vector<std::uint32_t>>(line, "stop_token_ids", {});
+  for (const std::int64_t id : field<std::vector<std::int64_t>>(line, "stop_token_ids", {})) {
+    if (id < 0 || id > UINT32_MAX) fail("stop_token_ids: {} is not a token id", id);
+    r.stop_token_ids.push_back(static_cast<std::uint32_t>(id));
+  }
   r.ignore_eos = field<bool>(line, "ignore_eos", false);
-  r.priority = field<int>(line, "priority", 0);
-  r.top_logprobs = field<int>(line, "top_logprobs", -1);
+  r.priority = static_cast<int>(int_field(line, "priority", INT32_MIN, INT32_MAX, 0));
+  r.top_logprobs = static_cast<int>(int_field(line, "top_logprobs", -1, 20, -1));
   return r;
 }
 

@@ -17,6 +17,7 @@
 #include "plumb/runtime/engine_model.h"
 #include "plumb/util/error.h"
 #include "plumb/util/progress.h"
+#include "plumb/util/read_file.h"
 
 namespace plumb::cli {
 
@@ -38,12 +39,12 @@ struct Line {
 
 // The non-blank lines of the input.
 std::vector<Line> read_lines(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("{}: cannot open the input file", path);
+  std::ifstream in = open_regular_stream(path, "input file");
   std::vector<Line> lines;
   std::size_t number = 0;
-  for (std::string s; std::getline(in, s);)
+  for (std::string s; read_line(in, s, fmt::format("{}:{}", path, number + 1));)
     if (++number, s.find_first_not_of(" \t\r") != std::string::npos) lines.push_back({number, s, {}, {}, {}});
+  if (in.bad()) fail("{}: read error after {} lines", path, number);
   return lines;
 }
 
@@ -71,7 +72,9 @@ void submit_all(runtime::Engine& engine, const Tokenizer& tokenizer, const Sampl
 }
 
 std::string record_of(const Line& l) {
-  return (l.error.empty() ? batch_result(l.id, l.result) : batch_error(l.id, l.error)).dump();
+  // An error can quote the line, and the line need not be UTF-8: replace what is not.
+  return (l.error.empty() ? batch_result(l.id, l.result) : batch_error(l.id, l.error))
+      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // The replicas' records in input order: line i is record i / dp of replica i % dp, which world

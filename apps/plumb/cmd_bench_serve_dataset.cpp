@@ -5,6 +5,7 @@
 #include <random>
 
 #include "plumb/util/error.h"
+#include "plumb/util/read_file.h"
 
 namespace plumb::cli::bench {
 namespace {
@@ -37,11 +38,11 @@ std::vector<Prompt> random_dataset(const DatasetOptions& o) {
 
 std::vector<Prompt> file_dataset(const DatasetOptions& o) {
   if (o.path.empty()) fail("--dataset file needs --dataset-path FILE.jsonl");
-  std::ifstream in(o.path);
-  if (!in) fail("--dataset-path {}: cannot open the file", o.path);
+  std::ifstream in = open_regular_stream(o.path, "--dataset-path file");
   std::vector<Prompt> out;
   std::string line;
-  for (std::size_t number = 1; static_cast<std::int64_t>(out.size()) < o.num_prompts && std::getline(in, line); ++number) {
+  for (std::size_t number = 1;
+       static_cast<std::int64_t>(out.size()) < o.num_prompts && read_line(in, line, fmt::format("{}:{}", o.path, number)); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const Json j = Json::parse(line, nullptr, false);
     const auto bad = [&](const char* what) { fail("{}:{}: {}", o.path, number, what); };

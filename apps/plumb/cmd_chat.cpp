@@ -19,6 +19,7 @@
 #include "generation_flags.h"
 #include "plumb/tokenizer/chat.h"
 #include "plumb/util/error.h"
+#include "plumb/util/read_file.h"
 
 namespace plumb::cli {
 
@@ -37,7 +38,7 @@ class ChatLoop {
     std::string line;
     for (;;) {
       print_now("> ");
-      if (!std::getline(std::cin, line)) break;
+      if (!read_line(std::cin, line, "stdin")) break;  // bounded: stdin may be /dev/zero
       if (line.ends_with('\r')) line.pop_back();  // CRLF input (a Windows pipe)
       if (line == "/exit") break;
       if (line == "/reset") {

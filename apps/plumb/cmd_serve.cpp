@@ -1,10 +1,12 @@
 // plumb serve --model DIR [--host H] [--port P] [--api-key KEY | env PLUMB_API_KEY]
 // [--served-model-name NAME] [--max-queue N] [--drain-timeout S]: the OpenAI-compatible HTTP
 // server (src/plumb/server).
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "commands.h"
 #include "engine_flags.h"
@@ -31,7 +33,9 @@ Runner register_serve(CLI::App& app) {
   cmd->add_option("--drain-timeout", o->serve.drain_timeout_s, "seconds running requests may finish after SIGTERM")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--http-threads", o->serve.http.threads, "I/O threads")->capture_default_str()->check(CLI::PositiveNumber);
+  // At most one per hardware thread: 100,000 would exhaust the machine's threads (issue #19's --threads).
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cmd->add_option("--http-threads", o->serve.http.threads, "I/O threads")->capture_default_str()->check(CLI::Range(1, hardware));
   cmd->add_option("--max-body", o->serve.http.body_limit, "largest request body in bytes (413 beyond)")->capture_default_str();
   return [o]() {
     if (o->serve.api.api_key.empty())

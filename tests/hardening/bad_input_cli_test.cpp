@@ -200,6 +200,65 @@ std::vector<BadInput> corpus() {
        [](const Scratch& s) { return "detokenize --tokenizer " + kKjv.string() + " --input " + s.jsonl("[1, 99999999]\n"); },
        {"token id 99999999 is out of range"}},
 
+      // ---- JSON-lines inputs of tokenize / detokenize (a named file must be regular; stdin streams, lines bounded)
+      {"tokenize_input_dev_zero",
+       [](const Scratch&) { return "tokenize --tokenizer " + kKjv.string() + " --input /dev/zero"; },
+       {"/dev/zero: the input file is a character device; plumb reads only regular files"}},
+      {"tokenize_input_fifo",
+       [](const Scratch& s) { return "tokenize --tokenizer " + kKjv.string() + " --input " + s.fifo("in.jsonl"); },
+       {"in.jsonl: the input file is a FIFO"}},
+      {"tokenize_input_directory",
+       [](const Scratch& s) { return "tokenize --tokenizer " + kKjv.string() + " --input " + s.path(""); },
+       {"the input file is a directory"}},
+      {"tokenize_stdin_dev_zero",
+       [](const Scratch&) { return "tokenize --tokenizer " + kKjv.string() + " --input - < /dev/zero"; },
+       {"<stdin>:1: a line longer than 67108864 bytes, the most plumb reads"}},
+      {"tokenize_stdin_directory",
+       [](const Scratch& s) { return "tokenize --tokenizer " + kKjv.string() + " < " + s.path(""); },
+       {"<stdin>: read error after 0 lines"}},
+      {"tokenize_line_not_json",
+       [](const Scratch& s) { return "tokenize --tokenizer " + kKjv.string() + " --input " + s.jsonl("\"ok\"\n{\"a\n"); },
+       {"in.jsonl:2: not valid JSON: {\"a"}},
+      {"tokenize_line_not_a_string",
+       [](const Scratch& s) { return "tokenize --tokenizer " + kKjv.string() + " --input " + s.jsonl("[1, 2]\n"); },
+       {"in.jsonl:1: expected a JSON string, got array"}},
+      {"tokenize_line_invalid_utf8",
+       [](const Scratch& s) { return "tokenize --tokenizer " + kKjv.string() + " --input " + s.jsonl("\"a\xff\"\n"); },
+       {"in.jsonl:1: not valid JSON"}},
+      {"detokenize_negative_id",
+       [](const Scratch& s) { return "detokenize --tokenizer " + kKjv.string() + " --input " + s.jsonl("[1, -1]\n"); },
+       {"in.jsonl:1: token ids must be non-negative integers, got -1"}},
+      {"detokenize_id_2e32",
+       [](const Scratch& s) { return "detokenize --tokenizer " + kKjv.string() + " --input " + s.jsonl("[4294967296]\n"); },
+       {"in.jsonl:1: token ids must be non-negative integers, got 4294967296"}},
+      {"detokenize_not_an_array",
+       [](const Scratch& s) { return "detokenize --tokenizer " + kKjv.string() + " --input " + s.jsonl("{\"ids\": [1]}\n"); },
+       {"in.jsonl:1: expected a JSON array of token ids, got object"}},
+
+      // ---- plumb batch: its --input (the lines' fields: BadInputBatch below)
+      {"batch_input_dev_zero",
+       [](const Scratch& s) { return "batch --model " + kKjv.string() + " --input /dev/zero --output " + s.path("o.jsonl"); },
+       {"/dev/zero: the input file is a character device"}},
+      {"batch_input_fifo",
+       [](const Scratch& s) { return "batch --model " + kKjv.string() + " --input " + s.fifo("in.jsonl") + " --output " + s.path("o.jsonl"); },
+       {"in.jsonl: the input file is a FIFO"}},
+      {"batch_input_directory",
+       [](const Scratch& s) { return "batch --model " + kKjv.string() + " --input " + s.path("") + " --output " + s.path("o.jsonl"); },
+       {"the input file is a directory"}},
+      {"batch_input_line_64mb",
+       [](const Scratch& s) {
+         return "batch --model " + kKjv.string() + " --input " + s.jsonl("{}\n" + std::string((64 << 20) + 1, ' ')) + " --output " +
+                s.path("o.jsonl");
+       },
+       {"in.jsonl:2: a line longer than 67108864 bytes"}},
+
+      // ---- plumb serve flags (refused before the model loads)
+      {"serve_http_threads_100000",
+       [](const Scratch&) { return "serve --model " + kKjv.string() + " --http-threads 100000"; },
+       {"--http-threads", "100000"}},
+      {"serve_port_70000", [](const Scratch&) { return "serve --model " + kKjv.string() + " --port 70000"; }, {"--port", "70000"}},
+      {"serve_max_queue_0", [](const Scratch&) { return "serve --model " + kKjv.string() + " --max-queue 0"; }, {"--max-queue"}},
+
       // ---- .npy token ids (logits, generate, verify read them alike)
       {"npy_header_65kb_spaces",
        [](const Scratch& s) {
@@ -277,6 +336,8 @@ std::vector<BadInput> corpus() {
       {"checkpoint_shard_is_a_fifo",
        [](const Scratch& s) { return "inspect " + Scratch::with_fifo(s.model(), "model-00003-of-00008.safetensors"); },
        {"model-00003-of-00008.safetensors: the file is a FIFO"}},
+      {"chat_stdin_dev_zero", [](const Scratch&) { return "chat --model " + kKjv.string() + " --greedy < /dev/zero"; },
+       {"stdin: a line longer than 67108864 bytes"}},
       {"chat_stdin_directory", [](const Scratch& s) { return "chat --model " + kKjv.string() + " --greedy < " + s.path(""); },
        {"stdin: read error"}},
 
@@ -382,6 +443,51 @@ TEST(BadInputChat, InvalidUtf8LineRejectsOnlyThatTurn) {
   EXPECT_NE(r.output.find("message ignored"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("(0 cached), 4 generated"), std::string::npos) << "the next turn got no answer:\n"
                                                                        << r.output;
+}
+
+// plumb batch answers a bad line with an error record naming the line and the field, and runs
+// the others: integers out of their range are refused, not truncated (top_logprobs 2^32 + 3 read
+// as an int was 3; a stop id of 2^32 + 1 was 1; seed -1 wrapped).
+TEST(BadInputBatch, HostileLinesGetErrorRecordsAndTheOthersRun) {
+  const Scratch s;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"prompt": "a", "top_k": 1099511627776})", "line 1: field 'top_k' must be in [0, 2147483647], got 1099511627776"},
+      {R"({"prompt": "a", "top_logprobs": 4294967299})", "line 2: field 'top_logprobs' must be in [-1, 20], got 4294967299"},
+      {R"({"prompt": "a", "stop_token_ids": [4294967297]})", "line 3: stop_token_ids: 4294967297 is not a token id"},
+      {R"({"prompt": "a", "seed": -1})", "line 4: field 'seed' must be in [0, 9223372036854775807], got -1"},
+      {R"({"prompt": "a", "priority": 1099511627776})", "line 5: field 'priority' must be in [-2147483648, 2147483647]"},
+      {R"({"prompt": "a", "max_tokens": 0})", "line 6: field 'max_tokens' must be in [1, 9223372036854775807], got 0"},
+      {R"({"prompt": "a", "max_tokens": 2.5})", "line 7: field 'max_tokens' must be an integer, got number"},
+      {R"({"prompt_ids": [-1]})", "line 8: prompt_ids: -1 is not a token id"},
+      {R"({"prompt_ids": [99999999]})", "line 9: request: prompt token 99999999 (index 0) is outside the vocabulary"},
+      {R"({"prompt": "a", "temperature": "hot"})", "line 10: field 'temperature' has the wrong type (string)"},
+      {R"({"messages": []})", "line 11: 'messages' must be a non-empty array"},
+      {R"({"prompt": "a", "colour": 1})", "line 12: unknown field 'colour'"},
+      {R"([1, 2])", "line 13: a request line must be a JSON object"},
+      {"{\"prompt\": \"a\xff\"}", "line 14: "},  // invalid UTF-8: not JSON
+      {R"({"prompt": "a", "temperature": 1e999})", "line 15: "},
+      {R"({"id": "ok", "prompt": "In the beginning", "max_tokens": 2, "greedy": true})", ""},
+  };
+  std::string input;
+  for (const auto& [line, error] : cases) input += line + "\n";
+  const std::string out = s.path("o.jsonl");
+  const CliResult r = run_plumb("batch --quiet --model " + kKjv.string() + " --input " + s.jsonl(input) + " --output " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream results(out);
+  std::size_t i = 0;
+  for (std::string line; std::getline(results, line); ++i) {
+    ASSERT_LT(i, cases.size()) << line;
+    const json rec = json::parse(line);
+    if (cases[i].second.empty()) {
+      EXPECT_EQ(rec["finish_reason"], "length") << line;
+      EXPECT_EQ(rec["token_ids"].size(), 2u) << line;
+      continue;
+    }
+    ASSERT_TRUE(rec.contains("error")) << cases[i].first << " -> " << line;
+    EXPECT_NE(rec["error"].get<std::string>().find(cases[i].second), std::string::npos) << rec["error"];
+    EXPECT_EQ(rec["error"].get<std::string>().find("internal error"), std::string::npos) << rec["error"];
+  }
+  EXPECT_EQ(i, cases.size());
 }
 
 // Issue #19: more windows per batch than the text has passed a null pointer to memcpy (UB, seen

@@ -127,7 +127,7 @@ TEST(BatchCli, UsageErrors) {
                         " --output " + (tmp.path() / "o.jsonl").string(),
                     tmp.path());
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("cannot open the input file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("cannot open input file: No such file"), std::string::npos) << r.err;
   test::write_file(tmp.path() / "in.jsonl", "{\"prompt\": \"a\"}\n");
   r = plumb_cli("batch --model " + kModel.string() + " --kv-block-size 200 --input " + (tmp.path() / "in.jsonl").string() +
                     " --output " + (tmp.path() / "o.jsonl").string(),

@@ -25,6 +25,17 @@ const Tokenizer& test_tokenizer() {
   return t;
 }
 
+// The engine's vocabulary over the synthetic tokenizer (shared like an engine's: the tests run
+// on one thread), and one without a tokenizer.
+OutputVocab& test_vocab() {
+  static OutputVocab v(&test_tokenizer(), kVocab, kEos);
+  return v;
+}
+OutputVocab& ids_only_vocab() {
+  static OutputVocab v(nullptr, kVocab, kEos);
+  return v;
+}
+
 std::vector<std::uint32_t> bytes_of(std::string_view s) { return {s.begin(), s.end()}; }
 
 std::vector<float> one_hot(std::uint32_t id) {
@@ -45,7 +56,7 @@ struct Outcome {
 Outcome run(const std::vector<std::uint32_t>& script, Request r) {
   r.sampling.greedy = true;
   if (r.prompt.empty()) r.prompt = {'>'};
-  RequestOutput out(1, r, &test_tokenizer(), kVocab, kEos, r.max_tokens);
+  RequestOutput out(1, r, test_vocab(), r.max_tokens);
   Outcome o;
   for (std::size_t i = 0;; ++i) {
     const Event e = out.next_token(one_hot(script[std::min(i, script.size() - 1)]));
@@ -59,14 +70,14 @@ Outcome run(const std::vector<std::uint32_t>& script, Request r) {
   }
 }
 
-// The synthetic tokenizer knows bytes 0..255 and <eos> (300), not 256..299: a model whose best
+// The synthetic tokenizer knows bytes 0..255, its merges and <eos> (300), not 261..299: a model whose best
 // logit is such an id (a padding row of its head) gets the best id that has text, not an error.
 TEST(RequestOutput, IdsTheTokenizerCannotSpellAreNeverSampled) {
   Request r;
   r.prompt = {'>'};
   r.max_tokens = 1;
   r.sampling.greedy = true;
-  RequestOutput out(1, r, &test_tokenizer(), kVocab, kEos, 1);
+  RequestOutput out(1, r, test_vocab(), 1);
   std::vector<float> logits(kVocab, 0.f);
   logits[270] = 10.f;  // unknown
   logits['a'] = 5.f;
@@ -74,6 +85,49 @@ TEST(RequestOutput, IdsTheTokenizerCannotSpellAreNeverSampled) {
   ASSERT_EQ(e.tokens.size(), 1u);
   EXPECT_EQ(e.tokens[0], static_cast<std::uint32_t>('a'));
   EXPECT_EQ(e.text, "a");
+}
+
+TEST(RequestOutput, TheVocabularyListsTheIdsWithoutTextOnce) {
+  // Bytes 0..255, the merges 256..260 ("he" ... "Ġhello") and <eos> have text; 261..299 none.
+  std::vector<std::uint32_t> expected;
+  for (std::uint32_t id = 261; id < kEos; ++id) expected.push_back(id);
+  EXPECT_EQ(test_vocab().unknown_ids(), expected);
+  EXPECT_TRUE(ids_only_vocab().unknown_ids().empty());
+  EXPECT_EQ(OutputVocab(&test_tokenizer(), kVocab + 2, kEos).unknown_ids().back(), kVocab + 1);  // padded rows
+}
+
+// Allows only ids in [lo, hi).
+class IdRange final : public TokenConstraint {
+ public:
+  IdRange(std::uint32_t lo, std::uint32_t hi) : lo_(lo), hi_(hi) {}
+  void mask(std::span<bool> allowed, std::int64_t) override {
+    for (std::size_t i = 0; i < allowed.size(); ++i) allowed[i] = allowed[i] && i >= lo_ && i < hi_;
+  }
+  void accept(TokenId) override {}
+  bool done() const override { return false; }
+
+ private:
+  std::uint32_t lo_, hi_;
+};
+
+// Constrained steps of several requests reuse the vocabulary's scratch rows: each step starts
+// from the whole vocabulary again, so one request's mask never leaks into the next's.
+TEST(RequestOutput, ConstrainedRequestsSharingTheScratchSeeOnlyTheirOwnMask) {
+  std::vector<float> logits(kVocab, 0.f);
+  logits['a'] = 9.f, logits['m'] = 5.f, logits['z'] = 1.f;
+  Request narrow, wide;
+  narrow.prompt = wide.prompt = {'>'};
+  narrow.sampling.greedy = wide.sampling.greedy = true;
+  narrow.constraint = std::make_shared<IdRange>('b', 'z' + 1);
+  wide.constraint = std::make_shared<IdRange>(0, kVocab);
+  RequestOutput first(1, narrow, test_vocab(), 4), second(2, wide, test_vocab(), 4);
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_EQ(first.next_token(logits).tokens, bytes_of("m")) << step;
+    EXPECT_EQ(second.next_token(logits).tokens, bytes_of("a")) << step;
+  }
+  // The masked copy is the scratch: the caller's logits are untouched.
+  EXPECT_EQ(logits['a'], 9.f);
+  EXPECT_EQ(logits[270], 0.f);
 }
 
 TEST(RequestOutput, StopsAtEosWithoutPrintingIt) {
@@ -136,7 +190,7 @@ TEST(RequestOutput, RepetitionPenaltySeesThePrompt) {
   q.max_tokens = 1;
   q.sampling.greedy = true;
   q.sampling.repetition_penalty = 4.f;
-  RequestOutput out(1, q, &test_tokenizer(), kVocab, kEos, 1);
+  RequestOutput out(1, q, test_vocab(), 1);
   std::vector<float> logits(kVocab, 0.f);
   logits['x'] = 10.f;
   logits['b'] = 3.f;
@@ -146,7 +200,7 @@ TEST(RequestOutput, RepetitionPenaltySeesThePrompt) {
 TEST(RequestOutput, NonFiniteLogitsAndWrongSizesAreErrors) {
   Request q;
   q.prompt = {'a'};
-  RequestOutput out(1, q, &test_tokenizer(), kVocab, kEos, 4);
+  RequestOutput out(1, q, test_vocab(), 4);
   std::vector<float> logits(kVocab, 0.f);
   logits[7] = std::nanf("");
   try {
@@ -163,7 +217,7 @@ TEST(RequestOutput, NonFiniteLogitsAndWrongSizesAreErrors) {
 TEST(RequestOutput, WithoutATokenizerIdsOnly) {
   Request q;
   q.prompt = {'a'};
-  RequestOutput out(1, q, nullptr, kVocab, kEos, 2);
+  RequestOutput out(1, q, ids_only_vocab(), 2);
   const Event first = out.next_token(one_hot('h'));
   EXPECT_EQ(first.tokens, bytes_of("h"));
   EXPECT_TRUE(first.text.empty());
@@ -172,7 +226,7 @@ TEST(RequestOutput, WithoutATokenizerIdsOnly) {
   EXPECT_EQ(last.finish, FinishReason::kLength);
   EXPECT_TRUE(last.text.empty());
   q.stop_strings = {"x"};
-  EXPECT_THROW(RequestOutput(1, q, nullptr, kVocab, kEos, 2), Error);
+  EXPECT_THROW(RequestOutput(1, q, ids_only_vocab(), 2), Error);
 }
 
 TEST(RequestOutput, SeededSamplingIsReproducible) {
@@ -182,7 +236,7 @@ TEST(RequestOutput, SeededSamplingIsReproducible) {
     Request q;
     q.prompt = {'a'};
     q.sampling.seed = seed;
-    RequestOutput out(1, q, &test_tokenizer(), kVocab, kEos, 20);
+    RequestOutput out(1, q, test_vocab(), 20);
     std::vector<std::uint32_t> t;
     for (bool final = false; !final;) {
       const Event e = out.next_token(flat);

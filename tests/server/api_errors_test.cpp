@@ -37,6 +37,14 @@ TEST_F(ServerTest, UnknownPathIs404AndWrongMethodIs405) {
 TEST_F(ServerTest, BadJsonWrongTypesAndRangesAre400NamingTheField) {
   expect_error(post("/v1/chat/completions", "{not json"), 400, "invalid_request_error");
   expect_error(post("/v1/chat/completions", "[1, 2]"), 400, "invalid_request_error");
+  // Found by chat_request_fuzz: JSON the parser refuses with out_of_range (a number beyond double)
+  // and fields of the wrong JSON type inside content parts and tools were 500s, not 400s.
+  expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "temperature": 1e999})"), 400,
+               "invalid_request_error");
+  expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": [{"type": 7, "text": "a"}]}]})"), 400,
+               "invalid_request_error", "messages[0].content");
+  expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": 1}]})"), 400,
+               "invalid_request_error", "tools[0]");
   expect_error(post("/v1/chat/completions", R"({"messages": "hi"})"), 400, "invalid_request_error", "messages");
   expect_error(post("/v1/chat/completions", R"({"messages": [{"role": "wizard", "content": "x"}]})"), 400, "invalid_request_error",
                "messages[0].role");

@@ -151,7 +151,11 @@ TEST_F(BenchServe, BadUrlsAndRefusedConnectionsAreClearErrors) {
   }
   r = bench("--dataset file --dataset-path " + (scratch_ / "missing.jsonl").string());
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("missing.jsonl: cannot open the file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("missing.jsonl: cannot open --dataset-path file: No such file"), std::string::npos) << r.err;
+  // A dataset that never ends a line (or a FIFO that would block) is refused, not read forever.
+  r = bench("--dataset file --dataset-path /dev/zero");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("/dev/zero: the --dataset-path file is a character device"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "plumb/tokenizer/chat_output.h"
+#include "plumb/tokenizer/utf8.h"
 #include "plumb/util/error.h"
 
 namespace plumb {
@@ -99,6 +100,35 @@ TEST(ChatOutput, ParseDsmlDirectly) {
   auto calls = parse_dsml_tool_calls(kCall.substr(kCall.find('>') + 1) + "\n");
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_THROW(parse_dsml_tool_calls("\n<｜DSML｜invoke name=\"\">\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"), Error);
+}
+
+// Found by chat_output_fuzz: inside a tool-calls block, an EOS marker split across two streamed
+// pieces was not recognized, so its text joined the block (and, the block being malformed, the
+// content). Every split must give the whole parse, without EOS text.
+TEST(ChatOutput, EosSplitInsideAToolCallsBlockIsStillEos) {
+  const std::string text = "I will call\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get\">\n<bad>" + kEos;
+  const ParsedCompletion whole = parse_completion(text, ChatMode::kThinking, true, true);
+  ASSERT_FALSE(whole.tool_error.empty());
+  EXPECT_EQ(whole.content.find(kEos), std::string::npos) << whole.content;
+  for (std::size_t step = 1; step <= text.size(); ++step) {
+    const ParsedCompletion p = streamed(text, ChatMode::kThinking, true, true, step);
+    EXPECT_EQ(p.content, whole.content) << "step " << step;
+    EXPECT_EQ(p.tool_error, whole.tool_error) << "step " << step;
+  }
+}
+
+// Found by chat_output_fuzz: the error quoted the first 40 bytes of the text, which cut a CJK
+// character in two (invalid UTF-8 in a message that is printed and may be written into JSON).
+TEST(ChatOutput, ErrorsQuoteWholeCharacters) {
+  for (const std::string text : {"想一想</think>起初神创造天地。", "<｜DSML｜invoke name=\"f\">\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>起初神创造天地。起初神创造天地。"}) {
+    try {
+      parse_dsml_tool_calls(text);
+      FAIL() << "no error for " << text;
+    } catch (const Error& e) {
+      EXPECT_TRUE(utf8::is_valid(e.what())) << e.what();
+      EXPECT_NE(std::string(e.what()).find("起初"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -43,7 +43,11 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import make_v4_fixtures as mf  # noqa: E402
+import make_v4_fixtures as mf  # noqa: E402  (the HF model builders)
+import release_format as rf  # noqa: E402  (codecs, safetensors I/O)
+import v4_configs  # noqa: E402
+import v4_hf_names  # noqa: E402
+import v4_native  # noqa: E402
 
 PROMPTS = [7, 64, 300, 700]
 GREEDY_PROMPT = 300
@@ -53,7 +57,7 @@ VARIANTS = [("golden", "block", "online", "cuda"), ("fp32", "fp32", "online", "c
 
 # tiny-a's family (YaRN, swiglu limit, route scale, 20 Sinkhorn iterations) at block-aligned dims.
 ALIGNED = dict(
-    mf.CONFIGS["tiny-a"],
+    v4_configs.CONFIGS["tiny-a"],
     seed=13013,
     vocab_size=512,
     hidden_size=256,
@@ -70,23 +74,23 @@ ALIGNED = dict(
 )
 
 # Issue 13 item 5: a CSA config with index_topk 16 and a 2,500-token prompt (tiny-a's shape).
-ITEM5 = dict(mf.CONFIGS["tiny-a"], seed=5005, index_topk=16)
+ITEM5 = dict(v4_configs.CONFIGS["tiny-a"], seed=5005, index_topk=16)
 ITEM5_LEN = 2500
 
 
 def aligned_cfg():
-    mf.CONFIGS["aligned"] = ALIGNED
-    return mf.full_cfg("aligned")
+    v4_configs.CONFIGS["aligned"] = ALIGNED
+    return v4_configs.full_cfg("aligned")
 
 
 def write_aligned(out_dir):
     c = aligned_cfg()
-    native = mf.build_native(c)
+    native = v4_native.build_native(c)
     os.makedirs(out_dir, exist_ok=True)
-    mf.write_safetensors(os.path.join(out_dir, "model.safetensors"), native.stored)
+    rf.write_safetensors(os.path.join(out_dir, "model.safetensors"), native.stored)
     # native_config_json insists on one entry per layer + MTP layer; this config keeps the extra one
     c_json = dict(c, compress_ratios=c["compress_ratios"][: c["num_hidden_layers"]])
-    j = mf.native_config_json(c_json)
+    j = v4_configs.native_config_json(c_json)
     j["compress_ratios"] = list(c["compress_ratios"])
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump(j, f, indent=2, sort_keys=True)
@@ -227,11 +231,11 @@ def run_release(args):
 
 def write_item5(out_dir):
     """The item-5 checkpoint, config and prompt (numpy only; the same bytes on every machine)."""
-    c = dict(mf.COMMON)
+    c = dict(v4_configs.COMMON)
     c.update(ITEM5)
     c["name"] = "item5"
     os.makedirs(out_dir, exist_ok=True)
-    native, _ = mf.write_checkpoint(c, out_dir)
+    native, _ = v4_native.write_checkpoint(c, out_dir)
     ids = np.random.default_rng([c["seed"], ITEM5_LEN]).integers(2, c["vocab_size"], size=ITEM5_LEN, dtype=np.int64)
     np.save(os.path.join(out_dir, f"prompt_{ITEM5_LEN}.ids.npy"), ids)
     return c, native, ids
@@ -245,7 +249,7 @@ def run_item5(out_dir):
     log = lambda s: print("[item5]", s, flush=True)  # noqa: E731
     model = mf.build_hf_model(mf.make_hf_config(c, log), log)
     sd = model.state_dict()
-    state, _ = mf.native_to_hf_state(c, native, list(sd.keys()))
+    state, _ = v4_hf_names.native_to_hf_state(c, native, list(sd.keys()))
     model.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)).to(sd[k].dtype) for k, v in state.items()}, strict=True)
     with torch.inference_mode():
         lg = model(input_ids=torch.as_tensor(ids, device="cuda")[None], use_cache=False).logits[0].float().cpu().numpy()

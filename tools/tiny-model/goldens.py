@@ -14,7 +14,8 @@ import numpy as np
 
 import tiny_v4 as tv
 
-mk = tv.mk
+import make_v4_fixtures as mf  # noqa: E402  (tools/golden, on the path tiny_v4 sets)
+import fixture_meta  # noqa: E402
 
 PROMPT_LENGTHS = [5, 40, 150]  # total ids, BOS included
 GREEDY_PROMPTS = [40, 150]
@@ -36,7 +37,7 @@ def make(model, tok, c, held, held_ids, ppl_b, args, out_dir, model_dir, log, en
     torch.set_float32_matmul_precision("highest")
     os.makedirs(out_dir, exist_ok=True)
     np.save(os.path.join(out_dir, "heldout.ids.npy"), np.asarray(held_ids, dtype=np.int64))
-    probe = mk.Probe(model, c)
+    probe = mf.Probe(model, c)
 
     def forward(ids):
         with torch.no_grad():
@@ -70,7 +71,7 @@ def make(model, tok, c, held, held_ids, ppl_b, args, out_dir, model_dir, log, en
             ids = np.array([tv.BOS] + body, dtype=np.int64)
             probe.reset()
             lg = forward(ids)
-            gap, std = mk.logit_stats(lg)
+            gap, std = fixture_meta.logit_stats(lg)
             idx_gap, idx_rows = probe.indexer_min_rel_gap()
             rt_gap = min(probe.router_gaps) if probe.router_gaps else float("inf")
             g_ids, g_gap = None, float("inf")
@@ -143,7 +144,7 @@ def make(model, tok, c, held, held_ids, ppl_b, args, out_dir, model_dir, log, en
         "samples": samples,
     }
     with open(os.path.join(out_dir, "meta.json"), "w", encoding="utf-8") as f:
-        json.dump(mk.json_clean(meta), f, indent=1, ensure_ascii=False, allow_nan=False)
+        json.dump(fixture_meta.json_clean(meta), f, indent=1, ensure_ascii=False, allow_nan=False)
         f.write("\n")
     return {"prompts": {k: {"text": v["text"], "greedy_text": v.get("greedy_text")} for k, v in prompts.items()},
             "generate_check": gen_check, "samples": samples}

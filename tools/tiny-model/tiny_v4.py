@@ -2,8 +2,9 @@
 skeleton, the export of a trained HF state dict to the official checkpoint layout, and the torch
 fake-quantizers used for quantization-aware training.
 
-The codecs, the safetensors writer, the native <-> HF name map and the HF config builder are those
-of tools/golden/make_v4_fixtures.py (imported, not copied), so the trained model is stored and
+The codecs, the safetensors writer, the native checkpoint builder and the native <-> HF name map
+are those of the golden fixtures (tools/golden/release_format.py, v4_configs.py, v4_native.py,
+v4_hf_names.py; imported, not copied), so the trained model is stored and
 loaded exactly like the golden fixtures. `python3 tiny_v4.py` runs the self test (numpy, and torch
 if present; no GPU, no transformers).
 """
@@ -17,7 +18,10 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "golden"))
-import make_v4_fixtures as mk  # noqa: E402
+import release_format as rf  # noqa: E402  (codecs, safetensors I/O)
+import v4_configs  # noqa: E402
+import v4_hf_names  # noqa: E402
+import v4_native  # noqa: E402
 
 NAME = "tiny-kjv"
 PRODUCER = "plumb tools/tiny-model/train.py"
@@ -26,7 +30,7 @@ PRODUCER = "plumb tools/tiny-model/train.py"
 # miniature: two SWA layers, then CSA / HCA alternating; the first three layers hash-routed. HCA
 # ratio 16 so that 512-token training sequences have 32 HCA entries (the release's 128 would give 4).
 # Rope dim 64 and the YaRN numbers are the release's, so the frequency table is the release's too.
-CONFIG = dict(mk.COMMON)
+CONFIG = dict(v4_configs.COMMON)
 CONFIG.update(
     name=NAME,
     seed=4242,
@@ -126,11 +130,11 @@ def hf_to_native_values(c, hf):
         out[nat] = hf[hf_name]
         used.add(hf_name)
 
-    for nat, h in mk.GLOBAL_RENAMES:
+    for nat, h in v4_hf_names.GLOBAL_RENAMES:
         take(h, nat)
     I = c["moe_intermediate_size"]
     for i in range(c["num_hidden_layers"]):
-        for nsuf, hsuf in mk.LAYER_RENAMES:
+        for nsuf, hsuf in v4_hf_names.LAYER_RENAMES:
             h = f"model.layers.{i}." + hsuf.replace("{WP}", wp)
             if h in hf:
                 take(h, f"layers.{i}.{nsuf}")
@@ -147,9 +151,9 @@ def hf_to_native_values(c, hf):
 
 
 def quantize_native(values):
-    """{native name: array} -> mk.Native holding the stored (quantized) tensors and their
+    """{native name: array} -> v4_native.Native holding the stored (quantized) tensors and their
     dequantized values."""
-    n = mk.Native(rng=None)
+    n = v4_native.Native(rng=None)
     for name in sorted(values):
         kind = native_kind(name)
         v = np.ascontiguousarray(values[name])
@@ -182,15 +186,15 @@ def write_model_dir(c, native, out_dir, tokenizer_json=None):
     weight_map, total = {}, 0
     for k, group in enumerate(groups):
         fname = f"model-{k + 1:05d}-of-{n_shards:05d}.safetensors"
-        mk.write_safetensors(os.path.join(out_dir, fname), group, producer=PRODUCER)
-        back = mk.read_safetensors(os.path.join(out_dir, fname))
+        rf.write_safetensors(os.path.join(out_dir, fname), group, producer=PRODUCER)
+        back = rf.read_safetensors(os.path.join(out_dir, fname))
         for name, dt, arr in group:  # re-read and compare every byte
             assert back[name][0] == dt and np.array_equal(back[name][1], arr), name
             weight_map[name] = fname
             total += arr.nbytes
     index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
     dump_json(os.path.join(out_dir, "model.safetensors.index.json"), index)
-    dump_json(os.path.join(out_dir, "config.json"), mk.native_config_json(c), sort_keys=True)
+    dump_json(os.path.join(out_dir, "config.json"), v4_configs.native_config_json(c), sort_keys=True)
     dump_json(os.path.join(out_dir, "generation_config.json"), generation_config())
     dump_json(os.path.join(out_dir, "tokenizer_config.json"), tokenizer_config())
     if tokenizer_json is not None:
@@ -205,18 +209,18 @@ def read_model_dir(out_dir):
         index = json.load(f)
     stored = {}
     for fname in sorted(set(index["weight_map"].values())):
-        stored.update(mk.read_safetensors(os.path.join(out_dir, fname)))
+        stored.update(rf.read_safetensors(os.path.join(out_dir, fname)))
     assert set(stored) == set(index["weight_map"]), "index and shards disagree"
     vals = {}
     for name, (dt, arr) in stored.items():
         if name.endswith(".scale") and dt == "F8_E8M0":
             continue
         if dt == "F8_E4M3":
-            vals[name] = mk.dequant_fp8_block(arr, stored[name[:-len("weight")] + "scale"][1])
+            vals[name] = rf.dequant_fp8_block(arr, stored[name[:-len("weight")] + "scale"][1])
         elif dt == "I8":
-            vals[name] = mk.dequant_fp4_row32(arr, stored[name[:-len("weight")] + "scale"][1])
+            vals[name] = rf.dequant_fp4_row32(arr, stored[name[:-len("weight")] + "scale"][1])
         elif dt == "BF16":
-            vals[name] = mk.bf16_value(arr)
+            vals[name] = rf.bf16_value(arr)
         else:
             vals[name] = arr
     return vals
@@ -246,7 +250,7 @@ def fq_fp8_block(torch, w, block=128):
     nr, nc = -(-R // block), -(-C // block)
     pad = torch.nn.functional.pad(w, (0, nc * block - C, 0, nr * block - R))
     b = pad.view(nr, block, nc, block)
-    s = _pow2_ceil(torch, b.abs().amax(dim=(1, 3), keepdim=True).clamp_min(mk.AMAX_FLOOR) / 448.0)
+    s = _pow2_ceil(torch, b.abs().amax(dim=(1, 3), keepdim=True).clamp_min(rf.AMAX_FLOOR) / 448.0)
     q = b / s
     a = q.abs()
     _, ex = torch.frexp(a)
@@ -259,7 +263,7 @@ def fq_fp4_row32(torch, w):
     """[..., K] (K % 32 == 0) -> e2m1 values with ue8m0 scales per 1x32 block along K."""
     K = w.shape[-1]
     b = w.reshape(*w.shape[:-1], K // 32, 32)
-    s = _pow2_ceil(torch, b.abs().amax(dim=-1, keepdim=True).clamp_min(mk.AMAX_FLOOR) / 6.0)
+    s = _pow2_ceil(torch, b.abs().amax(dim=-1, keepdim=True).clamp_min(rf.AMAX_FLOOR) / 6.0)
     q = b / s
     a = q.abs()
     step = torch.where(a < 2, torch.full_like(a, 0.5), torch.where(a < 4, torch.ones_like(a), torch.full_like(a, 2.0)))
@@ -278,9 +282,9 @@ def selftest():
     #    requantized, gives the same dequantized values (the codes can differ where a block's
     #    rounded amax dropped to half the scale's range: 3*s == 6*(s/2) in FP4).
     for cname in ("tiny-a", "tiny-b"):
-        c = mk.full_cfg(cname)
-        ref = mk.build_native(c)
-        state, _ = mk.native_to_hf_state(c, ref, [])
+        c = v4_configs.full_cfg(cname)
+        ref = v4_native.build_native(c)
+        state, _ = v4_hf_names.native_to_hf_state(c, ref, [])
         vals = hf_to_native_values(c, state)
         got = quantize_native(vals)
         want = {t[0]: t for t in ref.stored if not t[0].startswith("mtp.")}
@@ -323,16 +327,16 @@ def selftest():
         for shape, gain in (((300, 260), 0.05), ((128, 256), 3.0), ((5, 70), 1e-6)):
             w = (rng.standard_normal(shape) * gain).astype(np.float32)
             w[0, 0] = 0.0
-            codes, sc = mk.quant_fp8_block(w)
-            want = mk.dequant_fp8_block(codes, sc)
+            codes, sc = rf.quant_fp8_block(w)
+            want = rf.dequant_fp8_block(codes, sc)
             got = fq_fp8_block(torch, torch.from_numpy(w)).numpy()
             assert np.array_equal(got, want), ("fp8", shape, np.abs(got - want).max())
         for shape, gain in (((64, 96), 0.05), ((3, 16, 64), 2.0), ((2, 32), 1e-6)):
             w = (rng.standard_normal(shape) * gain).astype(np.float32)
             w.reshape(-1)[5] = 0.0
             w2 = w.reshape(-1, shape[-1])
-            packed, sc = mk.quant_fp4_row32(w2)
-            want = mk.dequant_fp4_row32(packed, sc).reshape(shape)
+            packed, sc = rf.quant_fp4_row32(w2)
+            want = rf.dequant_fp4_row32(packed, sc).reshape(shape)
             got = fq_fp4_row32(torch, torch.from_numpy(w)).numpy()
             assert np.array_equal(got, want), ("fp4", shape, np.abs(got - want).max())
         print("selftest: torch fake quantizers are bit-exact with the numpy codecs")
@@ -340,7 +344,7 @@ def selftest():
     c = dict(CONFIG)
     rng = np.random.default_rng(0)
     c_fx = dict(c, expert_gain=1.0)
-    nat = mk.build_native(c_fx)
+    nat = v4_native.build_native(c_fx)
     vals = {k: v for k, v in nat.values.items() if not k.startswith("mtp.")}
     with tempfile.TemporaryDirectory() as td:
         total = write_model_dir(c, quantize_native(vals), td)

@@ -31,7 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tiny_v4 as tv  # noqa: E402
 
-mk = tv.mk
+import make_v4_fixtures as mf  # noqa: E402  (tools/golden, on the path tiny_v4 sets)
+import v4_hf_names  # noqa: E402
 T0 = time.time()
 
 
@@ -179,7 +180,7 @@ def qat_targets(model):
     """(module, attribute, kind) for every weight the export stores as FP8 or FP4."""
     from transformers.models.deepseek_v4 import modeling_deepseek_v4 as M
 
-    fp8 = {h[:-len(".weight")] for n, h in mk.LAYER_RENAMES if tv.native_kind("layers.0." + n) == "fp8"}
+    fp8 = {h[:-len(".weight")] for n, h in v4_hf_names.LAYER_RENAMES if tv.native_kind("layers.0." + n) == "fp8"}
     out = []
     for name, mod in model.named_modules():
         if isinstance(mod, M.DeepseekV4Experts):
@@ -298,8 +299,8 @@ def main():
         f"chat {len(chat_ids)}, held-out {len(held_ids)} (zh {len(held_zh_ids)})")
 
     # -- model --------------------------------------------------------------------------------
-    cfg = mk.make_hf_config(c, log)
-    model = mk.build_hf_model(cfg, log).train()
+    cfg = mf.make_hf_config(c, log)
+    model = mf.build_hf_model(cfg, log).train()
     with torch.no_grad():
         for i in range(c["num_hash_layers"]):  # a fixed random token -> experts table (HF inits zeros)
             t = np.stack([rng.permutation(c["n_routed_experts"])[:c["num_experts_per_tok"]] for _ in range(c["vocab_size"])])
@@ -432,7 +433,7 @@ def main():
 
     class _N:
         values = deq
-    state, _ = mk.native_to_hf_state(c, _N, list(sd.keys()))
+    state, _ = v4_hf_names.native_to_hf_state(c, _N, list(sd.keys()))
     assert set(state) == set(sd), "name map not 1:1"
     model.load_state_dict({k: torch.from_numpy(np.array(v)).to(sd[k].dtype) for k, v in state.items()},
                           strict=True)

@@ -36,21 +36,23 @@ std::vector<TokenLogprob> top_logprobs(std::span<const float> logits, int n) {
   return out;
 }
 
-RequestOutput::RequestOutput(RequestId id, const Request& request, const Tokenizer* tokenizer, std::size_t vocab,
-                             std::uint32_t eos, std::int64_t max_new)
+OutputVocab::OutputVocab(const Tokenizer* tokenizer, std::size_t rows, std::uint32_t eos)
+    : tokenizer_(tokenizer), size_(rows), eos_(eos) {
+  if (tokenizer)
+    for (std::uint32_t id = 0; id < rows; ++id)
+      if (!tokenizer->has_id(id)) unknown_ids_.push_back(id);
+}
+
+RequestOutput::RequestOutput(RequestId id, const Request& request, OutputVocab& vocab, std::int64_t max_new)
     : id_(id),
       request_(request),
       vocab_(vocab),
-      eos_(eos),
       max_new_(max_new),
-      sampler_(request.sampling, vocab),
+      sampler_(request.sampling, vocab.size()),
       sink_([this](std::string_view t) { pending_ += t; }),
-      stream_(tokenizer ? std::optional<TextStream>(std::in_place, *tokenizer, request.stop_strings, sink_, text_)
-                        : std::nullopt) {
-  if (!tokenizer && !request.stop_strings.empty()) fail("request: stop strings need the model's tokenizer");
-  if (tokenizer)
-    for (std::uint32_t id = 0; id < vocab_; ++id)
-      if (!tokenizer->has_id(id)) unknown_ids_.push_back(id);
+      stream_(vocab.tokenizer() ? std::optional<TextStream>(std::in_place, *vocab.tokenizer(), request.stop_strings, sink_, text_)
+                                : std::nullopt) {
+  if (!vocab.tokenizer() && !request.stop_strings.empty()) fail("request: stop strings need the model's tokenizer");
   sampler_.observe_prompt(request.prompt);
 }
 
@@ -65,17 +67,21 @@ void RequestOutput::prompt_row(std::int64_t pos, std::span<const float> logits) 
 
 std::uint32_t RequestOutput::pick(std::span<const float> logits) {
   require_finite(logits, "logits (a NaN or infinity in the weights?)");
-  if (!request_.constraint && unknown_ids_.empty()) return sampler_.sample(logits);
-  std::vector<float> masked(logits.begin(), logits.end());
+  const std::vector<std::uint32_t>& unknown = vocab_.unknown_ids();
+  if (!request_.constraint && unknown.empty()) return sampler_.sample(logits);
+  const std::size_t n = vocab_.size();
+  std::vector<float>& masked = vocab_.masked_;
+  masked.assign(logits.begin(), logits.end());
   // An id without text (a padding row of the head) would end the request at detokenization.
-  for (std::uint32_t id : unknown_ids_) masked[id] = -std::numeric_limits<float>::infinity();
+  for (std::uint32_t id : unknown) masked[id] = -std::numeric_limits<float>::infinity();
   if (!request_.constraint) return sampler_.sample(masked);
-  std::unique_ptr<bool[]> allowed(new bool[vocab_]);
-  std::fill(allowed.get(), allowed.get() + vocab_, true);
-  for (std::uint32_t id : unknown_ids_) allowed[id] = false;
-  request_.constraint->mask({allowed.get(), vocab_}, max_new_ - generated());
+  if (!vocab_.allowed_) vocab_.allowed_.reset(new bool[n]);
+  bool* allowed = vocab_.allowed_.get();
+  std::fill(allowed, allowed + n, true);
+  for (std::uint32_t id : unknown) allowed[id] = false;
+  request_.constraint->mask({allowed, n}, max_new_ - generated());
   bool any = false;
-  for (std::size_t i = 0; i < vocab_; ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     if (!allowed[i]) masked[i] = -std::numeric_limits<float>::infinity();
     any = any || allowed[i];
   }
@@ -94,7 +100,7 @@ void RequestOutput::add_logprobs(Event& e, std::span<const float> logits, std::u
 
 Event RequestOutput::next_token(std::span<const float> logits) {
   if (finished_) fail("request {} already finished", id_);
-  if (logits.size() != vocab_) fail("request {}: {} logits, expected the vocabulary's {}", id_, logits.size(), vocab_);
+  if (logits.size() != vocab_.size()) fail("request {}: {} logits, expected the vocabulary's {}", id_, logits.size(), vocab_.size());
   const std::uint32_t token = pick(logits);
   sampler_.observe_generated(token);
   generated_.push_back(token);
@@ -106,7 +112,7 @@ Event RequestOutput::next_token(std::span<const float> logits) {
     e.prompt_logprobs = prompt_logprobs_;
     prompt_logprobs_sent_ = true;
   }
-  const bool stop_token = (token == eos_ && !request_.ignore_eos) ||
+  const bool stop_token = (token == vocab_.eos() && !request_.ignore_eos) ||
                           std::find(request_.stop_token_ids.begin(), request_.stop_token_ids.end(), token) !=
                               request_.stop_token_ids.end();
   FinishReason reason = FinishReason::kNone;

@@ -16,13 +16,38 @@
 
 namespace plumb::runtime {
 
+// What the requests of one engine sample from, built once beside its tokenizer (not per
+// request: finding the ids without text scans the whole vocabulary, ~129k ids for DeepSeek):
+// the logit rows (a head may be padded past the tokenizer), EOS, the ids below the row count the
+// tokenizer cannot spell, and the scratch rows a masked step reuses. Requests sharing one
+// OutputVocab must sample on one thread (the engine thread): they share the scratch.
+class OutputVocab {
+ public:
+  // `tokenizer` must outlive it; null: requests are ids only (no text, no stop strings).
+  OutputVocab(const Tokenizer* tokenizer, std::size_t rows, std::uint32_t eos);
+
+  const Tokenizer* tokenizer() const { return tokenizer_; }
+  std::size_t size() const { return size_; }
+  std::uint32_t eos() const { return eos_; }
+  const std::vector<std::uint32_t>& unknown_ids() const { return unknown_ids_; }
+
+ private:
+  friend class RequestOutput;
+  const Tokenizer* tokenizer_;
+  std::size_t size_;
+  std::uint32_t eos_;
+  std::vector<std::uint32_t> unknown_ids_;  // ascending
+  // Scratch of RequestOutput::pick(), sized `size_` on first use, rewritten whole every step.
+  std::vector<float> masked_;
+  std::unique_ptr<bool[]> allowed_;
+};
+
 class RequestOutput {
  public:
-  // `max_new` is Request::max_tokens already capped by the context. `tokenizer` must outlive it;
-  // without one (null) the request is ids only: its events carry no text and it may have no stop
-  // strings.
-  RequestOutput(RequestId id, const Request& request, const Tokenizer* tokenizer, std::size_t vocab,
-                std::uint32_t eos, std::int64_t max_new);
+  // `max_new` is Request::max_tokens already capped by the context. `vocab` must outlive it;
+  // without a tokenizer the request is ids only: its events carry no text and it may have no
+  // stop strings.
+  RequestOutput(RequestId id, const Request& request, OutputVocab& vocab, std::int64_t max_new);
 
   // Samples the next token from `logits` (one vocab row) and returns the event that delivers it;
   // final when the request ended. Throws plumb::Error for this request's failures (a non-finite
@@ -51,9 +76,7 @@ class RequestOutput {
 
   RequestId id_;
   const Request& request_;
-  std::vector<std::uint32_t> unknown_ids_;  // ids below vocab_ the tokenizer cannot spell
-  std::size_t vocab_;
-  std::uint32_t eos_;
+  OutputVocab& vocab_;
   std::int64_t max_new_;
   Sampler sampler_;
   std::string text_;     // everything delivered so far

@@ -26,10 +26,11 @@ RequestResult generate_one(Engine& engine, Request request, const EventFn& on_ev
   std::condition_variable arrived;
   std::deque<Event> queue;  // filled on the engine thread, drained here
   const RequestId id = engine.submit(std::move(request), [&](const Event& e) {
-    {
-      std::lock_guard lk(mu);
-      queue.push_back(e);
-    }
+    // Notify under the lock: once this thread lets go of `mu` after the final event, the waiting
+    // thread may return and destroy `arrived`; a notify after the unlock could touch it then
+    // (ThreadSanitizer saw exactly that in EngineBatching).
+    std::lock_guard lk(mu);
+    queue.push_back(e);
     arrived.notify_one();
   });
   RequestResult result;

@@ -66,6 +66,7 @@ class LocalEngine final : public Engine {
   LocalEngine(std::unique_ptr<EngineModel> model, std::shared_ptr<const Tokenizer> tokenizer, const EngineOptions& options)
       : model_(std::move(model)),
         tokenizer_(std::move(tokenizer)),
+        vocab_(tokenizer_.get(), static_cast<std::size_t>(model_->vocab_size()), model_->eos_id()),
         layout_(layout_for(*model_, options)),
         blocks_(options.kv_block_size, pool_size(layout_, options)),
         scheduler_(options.scheduler, blocks_),
@@ -104,6 +105,7 @@ class LocalEngine final : public Engine {
 
   std::unique_ptr<EngineModel> model_;
   std::shared_ptr<const Tokenizer> tokenizer_;  // null: requests are ids only (no text, no stop strings)
+  OutputVocab vocab_;  // every request's; its sampling scratch is the engine thread's
   KvLayout layout_;
   KvBlockManager blocks_;  // block_size and total are constant: validate() reads them on any thread
   Scheduler scheduler_;    // engine thread only, like active_
@@ -149,8 +151,7 @@ RequestId LocalEngine::submit(Request request, EventFn on_event) {
   a.id = next_id_++;
   a.request = std::make_unique<Request>(std::move(request));
   a.on_event = std::move(on_event);
-  a.out = std::make_unique<RequestOutput>(a.id, *a.request, tokenizer_.get(), static_cast<std::size_t>(vocab_size()),
-                                          model_->eos_id(), max_new);
+  a.out = std::make_unique<RequestOutput>(a.id, *a.request, vocab_, max_new);
   a.tokens = a.request->prompt;
   a.max_new = max_new;
   const RequestId id = a.id;

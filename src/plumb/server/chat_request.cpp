@@ -26,7 +26,8 @@ std::string parse_content(const Json& message, const std::string& where) {
   if (!content->is_array()) bad_field(where + ".content", "must be a string or an array of text parts");
   std::string text;
   for (const Json& part : *content) {
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+    // Compared as JSON: value("type", "") would throw a type_error (a 500) for "type": 7.
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") || !part["text"].is_string())
       bad_field(where + ".content", "parts must be {\"type\": \"text\", \"text\": ...} (only text is supported)");
     text += part["text"].get<std::string>();
   }
@@ -77,7 +78,7 @@ std::vector<Json> parse_tools(const Json& body) {
   for (std::size_t i = 0; i < tools->size(); ++i) {
     const Json& tool = (*tools)[i];
     std::string at = fmt::format("tools[{}]", i);
-    if (!tool.is_object() || tool.value("type", "") != "function") bad_field(at, "must be {\"type\": \"function\", \"function\": {...}}");
+    if (!tool.is_object() || !tool.contains("type") || tool["type"] != "function") bad_field(at, "must be {\"type\": \"function\", \"function\": {...}}");
     const Json* function = field(tool, "function");
     if (!function || !function->is_object() || !get_string(*function, "name")) bad_field(at + ".function", "must be an object with a name");
     functions.push_back(*function);

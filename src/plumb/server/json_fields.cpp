@@ -59,7 +59,8 @@ Json parse_body(const std::string& body) {
   Json json;
   try {
     json = Json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // parse_error, and out_of_range for a number beyond double (1e999): both the client's.
     throw ApiError(400, fmt::format("the request body is not valid JSON: {}", e.what()));
   }
   if (!json.is_object()) throw ApiError(400, "the request body must be a JSON object");

@@ -4,12 +4,22 @@
 #include <nlohmann/json.hpp>
 
 #include "plumb/tokenizer/chat_tokens.h"
+#include "plumb/tokenizer/utf8.h"
 #include "plumb/util/error.h"
 
 namespace plumb {
 namespace {
 
 using namespace chat_tokens;
+
+// At most `n` bytes of `s` for an error message, never ending inside a UTF-8 character (the
+// message is shown and may be written into JSON).
+std::string_view quote(std::string_view s, std::size_t n) {
+  if (s.size() <= n) return s;
+  std::string_view head = s.substr(0, n);
+  head.remove_suffix(utf8::incomplete_tail(head));
+  return head;
+}
 
 void skip_space(std::string_view& s) {
   while (!s.empty() && (s.front() == '\n' || s.front() == ' ' || s.front() == '\r' || s.front() == '\t')) s.remove_prefix(1);
@@ -18,7 +28,7 @@ void skip_space(std::string_view& s) {
 // Consumes `token` (after optional whitespace) or fails naming what was expected.
 void expect(std::string_view& s, std::string_view token, std::string_view what) {
   skip_space(s);
-  if (!s.starts_with(token)) fail("tool calls: expected {} but found '{}'", what, s.substr(0, 40));
+  if (!s.starts_with(token)) fail("tool calls: expected {} but found '{}'", what, quote(s, 40));
   s.remove_prefix(token.size());
 }
 
@@ -63,7 +73,7 @@ ToolCall parse_invoke(std::string_view& s) {
       try {
         args[key] = nlohmann::ordered_json::parse(value);
       } catch (const nlohmann::json::exception&) {
-        fail("tool calls: parameter {} has string=\"false\" but its value is not JSON: '{}'", key, value.substr(0, 80));
+        fail("tool calls: parameter {} has string=\"false\" but its value is not JSON: '{}'", key, quote(value, 80));
       }
     }
   }
@@ -101,7 +111,7 @@ std::vector<ToolCall> parse_dsml_tool_calls(std::string_view s) {
   skip_space(s);
   if (s.ends_with(kEos)) s.remove_suffix(kEos.size());
   skip_space(s);
-  if (!s.empty()) fail("tool calls: text after the block: '{}'", s.substr(0, 40));
+  if (!s.empty()) fail("tool calls: text after the block: '{}'", quote(s, 40));
   if (calls.empty()) fail("tool calls: the block has no invoke");
   return calls;
 }
@@ -136,10 +146,17 @@ CompletionParser::Delta CompletionParser::push(std::string_view text) {
   std::string_view rest = buffer;
   while (!rest.empty() && phase_ != Phase::kDone) {
     if (phase_ == Phase::kTools) {
-      // Inside the block only EOS matters; the block is parsed at the end.
-      std::size_t eos = rest.find(kEos);
-      emit(rest.substr(0, eos), delta);
-      if (eos != std::string_view::npos) phase_ = Phase::kDone;
+      // Inside the block only EOS matters; the block is parsed at the end. A piece may end
+      // inside the EOS marker: hold that back too, or the marker's text would join the block.
+      const std::size_t eos = rest.find(kEos);
+      if (eos != std::string_view::npos) {
+        emit(rest.substr(0, eos), delta);
+        phase_ = Phase::kDone;
+        return delta;
+      }
+      const std::size_t hold = partial_marker(rest, {kEos});
+      emit(rest.substr(0, rest.size() - hold), delta);
+      pending_ = std::string(rest.substr(rest.size() - hold));
       return delta;
     }
     // The earliest marker that ends this phase.

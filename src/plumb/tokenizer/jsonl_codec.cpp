@@ -2,12 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <vector>
 
 #include "plumb/util/error.h"
+#include "plumb/util/read_file.h"
 
 namespace plumb {
 namespace {
@@ -18,7 +20,7 @@ using nlohmann::json;
 std::size_t for_each_json_line(std::istream& in, const std::string& input_name,
                                const std::function<void(const json&)>& convert) {
   std::size_t line_number = 0;
-  for (std::string line; std::getline(in, line);) {
+  for (std::string line; read_line(in, line, fmt::format("{}:{}", input_name, line_number + 1));) {
     ++line_number;
     try {
       json value;
@@ -51,11 +53,9 @@ using LineConverter = std::size_t (*)(const Tokenizer&, std::istream&, std::ostr
 
 std::size_t convert_file(LineConverter convert, const Tokenizer& tokenizer, const std::string& input_path,
                          const std::string& output_path, bool flag) {
+  // A named input must be a regular file (a FIFO would block, /dev/zero never ends); "-" streams.
   std::ifstream in_file;
-  if (input_path != "-") {
-    in_file.open(input_path, std::ios::binary);
-    if (!in_file) fail("cannot open input {}", input_path);
-  }
+  if (input_path != "-") in_file = open_regular_stream(input_path, "input file");
   std::ofstream out_file;
   if (output_path != "-") {
     out_file.open(output_path, std::ios::binary | std::ios::trunc);
@@ -64,6 +64,9 @@ std::size_t convert_file(LineConverter convert, const Tokenizer& tokenizer, cons
   std::istream& in = input_path == "-" ? std::cin : in_file;
   std::ostream& out = output_path == "-" ? std::cout : out_file;
   std::size_t lines = convert(tokenizer, in, out, input_path == "-" ? "<stdin>" : input_path, flag);
+  // A read error (stdin a directory, an I/O error) ends the lines like the end of the input does.
+  if (in.bad() || (input_path == "-" && std::ferror(stdin)))
+    fail("{}: read error after {} lines", input_path == "-" ? "<stdin>" : input_path, lines);
   out.flush();
   if (!out) fail("error writing {}", output_path == "-" ? "<stdout>" : output_path);
   return lines;

@@ -42,6 +42,33 @@ int open_regular_file(const std::string& path, std::uint64_t& size, const char* 
   return fd;
 }
 
+std::ifstream open_regular_stream(const std::string& path, const char* what) {
+  std::uint64_t size = 0;
+  ::close(open_regular_file(path, size, what));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open {}", path, what);
+  return in;
+}
+
+bool read_line(std::istream& in, std::string& line, const std::string& where, std::size_t max_bytes) {
+  line.clear();
+  const std::istream::sentry ok(in, true);
+  if (!ok) return false;
+  std::streambuf& buf = *in.rdbuf();
+  bool any = false;  // a last line without a newline is still a line
+  for (;;) {
+    const int c = buf.sbumpc();
+    if (c == std::char_traits<char>::eof()) {
+      in.setstate(any ? std::ios::eofbit : std::ios::eofbit | std::ios::failbit);
+      return any;
+    }
+    any = true;
+    if (c == '\n') return true;
+    if (line.size() == max_bytes) fail("{}: a line longer than {} bytes, the most plumb reads", where, max_bytes);
+    line.push_back(static_cast<char>(c));
+  }
+}
+
 std::string read_regular_file(const std::string& path, std::uint64_t max_bytes, const char* what) {
   std::uint64_t size = 0;
   const int fd = open_regular_file(path, size, what);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "plumb/backend/device_facts.h"
 #include "plumb/backend/gpu/gpu_backend.h"
 #include "plumb/backend/gpu/kernels/memory.h"
 #include "plumb/format/dtype.h"
@@ -188,7 +189,11 @@ std::string GpuBackend::name() const {
 }
 
 std::vector<std::pair<std::string, std::string>> GpuBackend::facts() const {
-  auto version = [](int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); };
+  // The runtime's own encoding (HIP's is not CUDA's): the one decoding plumb doctor uses.
+  auto version = [this](int v) {
+    const std::string text = gpu_version_text(name(), v);
+    return text.empty() ? std::string("?") : text;
+  };
   return {{"backend", name()},
           {"device", info_.name},
           {"arch", info_.arch},
