@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds plumb with the CUDA backend HERE (the GPU machine has no Debian dev packages) and packs
-# what a GPU run needs into .device/bundle.tar.xz: stripped plumb, plumb_tests and plumb_bench,
+# what a GPU run needs into .device/bundle.tar.xz: stripped plumb, plumb_tests, plumb_bench,
+# plumb_engine_bench and plumb_kv_quality,
 # and the three shared libraries the GPU machine lacks (fmt, pcre2, simdjson). The device tool
 # carries the working tree (~53 MiB) plus this bundle within its 64 MiB limit, hence xz.
 # Usage: scripts/device/bundle.sh   then run scripts/device/check.sh on the GPU machine with
@@ -11,7 +12,7 @@ BUILD_DIR=${BUILD_DIR:-build-device}
 BUILD_DIR=$BUILD_DIR BUILD_TYPE=${BUILD_TYPE:-Release} CMAKE_ARGS="-DPLUMB_GPU=CUDA ${CMAKE_ARGS:-}" scripts/build.sh
 stage=$(mktemp -d)
 mkdir -p "$stage/bin" "$stage/lib" .device
-for b in plumb tests/plumb_tests bench/plumb_bench; do
+for b in plumb tests/plumb_tests bench/plumb_bench bench/plumb_engine_bench bench/plumb_kv_quality; do
   [ -f "$BUILD_DIR/$b" ] && strip -o "$stage/bin/$(basename "$b")" "$BUILD_DIR/$b"
 done
 for lib in libfmt.so.9 libpcre2-8.so.0 libsimdjson.so.14; do cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/lib/"; done
