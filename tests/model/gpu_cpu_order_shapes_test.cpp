@@ -25,29 +25,45 @@ std::vector<TokenId> prompt(int64_t n, int64_t vocab, int64_t salt) {
   return ids;
 }
 
-// Logits of the rows a pattern asks for, concatenated over its forwards. `chunk` tokens per
-// forward of each of `seqs` sequences (stepping together), logits of every sequence's last row.
-std::vector<float> run_pattern(Model& m, int64_t tokens, int64_t chunk, int64_t seqs) {
+// How one sequence is fed: it joins the batch at step `join`, its first forward takes `first`
+// tokens, every later one `chunk` (1: decode steps).
+struct Feed {
+  int64_t join = 0, first = 0, chunk = 0;
+};
+
+// Logits of every sequence's last row per forward, concatenated: `tokens` (+ 7 per sequence)
+// tokens of each sequence, fed as `feeds` say.
+std::vector<float> run_feeds(Model& m, int64_t tokens, const std::vector<Feed>& feeds) {
+  const int64_t seqs = static_cast<int64_t>(feeds.size());
   std::vector<std::vector<TokenId>> ids;
   std::vector<std::unique_ptr<SequenceState>> states;
   for (int64_t s = 0; s < seqs; ++s) ids.push_back(prompt(tokens + 7 * s, m.config().vocab_size, s)), states.push_back(m.new_sequence());
   std::vector<float> out;
   std::vector<int64_t> done(static_cast<std::size_t>(seqs), 0);
-  for (bool more = true; more;) {
+  for (int64_t step = 0, more = 1; more; ++step) {
     std::vector<SequenceStep> batch;
+    more = 0;
     for (int64_t s = 0; s < seqs; ++s) {
       const auto& v = ids[static_cast<std::size_t>(s)];
-      const int64_t at = done[static_cast<std::size_t>(s)], n = std::min<int64_t>(chunk, static_cast<int64_t>(v.size()) - at);
+      const Feed& f = feeds[static_cast<std::size_t>(s)];
+      const int64_t at = done[static_cast<std::size_t>(s)], left = static_cast<int64_t>(v.size()) - at;
+      more |= left > 0;
+      if (step < f.join) continue;
+      const int64_t n = std::min<int64_t>(at == 0 ? f.first : f.chunk, left);
       if (n <= 0) continue;
       batch.push_back({states[static_cast<std::size_t>(s)].get(), std::span<const TokenId>(v.data() + at, static_cast<std::size_t>(n))});
       done[static_cast<std::size_t>(s)] += n;
     }
-    more = !batch.empty();
-    if (!more) break;
+    if (batch.empty()) continue;
     const std::vector<float> l = to_host_floats(m.backend(), m.forward(batch, last_rows(batch)));
     out.insert(out.end(), l.begin(), l.end());
   }
   return out;
+}
+
+// `chunk` tokens per forward of each of `seqs` sequences, all from the first step.
+std::vector<float> run_pattern(Model& m, int64_t tokens, int64_t chunk, int64_t seqs) {
+  return run_feeds(m, tokens, std::vector<Feed>(static_cast<std::size_t>(seqs), Feed{0, chunk, chunk}));
 }
 
 class GpuCpuOrderShapes : public ::testing::TestWithParam<Numerics> {
@@ -62,7 +78,12 @@ class GpuCpuOrderShapes : public ::testing::TestWithParam<Numerics> {
     ::unsetenv("PLUMB_GPU_ORDER");
   }
   void expect_bitwise(int64_t tokens, int64_t chunk, int64_t seqs) {
-    const std::vector<float> want = run_pattern(*cpu_, tokens, chunk, seqs), got = run_pattern(*gpu_, tokens, chunk, seqs);
+    expect_bitwise_feeds(tokens, std::vector<Feed>(static_cast<std::size_t>(seqs), Feed{0, chunk, chunk}),
+                         std::to_string(tokens) + " tokens in chunks of " + std::to_string(chunk) + ", " +
+                             std::to_string(seqs) + " sequence(s)");
+  }
+  void expect_bitwise_feeds(int64_t tokens, const std::vector<Feed>& feeds, const std::string& what) {
+    const std::vector<float> want = run_feeds(*cpu_, tokens, feeds), got = run_feeds(*gpu_, tokens, feeds);
     ASSERT_EQ(got.size(), want.size());
     std::size_t differ = 0, first = 0;
     float worst = 0;
@@ -71,8 +92,7 @@ class GpuCpuOrderShapes : public ::testing::TestWithParam<Numerics> {
         if (differ++ == 0) first = i;
         worst = std::max(worst, std::abs(got[i] - want[i]));
       }
-    EXPECT_EQ(differ, 0u) << numerics_name(GetParam()) << ", " << tokens << " tokens in chunks of " << chunk << ", " << seqs
-                          << " sequence(s): " << differ << " of " << got.size() << " logits differ from the CPU (first at "
+    EXPECT_EQ(differ, 0u) << numerics_name(GetParam()) << ", " << what << ": " << differ << " of " << got.size() << " logits differ from the CPU (first at "
                           << first << ", max abs diff " << worst << ")";
   }
   std::unique_ptr<Model> cpu_, gpu_;
@@ -82,6 +102,11 @@ TEST_P(GpuCpuOrderShapes, WholePromptLastRow) { expect_bitwise(97, 1000, 1); }
 TEST_P(GpuCpuOrderShapes, ChunksOfSeven) { expect_bitwise(97, 7, 1); }
 TEST_P(GpuCpuOrderShapes, OneTokenSteps) { expect_bitwise(40, 1, 1); }
 TEST_P(GpuCpuOrderShapes, TwoSequencesInOneBatch) { expect_bitwise(60, 13, 2); }
+// What the engine's steps look like under a small token budget: one sequence decoding while
+// others join and prefill in chunks (EngineBatchingGpu's faithful failure had such steps).
+TEST_P(GpuCpuOrderShapes, DecodesBesidePrefillChunks) {
+  expect_bitwise_feeds(50, {{0, 30, 1}, {5, 6, 6}, {9, 17, 1}}, "one decoding, one prefilling by 6, one joining later");
+}
 
 INSTANTIATE_TEST_SUITE_P(Numerics, GpuCpuOrderShapes, ::testing::Values(Numerics::Reference, Numerics::Faithful),
                          [](const auto& p) { return std::string(numerics_name(p.param)); });
