@@ -28,6 +28,7 @@
 #include "plumb/backend/backend.h"
 #include "plumb/format/safetensors.h"
 #include "plumb/model/model_v4.h"
+#include "plumb/runtime/kv_layout.h"
 #include "plumb/util/error.h"
 #include "bench_probe.h"
 #include "op_bench.h"
@@ -114,6 +115,11 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batches, "decode batch sizes, comma separated")->capture_default_str();
   app.add_option("--context", context, "tokens already in each sequence before decoding")->capture_default_str();
   app.add_option("--steps", steps, "timed repetitions (median reported)")->capture_default_str();
+  std::string kv_dtype, kv_index_dtype;
+  int64_t kv_bf16_recent = 0;
+  app.add_option("--kv-dtype", kv_dtype, "KV entries f32|bf16|fp8 (default: the numerics' lossless format)");
+  app.add_option("--kv-index-dtype", kv_index_dtype, "indexer keys f32|bf16|fp4 (default: as --kv-dtype's)");
+  app.add_option("--kv-bf16-recent", kv_bf16_recent, "entries of the last N positions kept bf16")->capture_default_str();
   app.add_option("--prefill", prefill, "prefill length (0: skip)")->capture_default_str();
   app.add_option("--json", json_out, "write the results here");
   CLI11_PARSE(app, argc, argv);
@@ -152,6 +158,16 @@ int main(int argc, char** argv) {
       return v;
     };
     auto& fwd = m->forward_pass();
+    {  // KV storage: the numerics' lossless default, each part overridable (what the format costs)
+      runtime::KvFormat f = runtime::default_kv_format(cfg.arch, opt.numerics == Numerics::Faithful);
+      if (!kv_dtype.empty()) f.kv = runtime::parse_kv_dtype(kv_dtype);
+      if (!kv_index_dtype.empty()) f.index_keys = runtime::parse_index_key_dtype(kv_index_dtype);
+      f.bf16_recent = kv_bf16_recent;
+      fwd.kv_pool().set_storage(runtime::kv_storage(f));
+      rec["kv"] = fmt::format("{}+{} recent {}", runtime::to_string(f.kv), runtime::to_string(f.index_keys), f.bf16_recent);
+      std::printf("KV storage: entries %s, indexer keys %s, bf16 recent %ld\n", runtime::to_string(f.kv),
+                  runtime::to_string(f.index_keys), static_cast<long>(f.bf16_recent));
+    }
     {  // warm-up: uploads every weight, loads kernels
       v4::SequenceState s = fwd.new_sequence();
       const auto ids = random_ids(16);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The unit tests under sanitizers, CPU only (no GPU backend), each in its own build folder:
 #   build-asan: AddressSanitizer + UndefinedBehaviorSanitizer, the whole suite but the slowest
-#               golden tests (SAN_EXCLUDE); any UB report aborts its test, so it fails the run.
+#               golden tests (SAN_EXCLUDE) and the multi-process tests (label dist: they launch
+#               the plumb binary under mpirun, which this build does not compile, to stay in
+#               CI's time; they run in the main suite); any UB report aborts its test.
 #   build-tsan: ThreadSanitizer, the tests labelled `concurrency`: the plumb_concurrency_tests
 #               binary (tests/CMakeLists.txt), built alone with the layers it links, so this
 #               cold build compiles the libraries plus a handful of test files.
@@ -31,7 +33,7 @@ run_asan() {
   # detect_leaks: a leak fails its test too. halt_on_error: the first UB report ends the process.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$JOBS" -E "$SAN_EXCLUDE" | tee build-asan/ctest.log
+    ctest --test-dir build-asan --output-on-failure -j "$JOBS" -E "$SAN_EXCLUDE" -LE dist | tee build-asan/ctest.log
   echo "sanitize.sh: asan+ubsan: $(grep -E 'tests passed|tests failed' build-asan/ctest.log | tail -1)" \
        "in $(( $(date +%s) - start )) s (excluded: $SAN_EXCLUDE)"
 }

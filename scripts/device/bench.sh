@@ -30,4 +30,4 @@ if [ ! -f "$CKPT/config.json" ]; then
   echo "synth: $(du -sh "$CKPT" | cut -f1) in $(( $(date +%s) - start )) s"
 fi
 plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch "${BENCH_BATCH:-1,8,32}" \
-  --context "${BENCH_CONTEXT:-512}" --steps "${BENCH_STEPS:-10}" --prefill "${BENCH_PREFILL:-4096}" --json "$OUT/bench.json"
+  --context "${BENCH_CONTEXT:-512}" --steps "${BENCH_STEPS:-10}" --prefill "${BENCH_PREFILL:-4096}" ${BENCH_EXTRA:-} --json "$OUT/bench.json"
