@@ -19,6 +19,12 @@ export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(cd .. && pwd)}
 # same code as the op tests that stay in.
 SAN_EXCLUDE=${SAN_EXCLUDE:-'V4FaithfulGolden|V3FaithfulGolden|V4Golden|V3Golden|CpuSumOrder.OtherOrders(With|Flip)'}
 
+# The one concurrency test whose work is mostly model compute (2 workloads alone, then batched
+# under 2 schedulers x 3 block sizes: 14 engine runs) ran past its 900 s timeout under TSan on 2
+# cores (2026-12-02); its threads are those of the engine tests that stay in (preemption, alone),
+# and it runs in the main and ASan suites.
+TSAN_EXCLUDE=${TSAN_EXCLUDE:-'EngineBatching.TokensDoNotDependOnTheCompany'}
+
 configure_and_build() {  # dir, sanitizer flags, targets...
   local dir=$1 flags=$2
   shift 2
@@ -42,9 +48,9 @@ run_tsan() {
   local start=$(date +%s)
   configure_and_build build-tsan "-fsanitize=thread" plumb_concurrency_tests
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -L concurrency | tee build-tsan/ctest.log
+    ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -L concurrency -E "$TSAN_EXCLUDE" | tee build-tsan/ctest.log
   echo "sanitize.sh: tsan: $(grep -E 'tests passed|tests failed' build-tsan/ctest.log | tail -1)" \
-       "in $(( $(date +%s) - start )) s"
+       "in $(( $(date +%s) - start )) s (excluded: $TSAN_EXCLUDE)"
 }
 
 case $WHICH in

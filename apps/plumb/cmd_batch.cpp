@@ -77,18 +77,18 @@ std::string record_of(const Line& l) {
       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-// The replicas' records in input order: line i is record i / dp of replica i % dp, which world
-// rank d * (tp * ep) (its model group's first rank) reports. Without a layout: this process's.
+// The replicas' records in input order: line i is record i / dp of replica i % dp, which the
+// replica's lead reports (only the leads run engines). Without a layout: this process's.
 std::vector<std::string> gather_records(dist::Parallel* par, const std::vector<Line>& mine) {
   std::vector<std::string> records;
   for (const Line& l : mine) records.push_back(record_of(l));
   if (!par) return records;
-  const auto all = dist::all_gather_strings(par->world(), records);
-  const std::size_t dp = static_cast<std::size_t>(par->layout().dp), M = all.size() / dp;
+  const auto all = dist::all_gather_strings(par->replica_leads(), records);
+  const std::size_t dp = all.size();
   std::size_t total = 0;
-  for (std::size_t d = 0; d < dp; ++d) total += all[d * M].size();
+  for (const auto& replica : all) total += replica.size();
   std::vector<std::string> out;
-  for (std::size_t i = 0; i < total; ++i) out.push_back(all[i % dp * M][i / dp]);
+  for (std::size_t i = 0; i < total; ++i) out.push_back(all[i % dp][i / dp]);
   return out;
 }
 
@@ -120,6 +120,7 @@ int run(BatchArgs& a) {
     lines = std::move(mine);
   }
   if (writer && !std::ofstream(a.output)) fail("{}: cannot open the output file", a.output);  // fail before loading
+  if (follow_model_group(a.engine)) return 0;
   const StartedEngine started = start_engine(a.engine, quiet);
   const auto& tokenizer = started.tokenizer;
   const auto& engine = started.engine;

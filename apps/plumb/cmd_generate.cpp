@@ -27,8 +27,9 @@ struct GenerateArgs {
 };
 
 int run_generate(GenerateArgs& a) {
-  // Every rank runs the same engine on the same request (the layout splits the model inside
-  // each forward), so all ranks sample the same tokens; rank 0 writes them.
+  // Each model group's lead runs the engine and the other ranks follow its model calls (the
+  // layout splits the model inside each forward); every replica generates the same tokens (one
+  // request) and rank 0 writes them.
   a.engine.parallel = join_layout(a.parallel);
   const std::vector<TokenId> ids = read_token_ids(a.ids);
   check_fits_context(static_cast<int64_t>(ids.size()) + a.max_new, load_model_config(a.engine.model),
@@ -37,6 +38,7 @@ int run_generate(GenerateArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<TokenId> out;
   if (a.max_new > 0) {  // nothing to generate otherwise (the engine takes requests for at least one token)
+    if (follow_model_group(a.engine)) return 0;
     const StartedEngine started = start_engine(a.engine, /*quiet=*/true, /*ids_only=*/true);  // no tokenizer needed
     runtime::Request r;
     r.prompt = ids;

@@ -1,6 +1,7 @@
 // plumb serve --model DIR [--host H] [--port P] [--api-key KEY | env PLUMB_API_KEY]
 // [--served-model-name NAME] [--max-queue N] [--drain-timeout S]: the OpenAI-compatible HTTP
-// server (src/plumb/server).
+// server (src/plumb/server). Under mpirun with --tp / --ep, rank 0 serves HTTP and runs the
+// engine, and the other ranks follow its model calls (follow_model_group, runtime/model_group.h).
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 #include "commands.h"
 #include "engine_flags.h"
+#include "parallel_flags.h"
 #include "plumb/runtime/sampler.h"
 #include "plumb/server/serve.h"
 #include "plumb/util/error.h"
@@ -19,12 +21,14 @@ namespace plumb::cli {
 Runner register_serve(CLI::App& app) {
   struct Options {
     EngineFlags engine;
+    ParallelFlags parallel;
     std::string served_name;
     server::ServeOptions serve;
   };
   auto* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (chat, completions, streaming, metrics)");
   auto o = std::make_shared<Options>();
   add_engine_flags(*cmd, o->engine);
+  add_parallel_flags(*cmd, o->parallel);
   cmd->add_option("--host", o->serve.http.host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->serve.http.port, "port (0: any free port)")->capture_default_str();
   cmd->add_option("--api-key", o->serve.api.api_key, "require 'Authorization: Bearer KEY' (default: env PLUMB_API_KEY)");
@@ -38,6 +42,12 @@ Runner register_serve(CLI::App& app) {
   cmd->add_option("--http-threads", o->serve.http.threads, "I/O threads")->capture_default_str()->check(CLI::Range(1, hardware));
   cmd->add_option("--max-body", o->serve.http.body_limit, "largest request body in bytes (413 beyond)")->capture_default_str();
   return [o]() {
+    o->engine.parallel = join_layout(o->parallel);
+    if (const dist::Parallel* par = o->engine.parallel.get(); par && par->layout().dp > 1)
+      fail("serve --dp {}: one server runs one model group (--tp / --ep); for replicas run one server per "
+           "replica behind a load balancer",
+           par->layout().dp);
+    if (follow_model_group(o->engine)) return 0;
     if (o->serve.api.api_key.empty())
       if (const char* key = std::getenv("PLUMB_API_KEY")) o->serve.api.api_key = key;
     const std::string& dir = o->engine.model;

@@ -1,9 +1,11 @@
 #include "engine_flags.h"
 
+#include <csignal>
 #include <cstdio>
 
 #include "commands.h"
 #include "generation_flags.h"
+#include "plumb/runtime/model_group.h"
 #include "plumb/tokenizer/tokenizer.h"
 
 namespace plumb::cli {
@@ -74,11 +76,23 @@ runtime::EngineOptions engine_options(const EngineFlags& f) {
   return o;
 }
 
+bool follow_model_group(const EngineFlags& f) {
+  if (!f.parallel || f.parallel->model_size() == 1 || f.parallel->leads_model_group()) return false;
+  // mpirun passes SIGTERM / SIGINT to every rank: the lead ends its engine (plumb serve drains its
+  // requests first), which ends this rank.
+  std::signal(SIGTERM, SIG_IGN);
+  std::signal(SIGINT, SIG_IGN);
+  const auto model = runtime::load_engine_model(f.model, run_options(f), f.parallel);
+  runtime::follow_model_group(*model, f.parallel->model_group());
+  return true;
+}
+
 StartedEngine start_engine(const EngineFlags& f, bool quiet, bool ids_only) {
   const runtime::EngineOptions options = engine_options(f);
   StartedEngine s;
   if (!ids_only) s.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(f.model));
   auto model = runtime::load_engine_model(f.model, run_options(f), f.parallel);
+  if (f.parallel && f.parallel->model_size() > 1) model = runtime::lead_model_group(std::move(model), f.parallel->model_group());
   if (!quiet) std::fputs(runtime::engine_memory_table(*model, options).c_str(), stderr);
   s.engine = runtime::start_engine(std::move(model), s.tokenizer, options);
   return s;

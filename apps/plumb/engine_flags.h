@@ -36,9 +36,17 @@ struct StartedEngine {
   std::shared_ptr<const Tokenizer> tokenizer;
   std::unique_ptr<runtime::Engine> engine;
 };
+// Under a layout that splits the model (tp x ep > 1), only each model group's lead runs the
+// engine: the engine's steps depend on when requests arrive, so ranks running engines of their own
+// would not stay in step. On another rank of the group this loads the model, makes the lead's
+// model calls until its engine ends (runtime/model_group.h) and returns true: the command then
+// returns. False on a lead, and without such a layout.
+bool follow_model_group(const EngineFlags& f);
+
 // Loads --model's tokenizer (unless ids_only: requests without text or stop strings, for a
 // model directory that may have no tokenizer) and model, prints the engine's memory table on
-// stderr (unless quiet) and starts the engine thread.
+// stderr (unless quiet) and starts the engine thread; on a model group's lead the model mirrors
+// its calls to the group (follow_model_group).
 StartedEngine start_engine(const EngineFlags& f, bool quiet, bool ids_only = false);
 
 }  // namespace plumb::cli

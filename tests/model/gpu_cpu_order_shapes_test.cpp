@@ -61,11 +61,6 @@ std::vector<float> run_feeds(Model& m, int64_t tokens, const std::vector<Feed>& 
   return out;
 }
 
-// `chunk` tokens per forward of each of `seqs` sequences, all from the first step.
-std::vector<float> run_pattern(Model& m, int64_t tokens, int64_t chunk, int64_t seqs) {
-  return run_feeds(m, tokens, std::vector<Feed>(static_cast<std::size_t>(seqs), Feed{0, chunk, chunk}));
-}
-
 class GpuCpuOrderShapes : public ::testing::TestWithParam<Numerics> {
  protected:
   void SetUp() override {

@@ -104,9 +104,13 @@ TEST_F(V4ReleaseGolden, LastLogitsAtTheReleaseNoiseFloor) {
                 len.c_str(), cos, static_cast<long long>(a_got), static_cast<long long>(a_want), bar.floor_cosine,
                 bar.floor_what.c_str(), bar.cosine, bar.argmax ? ", argmax equal" : "");
     EXPECT_TRUE(info.at("fp32_vs_golden").at("bitwise").get<bool>()) << "the GEMM-order floor moved: regenerate";
-    if (bar.bitwise) EXPECT_EQ(got, want) << "prompt_" << len << ": the floor is bitwise";
+    if (bar.bitwise) {
+      EXPECT_EQ(got, want) << "prompt_" << len << ": the floor is bitwise";
+    }
     EXPECT_GE(cos, bar.cosine) << "prompt_" << len;
-    if (bar.argmax) EXPECT_EQ(a_got, a_want) << "prompt_" << len;
+    if (bar.argmax) {
+      EXPECT_EQ(a_got, a_want) << "prompt_" << len;
+    }
     ++checked;
   }
   EXPECT_EQ(checked, 4);

@@ -20,6 +20,7 @@ Parallel::Parallel(std::shared_ptr<Communicator> world, Layout layout) : world_(
   const int m = w % M, t = m / layout.ep, e = m % layout.ep;
   model_ = world_->split(dp_rank_, m);
   tp_ = world_->split(dp_rank_ * layout.ep + e, t);
+  peers_ = world_->split(m, dp_rank_);  // the ranks m of every replica; for m = 0, their leads
 }
 
 Range Parallel::experts(int64_t experts, const std::string& what) const {

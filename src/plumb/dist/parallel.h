@@ -50,6 +50,12 @@ class Parallel {
   int model_size() const { return model_->size(); }
   int tp_size() const { return tp_->size(); }
   int dp_rank() const { return dp_rank_; }
+  // Whether this rank leads its model group (rank 0 of it): under the serving engine the lead
+  // runs the engine and the others follow its model calls (runtime/model_group.h).
+  bool leads_model_group() const { return model_->rank() == 0; }
+  // The leads of every replica, by replica (on a lead; on another rank: its peers of the same
+  // model-group rank): where the replicas' results meet.
+  Communicator& replica_leads() { return *peers_; }
   // The one rank that writes a command's output (world rank 0).
   bool writes_output() const { return world_->rank() == 0; }
 
@@ -62,7 +68,7 @@ class Parallel {
 
  private:
   std::shared_ptr<Communicator> world_;
-  std::unique_ptr<Communicator> model_, tp_;
+  std::unique_ptr<Communicator> model_, tp_, peers_;
   Layout layout_;
   int dp_rank_ = 0;
 };
