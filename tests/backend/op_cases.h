@@ -135,6 +135,8 @@ inline std::vector<IndexerCase> indexer_cases() {
       {3, 8, 3, 4, {2}, {12}, true, Round::None, "small, blocks of one key", 1},
       {4, 32, 4, 4, {0, 9, 30}, {5, 1, 3}, true, Round::BF16, "tiny-model dims, ragged, bf16, blocks of 3", 3},
       {4, 32, 4, 4, {0, 9, 30}, {5, 1, 3}, false, Round::None, "tiny-model dims, ragged, random f32", 2},
+      // longer than the GPU kernel decodes once per key (kMaxKeyDims): encoded keys decoded per head
+      {4, 160, 4, 4, {0, 9}, {5, 3}, true, Round::None, "keys of 160 dims, integer-valued", 2},
   };
 }
 

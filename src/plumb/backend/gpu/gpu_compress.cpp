@@ -52,7 +52,8 @@ Tensor GpuBackend::indexer_topk(const Tensor& q, const Tensor& w, const Batch& b
                                 const BlockTables& tables, const IndexerParams& p) {
   const IndexerDims d = check_indexer_topk(q, w, b, keys, tables, p);
   const int64_t N = d.N, H = d.H, di = d.di, K = p.top_k, m = p.ratio;
-  if (!k::indexer_topk_supported(K)) fail("indexer_topk: top_k {} is too large for the GPU kernel", K);
+  if (!k::indexer_topk_supported(K, H, di))
+    fail("indexer_topk: top_k {} with {} heads of {} dims is too large for the GPU kernels' shared memory", K, H, di);
   k::IndexerArgs a;
   a.q = dev_f32(q, "indexer q");
   a.w = dev_f32(w, "indexer weights");

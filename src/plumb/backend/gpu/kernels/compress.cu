@@ -5,6 +5,9 @@
 // CPU's order, so the indexer's scores are bitwise those of the CPU (its top-k then agrees
 // exactly) and the compressor differs only where exp_cr and glibc's expf round differently (rare).
 #include "plumb/backend/gpu/kernels/compress.h"
+
+#include <algorithm>
+
 #include "plumb/backend/gpu/kernels/cpu_order.h"
 #include "plumb/backend/gpu/kernels/paged.h"
 
@@ -87,48 +90,69 @@ int64_t pow2_at_least(int64_t k) {
   return p;
 }
 
-// One block per query row: scores of its visible entries into the scratch row, then a radix
-// select (8 passes of 8 bits over the 64-bit rank keys) finds the k-th largest key, the k keys at
-// or above it are gathered into shared memory and bitonic-sorted in descending order.
-__global__ void __launch_bounds__(kThreads) indexer_kernel(IndexerArgs a, int64_t sort_n, bool q_in_smem) {
-  extern __shared__ uint64_t sbuf[];  // sort buffer [sort_n], then q [H * di] when q_in_smem
+// Visible entries of query row `row`: (t + 1) / m for the row's position t; 0 for a row no
+// sequence covers.
+__device__ int64_t visible_entries(const IndexerArgs& a, int64_t row) {
+  const int32_t si = a.row_seq[row];
+  return si < 0 ? 0 : (a.seqs[si].start + (row - a.seqs[si].row) + 1) / a.m;
+}
+
+// Scores, pass 1: block (row, y) scores entries [y * EP, (y + 1) * EP) of the row, one thread per
+// (entry, head). The block's keys are decoded once into shared memory (fp4 / bf16 pools: exact
+// values, kv_value), each thread forms its head's term as one thread of the CPU does (cpu_dot,
+// ReLU, the scale, the weight), and one thread per entry sums the terms over the heads in order:
+// the CPU's bits, with every head of every entry in flight at once (one thread per entry, as
+// before, left a decode step's 64 heads x 128 dims of each entry to one thread: ~300 us for one
+// query over 128 entries, more with the keys decoded per head).
+__global__ void __launch_bounds__(kThreads) indexer_score_kernel(IndexerArgs a, int64_t per_block) {
+  extern __shared__ float ssc[];  // the keys [per_block, di], then the terms [per_block, H]
+  const int64_t row = blockIdx.x, e0 = static_cast<int64_t>(blockIdx.y) * per_block;
+  const int64_t n = visible_entries(a, row);
+  if (e0 >= n) return;  // uniform over the block
+  const int64_t H = a.H, di = a.di, ents = n - e0 < per_block ? n - e0 : per_block;
+  const int32_t* blocks = a.seqs[a.row_seq[row]].blocks;
+  float* keys = ssc;
+  float* terms = ssc + per_block * di;
+  for (int64_t x = threadIdx.x; x < ents * di; x += blockDim.x) {
+    const int64_t le = x / di, i = x % di;
+    const uint8_t* key = paged_entry(a.keys, blocks, e0 + le);
+    keys[x] = a.keys.spec.format == backend::KvRowFormat::F32 ? reinterpret_cast<const float*>(key)[i]
+                                                              : backend::kv_value(a.keys.spec, key, i);
+  }
+  __syncthreads();
+  auto rnd = [&](float x) { return a.bf16 ? round_bf16(x) : x; };
+  const float* q = a.q + row * H * di;
+  const float* w = a.w + row * H;
+  for (int64_t x = threadIdx.x; x < ents * H; x += blockDim.x) {
+    const int64_t le = x / H, h = x % H;
+    const float qk = rnd(cpu_dot(q + h * di, keys + le * di, di));
+    const float relu = qk < 0.f ? 0.f : qk;  // std::max(qk, 0.f), sign of zero included
+    terms[x] = rnd(__fmul_rn(rnd(__fmul_rn(relu, a.relu_scale)), w[h]));
+  }
+  __syncthreads();
+  for (int64_t le = threadIdx.x; le < ents; le += blockDim.x) {
+    float acc = 0.f;
+    for (int64_t h = 0; h < H; ++h) acc = __fadd_rn(acc, terms[le * H + h]);
+    a.scores[row * a.max_n + e0 + le] = rnd(acc);
+  }
+}
+
+// Pass 2, one block per query row: a radix select (8 passes of 8 bits over the 64-bit rank keys
+// of the row's scores) finds the k-th largest key, the k keys at or above it are gathered into
+// shared memory and bitonic-sorted in descending order.
+__global__ void __launch_bounds__(kThreads) indexer_select_kernel(IndexerArgs a, int64_t sort_n) {
+  extern __shared__ uint64_t sbuf[];  // sort buffer [sort_n]
   __shared__ uint32_t hist[256];
   __shared__ uint64_t prefix;
   __shared__ int64_t k_rem;
   __shared__ uint32_t n_sel;
   const int64_t row = blockIdx.x, K = a.K;
   int32_t* out = a.out + row * K;
-  const int32_t si = a.row_seq[row];
-  const int64_t n = si < 0 ? 0 : (a.seqs[si].start + (row - a.seqs[si].row) + 1) / a.m;
+  const int64_t n = visible_entries(a, row);
   const int64_t k = n < K ? n : K;
   for (int64_t r = k + threadIdx.x; r < K; r += blockDim.x) out[r] = -1;
   if (k == 0) return;
-
-  const int64_t H = a.H, di = a.di;
-  const float* q = a.q + row * H * di;
-  if (q_in_smem) {
-    float* qs = reinterpret_cast<float*>(sbuf + sort_n);
-    for (int64_t i = threadIdx.x; i < H * di; i += blockDim.x) qs[i] = q[i];
-    q = qs;
-    __syncthreads();
-  }
-  const float* w = a.w + row * H;
-  const int32_t* blocks = a.seqs[si].blocks;
-  float* score = a.scores + row * a.max_n;
-  auto rnd = [&](float x) { return a.bf16 ? round_bf16(x) : x; };
-  for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
-    const uint8_t* key = paged_entry(a.keys, blocks, e);
-    float acc = 0.f;
-    for (int64_t h = 0; h < H; ++h) {
-      const float qk = rnd(a.keys.spec.format == backend::KvRowFormat::F32
-                               ? cpu_dot(q + h * di, reinterpret_cast<const float*>(key), di)
-                               : cpu_dot_at(q + h * di, [&](int64_t i) { return backend::kv_value(a.keys.spec, key, i); }, di));
-      const float relu = qk < 0.f ? 0.f : qk;  // std::max(qk, 0.f), sign of zero included
-      acc = __fadd_rn(acc, rnd(__fmul_rn(rnd(__fmul_rn(relu, a.relu_scale)), w[h])));
-    }
-    score[e] = rnd(acc);
-  }
-  __syncthreads();  // the block's score writes are visible to all its threads
+  const float* score = a.scores + row * a.max_n;
 
   // Radix select of the k-th largest rank key, most significant digit first.
   if (threadIdx.x == 0) {
@@ -200,16 +224,25 @@ gpuError_t compress(const CompressArgs& a, gpuStream_t s) {
   return gpuGetLastError();
 }
 
-bool indexer_topk_supported(int64_t K) { return K >= 0 && pow2_at_least(K) * 8 <= kMaxSortBytes; }
+bool indexer_topk_supported(int64_t K, int64_t H, int64_t di) {
+  const int64_t row_bytes = (H + di) * static_cast<int64_t>(sizeof(float));
+  return K >= 0 && pow2_at_least(K) * 8 <= kMaxSortBytes && row_bytes <= static_cast<int64_t>(kSmemBytes / 4);
+}
 
 gpuError_t indexer_topk(const IndexerArgs& a, gpuStream_t s) {
   if (a.N > 0 && a.K > 0) {
+    if (a.max_n > 0) {
+      // Entries per scoring block: enough (entry, head) pairs for the block's threads, within a
+      // quarter of the shared memory (the host checks a key row fits).
+      const int64_t row_bytes = (a.di + a.H) * static_cast<int64_t>(sizeof(float));
+      const int64_t per_block = std::max<int64_t>(1, std::min<int64_t>(kThreads / std::max<int64_t>(1, a.H),
+                                                                       static_cast<int64_t>(kSmemBytes / 4) / row_bytes));
+      const dim3 grid(static_cast<unsigned>(a.N), static_cast<unsigned>((a.max_n + per_block - 1) / per_block));
+      indexer_score_kernel<<<grid, kThreads, static_cast<std::size_t>(per_block * row_bytes), s>>>(a, per_block);
+    }
     const int64_t sort_n = pow2_at_least(a.K);
-    const std::size_t sort_bytes = static_cast<std::size_t>(sort_n) * sizeof(uint64_t);
-    const std::size_t q_bytes = static_cast<std::size_t>(a.H * a.di) * sizeof(float);
-    const bool q_in_smem = sort_bytes + q_bytes <= kSmemBytes;
-    indexer_kernel<<<static_cast<unsigned>(a.N), kThreads, sort_bytes + (q_in_smem ? q_bytes : 0), s>>>(a, sort_n,
-                                                                                                     q_in_smem);
+    indexer_select_kernel<<<static_cast<unsigned>(a.N), kThreads, static_cast<std::size_t>(sort_n) * sizeof(uint64_t), s>>>(
+        a, sort_n);
   }
   return gpuGetLastError();
 }

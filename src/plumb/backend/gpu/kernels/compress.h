@@ -48,7 +48,8 @@ struct IndexerArgs {
   bool bf16 = false;
 };
 gpuError_t indexer_topk(const IndexerArgs& a, gpuStream_t s);
-// Whether the kernel can rank a top_k of K (its sort buffer lives in shared memory).
-bool indexer_topk_supported(int64_t K);
+// Whether the kernels can score keys of di values for H heads and rank a top_k of K (a key row
+// and its heads' terms, and the sort buffer, live in shared memory).
+bool indexer_topk_supported(int64_t K, int64_t H, int64_t di);
 
 }  // namespace plumb::gpu::k
