@@ -7,14 +7,7 @@
 # $OUT/engine-schedulers.json, the tables on stdout.
 #   EB_REQUESTS=64 EB_INPUT=128:512 EB_OUTPUT=32:64 EB_CONCURRENCY=1,8,32,64
 set -uo pipefail
-OUT=${OUT:-/tmp/plumb-results}; mkdir -p "$OUT"
-CKPT=${CKPT:-/tmp/v4-flash-3layers}
-dev=/tmp/plumb-device
-export LD_LIBRARY_PATH="$dev/lib:${LD_LIBRARY_PATH:-}" PATH="$dev/bin:$PATH"
-[ -f "$CKPT/config.json" ] || { echo "engine_bench: no synthetic at $CKPT (run STEPS=bench first)"; exit 1; }
-if [ ! -f "$CKPT/tokenizer.json" ]; then
-  tar -C /tmp -xJf tests/data/tokenizer/deepseek-v3-tokenizer.json.tar.xz && cp /tmp/deepseek-v3/tokenizer.json "$CKPT/"
-fi
+. "$(dirname "$0")/synthetic_env.sh" engine_bench
 common=(--model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --kv-cache-mb "${EB_KV_MB:-16384}")
 timeout "${EB_TIMEOUT:-300}" plumb_engine_bench "${common[@]}" --requests "${EB_REQUESTS:-64}" \
   --input-len "${EB_INPUT:-128:512}" --output-len "${EB_OUTPUT:-32:64}" --concurrency "${EB_CONCURRENCY:-1,8,32,64}" \

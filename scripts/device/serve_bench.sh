@@ -5,14 +5,7 @@
 # not matter) and `plumb bench serve` against it at a few concurrencies. Results:
 # $OUT/serve_bench.json, the table on stdout, the server's log in $OUT/serve.log.
 set -uo pipefail
-OUT=${OUT:-/tmp/plumb-results}; mkdir -p "$OUT"
-CKPT=${CKPT:-/tmp/v4-flash-3layers}
-dev=/tmp/plumb-device
-export LD_LIBRARY_PATH="$dev/lib:${LD_LIBRARY_PATH:-}" PATH="$dev/bin:$PATH"
-[ -f "$CKPT/config.json" ] || { echo "serve_bench: no synthetic at $CKPT (run STEPS=bench first)"; exit 1; }
-if [ ! -f "$CKPT/tokenizer.json" ]; then
-  tar -C /tmp -xJf tests/data/tokenizer/deepseek-v3-tokenizer.json.tar.xz && cp /tmp/deepseek-v3/tokenizer.json "$CKPT/"
-fi
+. "$(dirname "$0")/synthetic_env.sh" serve_bench
 port=${SERVE_PORT:-8123}
 plumb serve --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --port "$port" \
   ${SERVE_FLAGS:-} > "$OUT/serve.log" 2>&1 &
