@@ -48,6 +48,28 @@ TEST(Collectives, LocalGroupIsACopy) {
   std::vector<float> back(3);
   be->to_host(all_gather_columns(*be, *c, t), back.data());
   EXPECT_EQ(back, v);
+  const int64_t bytes[] = {12};
+  std::vector<float> moved(3);
+  c->all_to_all_bytes(v.data(), bytes, moved.data(), bytes);
+  EXPECT_EQ(moved, v);
+  const int64_t other[] = {8};
+  EXPECT_THROW(c->all_to_all_bytes(v.data(), bytes, moved.data(), other), Error);
+  be->to_host(all_gather_home_rows(*be, *c, t, 3, 1), back.data());  // one rank is every token's home
+  EXPECT_EQ(back, v);
+}
+
+TEST(Collectives, HomeTokensSplitEveryTokenOnce) {
+  for (const int64_t N : {0, 1, 5, 16, 131})
+    for (const int P : {1, 2, 3, 8}) {
+      int64_t next = 0;
+      for (int r = 0; r < P; ++r) {
+        const Range h = home_tokens(N, r, P);
+        EXPECT_EQ(h.begin, next) << N << " tokens, rank " << r << " of " << P;
+        EXPECT_LE(h.size(), (N + P - 1) / P);
+        next = h.end;
+      }
+      EXPECT_EQ(next, N);
+    }
 }
 
 }  // namespace

@@ -27,6 +27,11 @@ class Communicator {
   // out = rank 0's bytes, then rank 1's, ...; rank r contributes bytes[r] bytes (send holds
   // bytes[rank()] of them; every rank passes the same list, out holds their sum).
   virtual void all_gather_bytes(const void* send, std::span<const int64_t> bytes, void* out) = 0;
+  // Rank r sends send_bytes[d] bytes to each rank d (send holds them in rank order) and receives
+  // recv_bytes[s] bytes from each rank s into out, in rank order: MPI_Alltoallv. The counts must
+  // match pairwise (what r sends to d is what d expects from r).
+  virtual void all_to_all_bytes(const void* send, std::span<const int64_t> send_bytes, void* out,
+                                std::span<const int64_t> recv_bytes) = 0;
   // The ranks that pass the same color, ranked by key (ties by this group's rank): MPI_Comm_split.
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   // Ends every rank of the world at once (a rank that failed must not leave the others waiting

@@ -21,6 +21,12 @@ class LocalCommunicator final : public Communicator {
     if (bytes.size() != 1) fail("all_gather: {} counts for a 1-process group", bytes.size());
     if (bytes[0] > 0) std::memcpy(out, send, static_cast<std::size_t>(bytes[0]));
   }
+  void all_to_all_bytes(const void* send, std::span<const int64_t> send_bytes, void* out,
+                        std::span<const int64_t> recv_bytes) override {
+    if (send_bytes.size() != 1 || recv_bytes.size() != 1 || send_bytes[0] != recv_bytes[0])
+      fail("all_to_all: counts for a 1-process group must be one matching pair");
+    if (send_bytes[0] > 0) std::memcpy(out, send, static_cast<std::size_t>(send_bytes[0]));
+  }
   std::unique_ptr<Communicator> split(int, int) override { return make_local_communicator(); }
   [[noreturn]] void abort(int code) override { std::_Exit(code); }
 };

@@ -53,18 +53,17 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, comm_), "MPI_Bcast");
   }
   void all_gather_bytes(const void* send, std::span<const int64_t> bytes, void* out) override {
-    if (static_cast<int>(bytes.size()) != size_) fail("all_gather: {} counts for a group of {}", bytes.size(), size_);
-    std::vector<int> counts, displs;
-    int64_t at = 0;
-    for (int64_t b : bytes) {
-      if (b < 0 || at + b > INT32_MAX) fail("MPI all_gather of {} bytes: above 2 GiB", at + b);
-      counts.push_back(static_cast<int>(b));
-      displs.push_back(static_cast<int>(at));
-      at += b;
-    }
-    check(MPI_Allgatherv(send, counts[static_cast<std::size_t>(rank_)], MPI_BYTE, out, counts.data(), displs.data(),
-                         MPI_BYTE, comm_),
+    const Counts c = counts("all_gather", bytes);
+    check(MPI_Allgatherv(send, c.counts[static_cast<std::size_t>(rank_)], MPI_BYTE, out, c.counts.data(),
+                         c.displs.data(), MPI_BYTE, comm_),
           "MPI_Allgatherv");
+  }
+  void all_to_all_bytes(const void* send, std::span<const int64_t> send_bytes, void* out,
+                        std::span<const int64_t> recv_bytes) override {
+    const Counts s = counts("all_to_all (send)", send_bytes), r = counts("all_to_all (receive)", recv_bytes);
+    check(MPI_Alltoallv(send, s.counts.data(), s.displs.data(), MPI_BYTE, out, r.counts.data(), r.displs.data(),
+                        MPI_BYTE, comm_),
+          "MPI_Alltoallv");
   }
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;
@@ -77,6 +76,23 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // MPI's int counts and displacements of one byte count per rank.
+  struct Counts {
+    std::vector<int> counts, displs;
+  };
+  Counts counts(const char* what, std::span<const int64_t> bytes) const {
+    if (static_cast<int>(bytes.size()) != size_) fail("{}: {} counts for a group of {}", what, bytes.size(), size_);
+    Counts c;
+    int64_t at = 0;
+    for (int64_t b : bytes) {
+      if (b < 0 || at + b > INT32_MAX) fail("MPI {} of {} bytes: above 2 GiB", what, at + b);
+      c.counts.push_back(static_cast<int>(b));
+      c.displs.push_back(static_cast<int>(at));
+      at += b;
+    }
+    return c;
+  }
+
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0, size_ = 1;

@@ -21,4 +21,18 @@ backend::Tensor all_gather_columns(backend::Backend& be, Communicator& group, co
 backend::Tensor all_gather_expert_terms(backend::Backend& be, Parallel& par, const backend::Tensor& experts,
                                         const backend::Tensor& local_terms, int64_t E);
 
+// The tokens rank r of a group of P sums in the home-rank exchange: [N r / P, N (r + 1) / P).
+Range home_tokens(int64_t N, int rank, int P);
+
+// Expert parallelism, the home-rank exchange (exchange_terms_home + all_gather_rows): each
+// (token, slot) term goes only to its token's home rank (an all-to-all), which sums its tokens;
+// returns this rank's home tokens' terms, [n_home * K, D] in (token, slot) order.
+backend::Tensor exchange_terms_home(backend::Backend& be, Parallel& par, const backend::Tensor& experts,
+                                    const backend::Tensor& local_terms, int64_t E);
+
+// The home ranks' outputs made whole: rank r holds the rows home_tokens(N, r, P) of an [N, c]
+// result; returns all N rows on every rank of `group`.
+backend::Tensor all_gather_home_rows(backend::Backend& be, Communicator& group, const backend::Tensor& local,
+                                     int64_t N, int64_t c);
+
 }  // namespace plumb::dist
