@@ -2,7 +2,8 @@
 """ctest dist_serve_*: `mpirun -np 2 plumb serve --tp 2 | --ep 2` answers exactly as one process.
 
 Rank 0 serves HTTP and runs the engine; rank 1 follows its model calls (runtime/model_group.h).
-The same requests (greedy, seeded sampling with logprobs, a streamed chat, four at once) go to
+The same requests (greedy, seeded sampling with logprobs, a streamed chat, a long prompt twice
+(the second from the prefix cache), a client that leaves mid-stream, four at once) go to
 a one-process server and to each layout; the answers must be identical but for ids and times.
 Then SIGTERM to rank 0 drains it and ends both ranks with exit 0, and `serve --dp 2` is a clear
 error that ends every rank. Loopback only; every wait is bounded. Exit 77 (skipped) without mpirun.
@@ -24,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PLUMB, MODEL, NUMERICS = sys.argv[1:4]
 NAME = f"dist-serve-{os.getpid()}"  # finds this test's processes in /proc
 COMMON = ["serve", "--model", MODEL, "--numerics", NUMERICS, "--threads", "1", "--kv-cache-mb", "64",
-          "--port", "0", "--served-model-name", NAME]
+          "--kv-block-size", "128", "--port", "0", "--served-model-name", NAME]
 
 
 def fail(msg):
@@ -73,12 +74,27 @@ REQUESTS = [
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Who made the light?"}], "max_tokens": 10,
                               "temperature": 0.7, "seed": 11, "stream": True}),
 ]
+# A prompt of more than one KV block, twice: the second continues from the prefix cache's
+# snapshot (a forked sequence on every rank).
+LONG = " ".join(f"And the evening and the morning were the day number {i}." for i in range(12))
+REQUESTS += [("/v1/completions", {"prompt": LONG, "max_tokens": 6, "temperature": 0})] * 2
 CONCURRENT = [("/v1/completions", {"prompt": f"Let there be {w}", "max_tokens": 9, "temperature": 1.1, "seed": i})
               for i, w in enumerate(["light", "a firmament", "lights", "waters"])]
 
 
 def answers(port):
     out = [post(port, p, dict(b, model=NAME)) for p, b in REQUESTS]
+    if out[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] == 0:
+        fail(f"the repeated long prompt was not served from the prefix cache: {out[-1]['usage']}")
+    # A streaming client that leaves after its first event: its request is cancelled (and its
+    # sequence dropped on every rank); the server goes on.
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", headers={"Content-Type": "application/json"},
+                                 data=json.dumps({"model": NAME, "prompt": "In the beginning", "max_tokens": 200,
+                                                  "stream": True, "ignore_eos": True}).encode())
+    with urllib.request.urlopen(req, timeout=120) as r:
+        r.readline()
+    out.append(post(port, "/v1/completions", {"model": NAME, "prompt": "And the LORD said", "max_tokens": 8,
+                                              "temperature": 0}))
     together = [None] * len(CONCURRENT)
 
     def one(i):
