@@ -106,34 +106,38 @@ __device__ int64_t visible_entries(const IndexerArgs& a, int64_t row) {
 // query over 128 entries, more with the keys decoded per head).
 __global__ void __launch_bounds__(kThreads) indexer_score_kernel(IndexerArgs a, int64_t per_block) {
   extern __shared__ float ssc[];  // the keys [per_block, di], then the terms [per_block, H]
-  const int64_t row = blockIdx.x, e0 = static_cast<int64_t>(blockIdx.y) * per_block;
-  const int64_t n = visible_entries(a, row);
-  if (e0 >= n) return;  // uniform over the block
-  const int64_t H = a.H, di = a.di, ents = n - e0 < per_block ? n - e0 : per_block;
+  const int64_t row = blockIdx.x, n = visible_entries(a, row), H = a.H, di = a.di;
+  if (n == 0) return;
   const int32_t* blocks = a.seqs[a.row_seq[row]].blocks;
-  float* keys = ssc;
-  float* terms = ssc + per_block * di;
-  for (int64_t x = threadIdx.x; x < ents * di; x += blockDim.x) {
-    const int64_t le = x / di, i = x % di;
-    const uint8_t* key = paged_entry(a.keys, blocks, e0 + le);
-    keys[x] = a.keys.spec.format == backend::KvRowFormat::F32 ? reinterpret_cast<const float*>(key)[i]
-                                                              : backend::kv_value(a.keys.spec, key, i);
-  }
-  __syncthreads();
-  auto rnd = [&](float x) { return a.bf16 ? round_bf16(x) : x; };
   const float* q = a.q + row * H * di;
   const float* w = a.w + row * H;
-  for (int64_t x = threadIdx.x; x < ents * H; x += blockDim.x) {
-    const int64_t le = x / H, h = x % H;
-    const float qk = rnd(cpu_dot(q + h * di, keys + le * di, di));
-    const float relu = qk < 0.f ? 0.f : qk;  // std::max(qk, 0.f), sign of zero included
-    terms[x] = rnd(__fmul_rn(rnd(__fmul_rn(relu, a.relu_scale)), w[h]));
-  }
-  __syncthreads();
-  for (int64_t le = threadIdx.x; le < ents; le += blockDim.x) {
-    float acc = 0.f;
-    for (int64_t h = 0; h < H; ++h) acc = __fadd_rn(acc, terms[le * H + h]);
-    a.scores[row * a.max_n + e0 + le] = rnd(acc);
+  float* keys = ssc;
+  float* terms = ssc + per_block * di;
+  auto rnd = [&](float x) { return a.bf16 ? round_bf16(x) : x; };
+  // Blocks stride over the row's entries (gridDim.y is capped at 65,535; e0 is uniform over the block).
+  const int64_t stride = static_cast<int64_t>(gridDim.y) * per_block;
+  for (int64_t e0 = static_cast<int64_t>(blockIdx.y) * per_block; e0 < n; e0 += stride) {
+    const int64_t ents = n - e0 < per_block ? n - e0 : per_block;
+    for (int64_t x = threadIdx.x; x < ents * di; x += blockDim.x) {
+      const int64_t le = x / di, i = x % di;
+      const uint8_t* key = paged_entry(a.keys, blocks, e0 + le);
+      keys[x] = a.keys.spec.format == backend::KvRowFormat::F32 ? reinterpret_cast<const float*>(key)[i]
+                                                                : backend::kv_value(a.keys.spec, key, i);
+    }
+    __syncthreads();
+    for (int64_t x = threadIdx.x; x < ents * H; x += blockDim.x) {
+      const int64_t le = x / H, h = x % H;
+      const float qk = rnd(cpu_dot(q + h * di, keys + le * di, di));
+      const float relu = qk < 0.f ? 0.f : qk;  // std::max(qk, 0.f), sign of zero included
+      terms[x] = rnd(__fmul_rn(rnd(__fmul_rn(relu, a.relu_scale)), w[h]));
+    }
+    __syncthreads();
+    for (int64_t le = threadIdx.x; le < ents; le += blockDim.x) {
+      float acc = 0.f;
+      for (int64_t h = 0; h < H; ++h) acc = __fadd_rn(acc, terms[le * H + h]);
+      a.scores[row * a.max_n + e0 + le] = rnd(acc);
+    }
+    __syncthreads();  // the keys and terms are rewritten by the next stride
   }
 }
 
@@ -237,7 +241,8 @@ gpuError_t indexer_topk(const IndexerArgs& a, gpuStream_t s) {
       const int64_t row_bytes = (a.di + a.H) * static_cast<int64_t>(sizeof(float));
       const int64_t per_block = std::max<int64_t>(1, std::min<int64_t>(kThreads / std::max<int64_t>(1, a.H),
                                                                        static_cast<int64_t>(kSmemBytes / 4) / row_bytes));
-      const dim3 grid(static_cast<unsigned>(a.N), static_cast<unsigned>((a.max_n + per_block - 1) / per_block));
+      const int64_t strides = std::min<int64_t>((a.max_n + per_block - 1) / per_block, 65535);
+      const dim3 grid(static_cast<unsigned>(a.N), static_cast<unsigned>(strides));
       indexer_score_kernel<<<grid, kThreads, static_cast<std::size_t>(per_block * row_bytes), s>>>(a, per_block);
     }
     const int64_t sort_n = pow2_at_least(a.K);
