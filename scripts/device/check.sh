@@ -3,7 +3,7 @@
 # carried (made by scripts/device/bundle.sh). One call: unpack, GPU op harness, plumb verify on
 # every committed fixture (reports under $OUT/verify-*), end-to-end greedy agreement, and
 # optionally the benchmark. Prints a short summary last.
-#   STEPS="ops verify hf golden-v3 determinism sanitize sanitize-ops bench" (default "ops verify"); GTEST_FILTER overrides the op
+#   STEPS="ops verify hf golden-v3 determinism sanitize sanitize-ops bench portable" (default "ops verify"); GTEST_FILTER overrides the op
 #   filter; MODES overrides the verify modes (reference faithful faithful-isolated
 #   faithful-cpu-order: "-isolated" adds --isolate-layers, "-cpu-order" runs the GPU backend with
 #   PLUMB_GPU_ORDER=cpu, "-sites=norm,hc" with only those sites in the CPU's order). golden-v3 runs tools/golden/make_v3_faithful.py on DeepSeek-V3's
@@ -33,7 +33,7 @@ summary=()
 # background from the start, while the GPU runs the steps before the benchmark.
 CKPT=${CKPT:-/tmp/v4-flash-3layers}
 synth_pid=""
-if [[ " $STEPS " == *" bench "* ]] && [ ! -f "$CKPT/config.json" ]; then
+if [[ " $STEPS " == *" bench "* || " $STEPS " == *" portable "* ]] && [ ! -f "$CKPT/config.json" ]; then
   plumb synth --config bench/configs/v4-flash-3layers.json --out "$CKPT" --no-mtp --force > "$OUT/synth.log" 2>&1 &
   synth_pid=$!
 fi
@@ -154,6 +154,16 @@ if [[ " $STEPS " == *" bench "* ]]; then
   timeout "${BENCH_TIMEOUT:-540}" scripts/device/bench.sh > "$OUT/bench.log" 2>&1
   summary+=("bench rc=$? (see bench.log)")
   tail -30 "$OUT/bench.log"
+fi
+if [[ " $STEPS " == *" portable "* ]]; then
+  # issue 17 item 5: the portable path (no FP8 tensor cores: bf16 matrix cores on dequantized
+  # weights, what MI250 runs) on the same synthetic, beside bench's default path
+  [ -n "$synth_pid" ] && wait "$synth_pid" 2>/dev/null
+  PLUMB_GPU_PATH=portable timeout "${BENCH_TIMEOUT:-540}" plumb_bench --model "$CKPT" --backend cuda \
+    --numerics "${BENCH_NUMERICS:-faithful}" --batch "${BENCH_BATCH:-1,32}" --context "${BENCH_CONTEXT:-512}" \
+    --steps "${BENCH_STEPS:-10}" --prefill "${BENCH_PREFILL:-4096}" --json "$OUT/bench-portable.json" > "$OUT/bench-portable.log" 2>&1
+  summary+=("portable rc=$? (see bench-portable.log)")
+  tail -20 "$OUT/bench-portable.log"
 fi
 printf '%s\n' "${summary[@]}" | tee "$FINAL/summary.txt"
 tar -C "$OUT" -czf "$FINAL/results.tar.gz" .

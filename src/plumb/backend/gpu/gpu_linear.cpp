@@ -12,7 +12,8 @@
 //                                run-time self-check against the SIMT bf16 GEMM
 //                                (gpu_mfma_check.cpp; a mismatch warns on stderr and SIMT runs
 //                                from then on); the SIMT bf16 loop on other HIP targets
-// set_linear_path() forces one (the bf16 GEMM then rounds F32 / f32-scaled weights to bf16).
+// set_linear_path() forces one (the bf16 GEMM then rounds F32 / f32-scaled weights to bf16);
+// PLUMB_GPU_PATH=portable takes the FP8 tensor cores out of Auto (gpu_backend.h).
 // With the reduction order "cpu" (gpu_backend.h) Auto always takes the CPU-order kernel.
 #include "plumb/backend/gpu/gpu_backend.h"
 #include "plumb/backend/gpu/kernels/elementwise.h"
@@ -32,17 +33,21 @@ constexpr int64_t kGemvMaxRows = 8;
 // inputs (bf16-exact by then in faithful) the same values, summed in another order.
 constexpr int64_t kGemvLoopMaxRows = 64;
 
-// Path (d) needs the sm_90a kernel (the only code object holding its body), an FP8 weight used
-// as stored (no bf16_weight) and whole 128-wide K blocks and 64-row weight tiles.
-bool fp8_eligible(const DeviceInfo& d, const WeightRef& w, const LinearOpts& o, int64_t K, int64_t R) {
-  return k::fp8_mma_built() && d.arch.rfind("sm_9", 0) == 0 && o.act_fp8 && !o.bf16_weight &&
-         w.format == WFormat::FP8 && K % 128 == 0 && R % 64 == 0;
+// Path (d) needs the FP8 tensor cores (GpuBackend::fp8_tensor_cores), an FP8 weight used as
+// stored (no bf16_weight) and whole 128-wide K blocks and 64-row weight tiles.
+bool fp8_eligible(const WeightRef& w, const LinearOpts& o, int64_t K, int64_t R) {
+  return o.act_fp8 && !o.bf16_weight && w.format == WFormat::FP8 && K % 128 == 0 && R % 64 == 0;
 }
 
 bool bf16_exact(const WeightRef& w) {
   return w.format == WFormat::BF16 || w.format == WFormat::FP4 || (w.format == WFormat::FP8 && !w.scale_f32);
 }
 }  // namespace
+
+// The sm_90a kernel is the only code object holding path (d)'s body.
+bool GpuBackend::fp8_tensor_cores() const {
+  return fp8_tensor_cores_ && k::fp8_mma_built() && info_.arch.rfind("sm_9", 0) == 0;
+}
 
 Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts& o) { return linear_on(x, w, o, linear_path_); }
 
@@ -68,7 +73,7 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
   a.round_bf16 = o.out == Round::BF16;
   a.round_w = o.bf16_weight;
 
-  const bool fp8_ok = fp8_eligible(info_, wr, o, K, R);
+  const bool fp8_ok = fp8_tensor_cores() && fp8_eligible(wr, o, K, R);
   if (path == LinearPath::Auto && cpu_order(kLinear)) path = LinearPath::CpuOrder;
   if (path == LinearPath::Auto) {
     const bool faithful = o.act_fp8 || o.out == Round::BF16;

@@ -148,6 +148,13 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
       fail("PLUMB_GPU_MOE is '{}': expected 'auto' or 'per-expert'", moe);
     moe_path_ = std::strcmp(moe, "auto") == 0 ? MoePath::Auto : MoePath::PerExpert;
   }
+  if (const char* path = std::getenv("PLUMB_GPU_PATH"); path && *path) {
+    if (std::strcmp(path, "auto") != 0 && std::strcmp(path, "portable") != 0)
+      fail("PLUMB_GPU_PATH is '{}': expected 'auto' (FP8 tensor cores where the device has them) or 'portable' "
+           "(bf16 matrix cores on dequantized weights, as on a GPU without FP8)",
+           path);
+    fp8_tensor_cores_ = std::strcmp(path, "auto") == 0;
+  }
 }
 
 unsigned GpuBackend::parse_order(const std::string& order) {
@@ -203,6 +210,8 @@ std::vector<std::pair<std::string, std::string>> GpuBackend::facts() const {
           {"driver_version", version(info_.driver_version)},
           {"runtime_version", version(info_.runtime_version)},
           {"build", info_.build},
+          {"linear_path", fp8_tensor_cores() ? "FP8 tensor cores for FP8 weights"
+                                             : "portable (bf16 matrix cores on dequantized weights)"},
           {"reduction_order", cpu_order() ? "cpu (bitwise the CPU backend)" : cpu_order_sites_ ? fmt::format("cpu at sites {:#x}, else fast", cpu_order_sites_) : "fast"}};
 }
 
