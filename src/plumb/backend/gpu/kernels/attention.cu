@@ -144,22 +144,39 @@ __device__ float blocked_softmax(const SparseAttnArgs& a, const RowCtx& c, float
   return l;
 }
 
+// P.V: each thread owns kPvDims output dims (d0, d0 + blockDim.x, ...) at a time and walks the
+// candidates once for all of them, so a candidate's row is located once per thread (not once per
+// dim) and its dims' loads are independent; each dim's sum keeps the candidate order.
+constexpr int kPvDims = 4;
+
 // o[d] = acc / l with acc = acc * alpha_b + sum_{j in b} p_j v_j[d], block after block.
 __device__ void blocked_pv(const SparseAttnArgs& a, const RowCtx& c, const float* sc, const float* bmax, int64_t nb,
                            float l, float* o) {
-  for (int64_t d = threadIdx.x; d < a.Dh; d += blockDim.x) {
-    float acc = 0.f, m = -INFINITY;
+  const int64_t step = blockDim.x;
+  for (int64_t d0 = threadIdx.x; d0 < a.Dh; d0 += step * kPvDims) {
+    float acc[kPvDims], part[kPvDims];
+    for (int u = 0; u < kPvDims; ++u) acc[u] = 0.f;
+    float m = -INFINITY;
     for (int64_t b = 0; b < nb; ++b) {
-      float part = 0.f;
+      for (int u = 0; u < kPvDims; ++u) part[u] = 0.f;
       for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) {
         const Cand vj = candidate(a, c, j, nullptr);
-        if (vj) part = __fadd_rn(part, __fmul_rn(sc[j], cand_value(a, vj, d)));
+        if (!vj) continue;
+#pragma unroll
+        for (int u = 0; u < kPvDims; ++u)
+          if (d0 + u * step < a.Dh) part[u] = __fadd_rn(part[u], __fmul_rn(sc[j], cand_value(a, vj, d0 + u * step)));
       }
-      acc = __fadd_rn(__fmul_rn(acc, exp_cr(m - bmax[b])), part);
+      const float alpha = exp_cr(m - bmax[b]);
+#pragma unroll
+      for (int u = 0; u < kPvDims; ++u) acc[u] = __fadd_rn(__fmul_rn(acc[u], alpha), part[u]);
       m = bmax[b];
     }
-    const float y = acc / l;
-    o[d] = a.round_out ? round_bf16(y) : y;
+#pragma unroll
+    for (int u = 0; u < kPvDims; ++u)
+      if (d0 + u * step < a.Dh) {
+        const float y = acc[u] / l;
+        o[d0 + u * step] = a.round_out ? round_bf16(y) : y;
+      }
   }
 }
 
@@ -228,15 +245,23 @@ __global__ void __launch_bounds__(kThreads) sparse_attention_kernel(SparseAttnAr
   }
 
   float* o = a.out + (row * a.H + h) * Dh;
-  for (int64_t d = threadIdx.x; d < Dh; d += blockDim.x) {
-    float acc = 0.f;
+  const int64_t step = blockDim.x;
+  for (int64_t d0 = threadIdx.x; d0 < Dh; d0 += step * kPvDims) {  // as blocked_pv: kPvDims dims a pass
+    float acc[kPvDims];
+    for (int u = 0; u < kPvDims; ++u) acc[u] = 0.f;
     for (int64_t j = 0; j < c.nc; ++j) {
       const Cand vj = candidate(a, c, j, nullptr);
       if (!vj) continue;
-      acc = __fadd_rn(acc, __fmul_rn(sc[j], cand_value(a, vj, d)));
+#pragma unroll
+      for (int u = 0; u < kPvDims; ++u)
+        if (d0 + u * step < Dh) acc[u] = __fadd_rn(acc[u], __fmul_rn(sc[j], cand_value(a, vj, d0 + u * step)));
     }
-    const float y = acc / sum;
-    o[d] = a.round_out ? round_bf16(y) : y;
+#pragma unroll
+    for (int u = 0; u < kPvDims; ++u)
+      if (d0 + u * step < Dh) {
+        const float y = acc[u] / sum;
+        o[d0 + u * step] = a.round_out ? round_bf16(y) : y;
+      }
   }
 }
 
