@@ -87,8 +87,8 @@ double time_home(dist::Communicator& c, const Shape& s, int reps) {
     for (int64_t b : v) t += b;
     return static_cast<std::size_t>(t / 4);
   };
-  std::vector<float> sbuf(total(send), 1.f), rbuf(total(recv)), mine(static_cast<std::size_t>(outs[static_cast<std::size_t>(s.rank)] / 4), 1.f),
-      all(total(outs));
+  std::vector<float> sbuf(total(send), 1.f), rbuf(total(recv)), all(total(outs));
+  std::vector<float> mine(static_cast<std::size_t>(outs[static_cast<std::size_t>(s.rank)] / 4), 1.f);
   return median_us(c, reps, [&] {
     c.all_to_all_bytes(sbuf.data(), send, rbuf.data(), recv);
     c.all_gather_bytes(mine.data(), outs, all.data());
@@ -102,7 +102,9 @@ int main(int argc, char** argv) {
   std::string tokens = "1,8,64,256,1024,4096";
   int reps = 30;
   app.add_option("--tokens", tokens, "tokens per step, comma separated")->capture_default_str();
-  app.add_option("--reps", reps, "timed exchanges per size (the median is printed)")->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("--reps", reps, "timed exchanges per size (the median is printed)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   CLI11_PARSE(app, argc, argv);
   try {
     const auto world = dist::world();

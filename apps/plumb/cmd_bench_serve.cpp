@@ -197,13 +197,13 @@ Runner register_bench(CLI::App& app) {
   cmd->add_option("--warmup", a->warmup, "requests sent (and not counted) before each run")->check(at_least(0))->capture_default_str();
   cmd->add_option("--seed", a->dataset.seed, "seed of the dataset and the arrival times")->capture_default_str();
   cmd->add_option("--timeout", a->client.timeout_s, "seconds for a connect or for the next bytes of an answer")
-      ->check(CLI::PositiveNumber)
+      ->check(seconds(false))
       ->capture_default_str();
   cmd->add_option("--duration", a->duration_s, "soak: keep the streams busy this many seconds (0: send the prompts once)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(seconds(true))
       ->capture_default_str();
   cmd->add_option("--sample-interval", a->sample_interval_s, "soak: seconds between /metrics samples")
-      ->check(CLI::PositiveNumber)
+      ->check(seconds(false))
       ->capture_default_str();
   cmd->add_option("--server-pid", a->server_pid, "soak: also sample this local process's resident memory")->check(at_least(0));
   cmd->add_option("--result-json", a->result_json, "write every run's summary and per-request times here");

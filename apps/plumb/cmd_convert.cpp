@@ -4,6 +4,7 @@
 #include <string>
 
 #include "commands.h"
+#include "generation_flags.h"
 #include "plumb/convert/convert.h"
 
 namespace plumb::cli {
@@ -47,7 +48,7 @@ Runner register_convert(CLI::App& app) {
   add_io(experts, a->experts.src, a->experts.out, a->no_progress);
 
   auto* shard = cmd->add_subcommand("shard", "Split into model{rank}-mp{N}.safetensors for N-way tensor parallelism");
-  shard->add_option("--tp", a->shard.tp, "number of ranks")->required()->check(CLI::PositiveNumber);
+  shard->add_option("--tp", a->shard.tp, "number of ranks")->required()->check(at_least(1));
   add_io(shard, a->shard.src, a->shard.out, a->no_progress);
 
   return [a, cast, experts]() {

@@ -65,7 +65,7 @@ Runner register_generate(CLI::App& app) {
   add_engine_flags(*cmd, a->engine);
   add_parallel_flags(*cmd, a->parallel);
   cmd->add_option("--ids", a->ids, "prompt token ids, int32 or int64 .npy of shape [T]")->required();
-  cmd->add_option("--max-new-tokens", a->max_new, "number of tokens to generate")->required()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-new-tokens", a->max_new, "number of tokens to generate")->required()->check(at_least(0));
   cmd->add_option("--out-ids", a->out, "output .npy, int32 [new tokens]")->required();
   cmd->add_flag("--greedy", a->greedy, "argmax decoding (default: sample softmax(logits / temperature))");
   cmd->add_option("--temperature", a->temperature, "sampling temperature")->capture_default_str();

@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "engine_flags.h"
+#include "generation_flags.h"
 #include "parallel_flags.h"
 #include "plumb/runtime/sampler.h"
 #include "plumb/server/serve.h"
@@ -33,10 +34,10 @@ Runner register_serve(CLI::App& app) {
   cmd->add_option("--port", o->serve.http.port, "port (0: any free port)")->capture_default_str();
   cmd->add_option("--api-key", o->serve.api.api_key, "require 'Authorization: Bearer KEY' (default: env PLUMB_API_KEY)");
   cmd->add_option("--served-model-name", o->served_name, "model name in the API (default: the model directory's name)");
-  cmd->add_option("--max-queue", o->serve.api.max_queue, "waiting requests at most; more get 429")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--max-queue", o->serve.api.max_queue, "waiting requests at most; more get 429")->capture_default_str()->check(at_least(1));
   cmd->add_option("--drain-timeout", o->serve.drain_timeout_s, "seconds running requests may finish after SIGTERM")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds(true));
   // At most one per hardware thread: 100,000 would exhaust the machine's threads (issue #19's --threads).
   const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   cmd->add_option("--http-threads", o->serve.http.threads, "I/O threads")->capture_default_str()->check(CLI::Range(1, hardware));

@@ -66,6 +66,16 @@ CLI::Validator at_least(long long min) {
       fmt::format("INT >= {}", min));
 }
 
+CLI::Validator seconds(bool zero_allowed) {
+  return CLI::Validator(
+      [zero_allowed](std::string& text) {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || v > 0 || (zero_allowed && v == 0)) return std::string();
+        return fmt::format("must be {} seconds, got {}", zero_allowed ? "0 or more" : "a positive number of", text);
+      },
+      zero_allowed ? "SECONDS >= 0" : "SECONDS > 0");
+}
+
 CLI::Validator thread_count() {
   const long long hardware = std::max(1u, std::thread::hardware_concurrency());
   return CLI::Validator(

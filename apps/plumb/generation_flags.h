@@ -31,6 +31,9 @@ void add_generation_flags(CLI::App& cmd, GenerationFlags& f);
 // An integer flag check that says "must be at least N, got X" (CLI11's own range checks print
 // their bounds as 300-digit doubles). Non-numbers are left to CLI11's conversion error.
 CLI::Validator at_least(long long min);
+// A duration in seconds: positive, or also 0 with zero_allowed (CLI11's PositiveNumber prints
+// its range with a 309-digit bound).
+CLI::Validator seconds(bool zero_allowed);
 
 // --threads: 0 (one per hardware thread) up to this machine's hardware threads; more would only
 // slow down (and 100000 exhausts the system's threads for every process).

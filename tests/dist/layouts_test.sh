@@ -55,9 +55,11 @@ fi
 if [ -f "$MODEL/tokenizer.json" ]; then
   for i in 1 2 3 4 5 6; do echo "In the beginning God created the heaven and the earth. And the earth was without form, and void; verse $i."; done >"$TMP/text.txt"
   ppl="perplexity --model $MODEL --numerics $NUMERICS --threads 1 --kv-cache-mb 64 --no-progress --file $TMP/text.txt --context 24 --batch 3"
-  "$PLUMB" $ppl 2>"$TMP/out" | grep -v '^time' >"$TMP/ppl-one.txt" || { cat "$TMP/out"; fail "one-process perplexity"; }
+  "$PLUMB" $ppl >"$TMP/ppl-raw.txt" 2>"$TMP/out" || { cat "$TMP/out"; fail "one-process perplexity"; }
+  grep -v '^time' "$TMP/ppl-raw.txt" >"$TMP/ppl-one.txt"
   for layout in "--tp 2" "--ep 2" "--dp 2"; do
-    sh "$HERE/mpi_run.sh" "$PLUMB" $ppl $layout 2>"$TMP/out" | grep -v '^time' >"$TMP/ppl.txt" || { cat "$TMP/out"; fail "perplexity $layout"; }
+    sh "$HERE/mpi_run.sh" "$PLUMB" $ppl $layout >"$TMP/ppl-raw.txt" 2>"$TMP/out" || { cat "$TMP/out"; fail "perplexity $layout"; }
+    grep -v '^time' "$TMP/ppl-raw.txt" >"$TMP/ppl.txt"
     cmp -s "$TMP/ppl-one.txt" "$TMP/ppl.txt" || { diff "$TMP/ppl-one.txt" "$TMP/ppl.txt"; fail "perplexity $layout differs from one process"; }
   done
   echo "ok: perplexity --tp 2, --ep 2, --dp 2: the figures of one process, printed once"

@@ -257,7 +257,8 @@ std::vector<BadInput> corpus() {
        [](const Scratch&) { return "serve --model " + kKjv.string() + " --http-threads 100000"; },
        {"--http-threads", "100000"}},
       {"serve_port_70000", [](const Scratch&) { return "serve --model " + kKjv.string() + " --port 70000"; }, {"--port", "70000"}},
-      {"serve_max_queue_0", [](const Scratch&) { return "serve --model " + kKjv.string() + " --max-queue 0"; }, {"--max-queue"}},
+      {"serve_max_queue_0", [](const Scratch&) { return "serve --model " + kKjv.string() + " --max-queue 0"; },
+       {"--max-queue: must be at least 1, got 0"}},
 
       // ---- .npy token ids (logits, generate, verify read them alike)
       {"npy_header_65kb_spaces",
@@ -356,6 +357,39 @@ std::vector<BadInput> corpus() {
          return "convert cast --to bf16 " + s.model_with_poked_tensor("layers.0.attn.wq_a.weight", std::string(3, '\x7f')) + " " + s.path("out");
        },
        {"layers.0.attn.wq_a.weight: non-finite value nan at index 0"}},
+      // ---- convert shard / experts
+      {"convert_shard_tp_0", [](const Scratch& s) { return "convert shard --tp 0 " + kKjv.string() + " " + s.path("out"); },
+       {"--tp: must be at least 1, got 0"}},
+      {"convert_shard_tp_not_dividing_the_experts",
+       [](const Scratch& s) { return "convert shard --tp 3 " + kKjv.string() + " " + s.path("out"); },
+       {"n_routed_experts 16 is not divisible by --tp 3"}},
+      {"convert_shard_tp_2e40",
+       [](const Scratch& s) { return "convert shard --tp 1099511627776 " + kKjv.string() + " " + s.path("out"); },
+       {"is not divisible by --tp 1099511627776"}},
+      {"convert_shard_output_inside_the_source",
+       [](const Scratch& s) {
+         const std::string m = s.model();
+         return "convert shard --tp 2 " + m + " " + m + "/sharded";
+       },
+       {"the output must not be, contain or lie inside the source"}},
+      {"convert_experts_of_a_v3_checkpoint",
+       [](const Scratch& s) {
+         return "convert experts --to fp8 " + (fs::path(PLUMB_SOURCE_DIR) / "tests/data/golden/v3/tiny-a").string() + " " +
+                s.path("out");
+       },
+       {"deepseek_v3 has no FP4 experts"}},
+      {"convert_experts_nan_scale",  // ue8m0 0xFF is NaN: re-encoding it would write NaN weights
+       [](const Scratch& s) {
+         return "convert experts --to fp8 " + s.model_with_poked_tensor("layers.0.ffn.experts.0.w1.scale", std::string(1, '\xff')) +
+                " " + s.path("out");
+       },
+       {"layers.0.ffn.experts.0.w1"}},
+      // ---- range flags: a readable bound (CLI11's own printed a 309-digit one)
+      {"generate_max_new_tokens_negative",
+       [](const Scratch& s) { return "generate --model " + kKjv.string() + " --ids " + s.ids({1}) + " --max-new-tokens -1 --out-ids " + s.path("o.npy"); },
+       {"--max-new-tokens: must be at least 0, got -1"}},
+      {"serve_drain_timeout_negative", [](const Scratch&) { return "serve --model " + kKjv.string() + " --drain-timeout -2"; },
+       {"--drain-timeout: must be 0 or more seconds, got -2"}},
       {"doctor_model_nan_weights",
        [](const Scratch& s) { return "doctor --model " + s.model_with_poked_tensor("norm.weight", std::string("\xc0\x7f\xc0\x7f", 4)); },
        {"scan found 1 problem(s), first: norm.weight"}},

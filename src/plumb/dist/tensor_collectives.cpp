@@ -90,7 +90,7 @@ Tensor exchange_terms_home(backend::Backend& be, Parallel& par, const Tensor& ex
   group.all_to_all_bytes(mine.data(), send, got.data(), recv);
   // Owner o's block starts after the blocks of the owners below it and lists its slots in order.
   std::vector<int64_t> next(static_cast<std::size_t>(P), 0);
-  for (int r = 1; r < P; ++r) next[static_cast<std::size_t>(r)] = next[static_cast<std::size_t>(r - 1)] + recv[static_cast<std::size_t>(r - 1)] / 4;
+  for (std::size_t r = 1; r < next.size(); ++r) next[r] = next[r - 1] + recv[r - 1] / static_cast<int64_t>(sizeof(float));
   const Range h = home_tokens(N, me, P);
   std::vector<float> out(static_cast<std::size_t>(h.size() * K * D));
   for (int64_t s = h.begin * K; s < h.end * K; ++s) {

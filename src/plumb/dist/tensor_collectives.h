@@ -24,7 +24,7 @@ backend::Tensor all_gather_expert_terms(backend::Backend& be, Parallel& par, con
 // The tokens rank r of a group of P sums in the home-rank exchange: [N r / P, N (r + 1) / P).
 Range home_tokens(int64_t N, int rank, int P);
 
-// Expert parallelism, the home-rank exchange (exchange_terms_home + all_gather_rows): each
+// Expert parallelism, the home-rank exchange (exchange_terms_home, then all_gather_home_rows of the sums): each
 // (token, slot) term goes only to its token's home rank (an all-to-all), which sums its tokens;
 // returns this rank's home tokens' terms, [n_home * K, D] in (token, slot) order.
 backend::Tensor exchange_terms_home(backend::Backend& be, Parallel& par, const backend::Tensor& experts,

@@ -106,10 +106,10 @@ class GpuBackend final : public Backend {
   // fast order, else expert by expert; tests can force the per-expert path.
   enum class MoePath { Auto, PerExpert };
   void set_moe_path(MoePath p) { moe_path_ = p; }
-  // PLUMB_GPU_PATH=portable (read at start; default auto): no FP8 tensor cores, so faithful FP8
+  // Whether FP8 linears may take the FP8 tensor cores here: sm_90 with the sm_90a kernel built,
+  // unless PLUMB_GPU_PATH=portable (read at start; default auto), under which faithful FP8
   // linears take the bf16 matrix-core GEMM on the dequantized weights, what a GPU without FP8
   // (MI250, Ampere) runs: the Hopper path and the portable one measured on the same device.
-  // Whether FP8 linears may take the FP8 tensor cores here (sm_90 with the sm_90a kernel built).
   bool fp8_tensor_cores() const;
   static constexpr int64_t kGroupedMoeMaxSlots = 2048;
   // Reduction order. "fast" (default): each kernel sums in the order that suits it, so results
