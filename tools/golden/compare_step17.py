@@ -29,6 +29,48 @@ def cos(a, b):
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
+def bf16(x):
+    """Round-to-nearest-even to bf16, kept in f32."""
+    a = np.atleast_1d(np.asarray(x, np.float32))
+    u = a.view(np.uint32).astype(np.uint64)
+    u = (u + np.uint64(0x7FFF) + ((u >> np.uint64(16)) & np.uint64(1))) & np.uint64(0xFFFF0000)
+    r = u.astype(np.uint32).view(np.float32)
+    return r if np.ndim(x) else r[0]
+
+
+def plumb_score(q, w, k):
+    """plumb's faithful index score of one entry (cpu_compress.cpp): per head bf16(q.k), ReLU,
+    bf16(relu * w), summed over the heads in f32, then bf16. q [H, d], w [H], k [d]."""
+    acc = np.float32(0)
+    for h in range(q.shape[0]):
+        qk = bf16(np.float32(np.dot(q[h].astype(np.float64), k.astype(np.float64))))
+        acc = np.float32(acc + bf16(np.float32(max(qk, 0)) * np.float32(w[h])))
+    return float(bf16(acc))
+
+
+def compare_indexer(layer, tap, z, only_plumb, only_release):
+    """The indexer's inputs at the step, plumb's against the release's (release_step17.py records
+    them), and the scores of the entries only one side picked, from each side's inputs."""
+    r = f"layers.{layer}.attn.indexer"
+    if f"{r}.index_q" not in z:
+        print(f"layer {layer} indexer inputs: not in this record (rerun release_step17.py)")
+        return
+    rq, rw = z[f"{r}.index_q"].reshape(-1, *z[f"{r}.index_q"].shape[-2:])[-1], z[f"{r}.index_w"].reshape(-1, z[f"{r}.index_w"].shape[-1])[-1]
+    rk = z[f"{r}.index_keys_all"].reshape(-1, z[f"{r}.index_keys_all"].shape[-1])
+    pq = tap(f"layer.{layer}.attn.index_q")
+    pq = pq.reshape(pq.shape[0], *rq.shape)[-1]
+    pw = tap(f"layer.{layer}.attn.index_w").reshape(-1, rw.shape[0])[-1]
+    pk = tap(f"layer.{layer}.attn.index_keys").reshape(-1, rk.shape[1])[: rk.shape[0]]
+    for what, mine, theirs in (("q", pq, rq), ("weights", pw, rw), ("keys", pk, rk)):
+        print(f"layer {layer} indexer {what:7s} cosine {cos(mine, theirs):.6f} max diff {np.abs(mine - theirs).max():.3g}"
+              f" ({int((mine != theirs).sum())} of {mine.size} values differ)")
+    score = z[f"{r}.index_score"].reshape(-1, rk.shape[0])[-1]
+    for e in sorted(only_plumb) + sorted(only_release):
+        print(f"layer {layer} entry {e}: release score {score[e]:.5f}; plumb's formula on plumb's inputs "
+              f"{plumb_score(pq, pw, pk[e]):.5f}, on the release's {plumb_score(rq, rw, rk[e]):.5f}; "
+              f"key differs in {int((pk[e] != rk[e]).sum())} of {rk.shape[1]} values")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--plumb", default="build/plumb")
@@ -65,6 +107,7 @@ def main():
                 theirs = set(int(i) - window for i in meta["indexer"][name])
                 print(f"layer {layer} indexer: {len(mine & theirs)} common picks; only plumb {sorted(mine - theirs)}, "
                       f"only the release {sorted(theirs - mine)}")
+                compare_indexer(layer, tap, z, mine - theirs, theirs - mine)
 
 
 if __name__ == "__main__":

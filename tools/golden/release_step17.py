@@ -10,7 +10,8 @@ forward that produces the logits of greedy step STEP (input: the release's token
 at position prompt + STEP - 1) it records every module make_v4_release.py taps, and for every
 MoE gate its input x and biased scores sqrt(softplus(x W^T)) + bias (what topk ranks).
 
-Writes <out>/step<STEP>.npz (tap name -> f32 array; "<layer>.gate_x", "<layer>.gate_scores") and
+Writes <out>/step<STEP>.npz (tap name -> f32 array; "<layer>.gate_x", "<layer>.gate_scores", and
+per indexer "<layer>.attn.indexer.index_q|index_w|index_keys_all|index_score") and
 <out>/step<STEP>.json (per layer: the chosen experts, the top-4 biased scores and the 2nd/3rd gap;
 the indexer's picks; the logits' top-5 at this step).
 
@@ -85,6 +86,37 @@ def main():
     for name, mod in m.named_modules():
         if name.endswith("ffn.gate"):
             mod.register_forward_hook(gate_hook(name))
+
+    # The indexers' inputs at the step: q as the scores use it (after RoPE, Hadamard and the FP4
+    # round trip, which the release does in place), the heads' weights with the scales folded in,
+    # every compressed key so far, and the scores recomputed from them as Indexer.forward does.
+    names = {id(mod): name for name, mod in m.named_modules()}
+    spied = {}
+    fp4_act_quant = release.fp4_act_quant
+
+    def fp4_spy(x, *args, **kw):
+        y = fp4_act_quant(x, *args, **kw)
+        if recording[0] and x.dim() == 4:  # the indexer's q [b, s, heads, dim]; its keys are 3-d
+            spied["q"] = x.detach().clone()
+        return y
+
+    indexer_forward = release.Indexer.forward
+
+    def indexer_spy(self, x, qr, start_pos, offset):
+        spied.clear()
+        out = indexer_forward(self, x, qr, start_pos, offset)
+        if recording[0]:
+            name = names[id(self)]
+            q = spied["q"]
+            w = self.weights_proj(x) * (self.softmax_scale * self.n_heads ** -0.5)
+            keys = self.kv_cache[: x.size(0), : (start_pos + x.size(1)) // self.compress_ratio]
+            score = (torch.einsum("bshd,btd->bsht", q, keys).relu_() * w.unsqueeze(-1)).sum(dim=2)
+            for key, v in (("index_q", q), ("index_w", w), ("index_keys_all", keys), ("index_score", score)):
+                taps[f"{name}.{key}"] = v.float().cpu().numpy()
+        return out
+
+    release.fp4_act_quant = fp4_spy
+    release.Indexer.forward = indexer_spy
 
     with torch.inference_mode():
         logits = m(torch.tensor(ids, device=device).unsqueeze(0), 0)[0].float().cpu().numpy()

@@ -78,6 +78,8 @@ Tensor ForwardV4::indexer_select(int64_t layer, const Tensor& x, const Tensor& q
     w = be_.scale(w, static_cast<float>(std::pow(static_cast<double>(Hi), -0.5)), st.R);
     p.relu_scale = static_cast<float>(std::pow(static_cast<double>(di), -0.5));
   }
+  tap(st, st.prefix + "attn.index_q", q);  // what the scores use: after RoPE (and faithful: Hadamard, FP4)
+  tap(st, st.prefix + "attn.index_w", w);  // the heads' weights, scales folded in as the scores use them
   Tensor sel = be_.indexer_topk(q, w, st.batch, pool_.cache(index_cache_[layer]), st.tables, p);
   tap(st, st.prefix + "attn.index_topk", sel);
   return sel;
