@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "plumb/runtime/engine.h"
 #include "plumb/runtime/engine_model.h"
 #include "plumb/util/error.h"
 
@@ -118,6 +119,16 @@ class FakeModel final : public EngineModel {
   ModelConfig cfg_;
   std::int64_t block_size_ = 0, blocks_ = 0;
 };
+
+// A greedy request for n tokens that ignores EOS (so it generates exactly n).
+inline Request greedy_ignoring_eos(std::vector<TokenId> prompt, std::int64_t n) {
+  Request r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = n;
+  r.sampling.greedy = true;
+  r.ignore_eos = true;
+  return r;
+}
 
 // What greedy decoding of the fake gives for `prompt`, computed without the engine.
 inline std::vector<std::uint32_t> fake_greedy(std::span<const std::uint32_t> prompt, std::size_t n, std::size_t vocab,

@@ -25,6 +25,7 @@ namespace plumb::runtime {
 namespace {
 
 using testing::FakeModel;
+using testing::greedy_ignoring_eos;
 using testing::kTinyKjv;
 
 // Rank 0's broadcasts, queued for rank 1: all the protocol uses.
@@ -115,15 +116,6 @@ class RecordingModel final : public EngineModel {
   int made_ = 0;
 };
 
-Request greedy(std::vector<std::uint32_t> prompt, std::int64_t n) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = n;
-  r.sampling.greedy = true;
-  r.ignore_eos = true;
-  return r;
-}
-
 // Requests at once, one cancelled, two sharing a 2-block prefix (a fork from the prefix cache).
 std::vector<std::vector<std::uint32_t>> run(std::unique_ptr<EngineModel> model) {
   EngineOptions o;
@@ -134,16 +126,16 @@ std::vector<std::vector<std::uint32_t>> run(std::unique_ptr<EngineModel> model) 
   std::vector<std::uint32_t> shared(300);
   for (std::size_t i = 0; i < shared.size(); ++i) shared[i] = static_cast<std::uint32_t>(7 + i % 97);
   std::vector<std::vector<std::uint32_t>> out;
-  out.push_back(generate_one(*engine, greedy(shared, 5)).tokens);  // its snapshots are forked below
+  out.push_back(generate_one(*engine, greedy_ignoring_eos(shared, 5)).tokens);  // its snapshots are forked below
   std::vector<std::thread> clients;
   std::vector<std::vector<std::uint32_t>> together(3);
   auto longer = shared;
   longer.push_back(11);
-  clients.emplace_back([&] { together[0] = generate_one(*engine, greedy(longer, 6)).tokens; });
-  clients.emplace_back([&] { together[1] = generate_one(*engine, greedy({3, 1, 4, 1, 5, 9, 2, 6}, 9)).tokens; });
-  clients.emplace_back([&] { together[2] = generate_one(*engine, greedy({2, 7, 1, 8}, 4)).tokens; });
+  clients.emplace_back([&] { together[0] = generate_one(*engine, greedy_ignoring_eos(longer, 6)).tokens; });
+  clients.emplace_back([&] { together[1] = generate_one(*engine, greedy_ignoring_eos({3, 1, 4, 1, 5, 9, 2, 6}, 9)).tokens; });
+  clients.emplace_back([&] { together[2] = generate_one(*engine, greedy_ignoring_eos({2, 7, 1, 8}, 4)).tokens; });
   for (auto& c : clients) c.join();
-  const RequestId gone = engine->submit(greedy({5, 5, 5}, 200), [](const Event&) {});
+  const RequestId gone = engine->submit(greedy_ignoring_eos({5, 5, 5}, 200), [](const Event&) {});
   engine->cancel(gone);
   engine->shutdown();
   out.insert(out.end(), together.begin(), together.end());

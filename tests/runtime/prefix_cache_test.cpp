@@ -99,6 +99,7 @@ TEST(PrefixCache, SnapshotsAreChargedToThePoolAndEvictedLeastRecentlyUsedFirst) 
 // ---- the engine with the scripted model
 
 using testing::FakeModel;
+using testing::greedy_ignoring_eos;
 
 struct FakeEngine {
   explicit FakeEngine(EngineOptions o = options()) {
@@ -121,24 +122,15 @@ struct FakeEngine {
   std::unique_ptr<Engine> engine;
 };
 
-Request greedy(std::vector<TokenId> prompt, std::int64_t n) {
-  Request r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = n;
-  r.sampling.greedy = true;
-  r.ignore_eos = true;
-  return r;
-}
-
 TEST(EnginePrefixCache, AContinuationHitsAndGivesTheTokensOfAFullRead) {
   FakeEngine f;
   const std::vector<TokenId> a = random_tokens(300, 6, 6000);
-  const RequestResult first = generate_one(*f.engine, greedy(a, 100));  // decode crosses 384 too
+  const RequestResult first = generate_one(*f.engine, greedy_ignoring_eos(a, 100));  // decode crosses 384 too
   EXPECT_EQ(first.cached_prompt_tokens, 0);
   std::vector<TokenId> b = a;  // the next "turn": the first, its answer, more
   b.insert(b.end(), first.tokens.begin(), first.tokens.end() - 1);
   for (TokenId t : random_tokens(20, 7, 6000)) b.push_back(t);
-  const RequestResult second = generate_one(*f.engine, greedy(b, 10));
+  const RequestResult second = generate_one(*f.engine, greedy_ignoring_eos(b, 10));
   EXPECT_EQ(second.cached_prompt_tokens, 384);
   EXPECT_EQ(second.tokens, testing::fake_greedy(b, 10, f.vocab(), 0, false));
   const EngineStats s = f.engine->stats();
@@ -155,8 +147,8 @@ TEST(EnginePrefixCache, OffNeverForks) {
   o.prefix_cache = false;
   FakeEngine f(o);
   const std::vector<TokenId> a = random_tokens(300, 8, 6000);
-  generate_one(*f.engine, greedy(a, 4));
-  const RequestResult again = generate_one(*f.engine, greedy(a, 4));
+  generate_one(*f.engine, greedy_ignoring_eos(a, 4));
+  const RequestResult again = generate_one(*f.engine, greedy_ignoring_eos(a, 4));
   EXPECT_EQ(again.cached_prompt_tokens, 0);
   EXPECT_EQ(again.tokens, testing::fake_greedy(a, 4, f.vocab(), 0, false));
   EXPECT_EQ(f.engine->stats().prefix_cache_hits_total, 0);
@@ -174,10 +166,10 @@ TEST(EnginePrefixCache, ASharedSystemPromptIsSnapshotAtItsLastBlockForLaterReque
   };
   // The first request snapshots its prompt's last block (384, past the system prompt); the
   // second sees that 128 tokens were shared and snapshots there; the third hits it.
-  EXPECT_EQ(generate_one(*f.engine, greedy(with_question(10), 2)).cached_prompt_tokens, 0);
-  EXPECT_EQ(generate_one(*f.engine, greedy(with_question(11), 2)).cached_prompt_tokens, 0);
+  EXPECT_EQ(generate_one(*f.engine, greedy_ignoring_eos(with_question(10), 2)).cached_prompt_tokens, 0);
+  EXPECT_EQ(generate_one(*f.engine, greedy_ignoring_eos(with_question(11), 2)).cached_prompt_tokens, 0);
   const std::vector<TokenId> third = with_question(12);
-  const RequestResult r = generate_one(*f.engine, greedy(third, 5));
+  const RequestResult r = generate_one(*f.engine, greedy_ignoring_eos(third, 5));
   EXPECT_EQ(r.cached_prompt_tokens, 128);
   EXPECT_EQ(r.tokens, testing::fake_greedy(third, 5, f.vocab(), 0, false));
 }
@@ -185,8 +177,8 @@ TEST(EnginePrefixCache, ASharedSystemPromptIsSnapshotAtItsLastBlockForLaterReque
 TEST(EnginePrefixCache, PromptLogprobRequestsNeitherReadNorWrite) {
   FakeEngine f;
   const std::vector<TokenId> a = random_tokens(300, 13, 6000);
-  generate_one(*f.engine, greedy(a, 2));  // snapshot at 256
-  Request scored = greedy(a, 1);
+  generate_one(*f.engine, greedy_ignoring_eos(a, 2));  // snapshot at 256
+  Request scored = greedy_ignoring_eos(a, 1);
   scored.prompt_logprobs = true;
   const RequestResult r = generate_one(*f.engine, scored);
   EXPECT_EQ(r.cached_prompt_tokens, 0);
@@ -203,7 +195,7 @@ TEST(EnginePrefixCache, SnapshotsGiveWayToRequestsInASmallPool) {
   FakeEngine f(o);
   for (std::uint64_t i = 0; i < 6; ++i) {
     const std::vector<TokenId> p = random_tokens(300, 20 + i, 6000);
-    const RequestResult r = generate_one(*f.engine, greedy(p, 100));
+    const RequestResult r = generate_one(*f.engine, greedy_ignoring_eos(p, 100));
     EXPECT_EQ(r.finish, FinishReason::kLength) << r.error;
     EXPECT_EQ(r.tokens, testing::fake_greedy(p, 100, f.vocab(), 0, false)) << i;
   }
