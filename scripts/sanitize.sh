@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The unit tests under sanitizers, CPU only (no GPU backend), each in its own build folder:
 #   build-asan: AddressSanitizer + UndefinedBehaviorSanitizer, the whole suite but the slowest
-#               golden tests (SAN_EXCLUDE) and the multi-process tests (label dist: they launch
-#               the plumb binary under mpirun, which this build does not compile, to stay in
-#               CI's time; they run in the main suite); any UB report aborts its test.
+#               golden tests (SAN_EXCLUDE) and the multi-process tests (label dist: they need
+#               the MPI plugin libplumb_mpi.so and plumb_route_ranks, which this build does not
+#               compile, to stay in CI's time; they run in the main suite; the one-process side
+#               of the layouts, model_group and the collectives, is in the unit tests that stay);
+#               any UB report aborts its test.
 #   build-tsan: ThreadSanitizer, the tests labelled `concurrency`: the plumb_concurrency_tests
 #               binary (tests/CMakeLists.txt), built alone with the layers it links, so this
 #               cold build compiles the libraries plus a handful of test files.
