@@ -36,9 +36,6 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
 constexpr std::size_t kHeaderLimit = 64 << 10;
-// While a request is being answered the connection keeps one read open to notice a disconnect;
-// bytes of a pipelined next request are kept, up to this much.
-constexpr std::size_t kPipelineLimit = 64 << 10;
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -131,7 +128,9 @@ class Connection : public Exchange, public std::enable_shared_from_this<Connecti
     request.body = std::move(message.body());
     parser_.reset();
     stream_.expires_never();  // answers can take as long as generation takes
-    watch();
+    // Bytes already past this request are the next one's (the client pipelines): it is alive and
+    // after_answer reads that request; else a read stays open to notice a disconnect.
+    if (buffer_.size() == 0) watch();
     handler_(request, shared_from_this());
   }
 
@@ -140,7 +139,10 @@ class Connection : public Exchange, public std::enable_shared_from_this<Connecti
   }
 
   // One outstanding read while the request is answered: it ends with an error when the client
-  // goes away, which is how a disconnect is noticed even on an idle stream.
+  // goes away, which is how a disconnect is noticed even on an idle stream. Bytes it reads are
+  // the next request's: read at once if this answer is on the wire, else by after_answer (a
+  // client may send its next request as soon as it has the last byte, before this side's write
+  // completes; watching again then left that request unread until the idle timeout).
   void watch() {
     watching_ = true;
     auto space = buffer_.prepare(4096);
@@ -148,8 +150,7 @@ class Connection : public Exchange, public std::enable_shared_from_this<Connecti
       self->watching_ = false;
       if (ec) return self->close();
       self->buffer_.commit(n);
-      if (self->answered_ && self->writes_.empty()) return self->read_request();
-      if (self->buffer_.size() < kPipelineLimit) self->watch();
+      if (self->answered_ && self->writes_.empty()) self->read_request();
     });
   }
 
