@@ -68,6 +68,17 @@ std::vector<RequestResult> run_together(Engine& engine, const std::vector<Reques
   return out;
 }
 
+// An engine's options with the KV storage in these formats, in a pool of `blocks` blocks of 128.
+EngineOptions storage(Numerics numerics, KvDtype kv, IndexKeyDtype keys, std::int64_t blocks) {
+  EngineOptions e;
+  e.faithful = numerics == Numerics::Faithful;
+  e.kv_dtype = kv;
+  e.kv_index_dtype = keys;
+  e.kv_block_size = 128;
+  e.kv_blocks = blocks;
+  return e;
+}
+
 // A conversation (a prompt, then its continuation: a prefix-cache hit) and a burst of four
 // requests in a pool of three blocks (preemptions), with the KV storage in `format`.
 Outcome workload(const std::string& dir, Numerics numerics, KvDtype kv, IndexKeyDtype keys) {
@@ -75,12 +86,7 @@ Outcome workload(const std::string& dir, Numerics numerics, KvDtype kv, IndexKey
   const std::int64_t vocab = load_model_config(dir).vocab_size;
   Outcome o;
   {
-    EngineOptions e;
-    e.faithful = numerics == Numerics::Faithful;
-    e.kv_dtype = kv;
-    e.kv_index_dtype = keys;
-    e.kv_block_size = 128;
-    e.kv_blocks = 32;
+    const EngineOptions e = storage(numerics, kv, keys, 32);
     auto engine = start_engine(load_engine_model(dir, load), tokenizer(), e);
     const Request a = request(random_prompt(290, 1, vocab), 12, 0);  // snapshot at position 256
     o.results.push_back(generate_one(*engine, a));
@@ -94,12 +100,7 @@ Outcome workload(const std::string& dir, Numerics numerics, KvDtype kv, IndexKey
     o.results.push_back(generate_one(*engine, logits));
   }
   {
-    EngineOptions e;
-    e.faithful = numerics == Numerics::Faithful;
-    e.kv_dtype = kv;
-    e.kv_index_dtype = keys;
-    e.kv_block_size = 128;
-    e.kv_blocks = 3;
+    EngineOptions e = storage(numerics, kv, keys, 3);
     e.scheduler.max_seqs = 4;
     e.scheduler.max_batch_tokens = 64;
     auto engine = start_engine(load_engine_model(dir, load), tokenizer(), e);
