@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "plumb/dist/communicator.h"
+#include "plumb/dist/tensor_collectives.h"
 #include "plumb/dist/world.h"
 #include "plumb/util/error.h"
 
@@ -44,10 +45,10 @@ struct Shape {
   int M = 1, rank = 0;
   int64_t T = 0;
   std::vector<int> owner;  // [T * k]: the rank owning each slot's expert (the same on every rank)
-  int64_t home_begin(int r) const { return T * r / M; }
+  dist::Range home(int r) const { return dist::home_tokens(T, r, M); }  // the model's split
   int home_of(int64_t t) const {
     int r = 0;
-    while (t >= home_begin(r + 1)) ++r;
+    while (!home(r).contains(t)) ++r;
     return r;
   }
 };
@@ -81,7 +82,7 @@ double time_home(dist::Communicator& c, const Shape& s, int reps) {
     if (o == s.rank) send[static_cast<std::size_t>(h)] += kHidden * 4;
     if (h == s.rank) recv[static_cast<std::size_t>(o)] += kHidden * 4;
   }
-  for (int r = 0; r < s.M; ++r) outs[static_cast<std::size_t>(r)] = (s.home_begin(r + 1) - s.home_begin(r)) * kHidden * 4;
+  for (int r = 0; r < s.M; ++r) outs[static_cast<std::size_t>(r)] = s.home(r).size() * kHidden * 4;
   auto total = [](const std::vector<int64_t>& v) {
     int64_t t = 0;
     for (int64_t b : v) t += b;
