@@ -23,17 +23,26 @@ Tensor all_gather_columns(backend::Backend& be, Communicator& group, const Tenso
   return be.from_host(out.data(), {N, c * P});
 }
 
+namespace {
+
+// The routing's expert ids on the host, each checked to be one of the E experts.
+std::vector<int32_t> routed_experts(backend::Backend& be, const Tensor& experts, int64_t E) {
+  std::vector<int32_t> ids(static_cast<std::size_t>(experts.numel()));
+  be.to_host(experts, ids.data());
+  for (int32_t e : ids)
+    if (e < 0 || e >= E) fail("expert parallelism: routed expert {} is not one of the {} experts", e, E);
+  return ids;
+}
+
+}  // namespace
+
 Tensor all_gather_expert_terms(backend::Backend& be, Parallel& par, const Tensor& experts, const Tensor& local_terms,
                                int64_t E) {
   Communicator& group = par.model_group();
   const int64_t S = experts.numel(), D = local_terms.dim(1), P = group.size();
-  std::vector<int32_t> ids(static_cast<std::size_t>(S));
-  be.to_host(experts, ids.data());
+  const std::vector<int32_t> ids = routed_experts(be, experts, E);
   std::vector<int64_t> counts(static_cast<std::size_t>(P), 0);  // each rank's slots, in values
-  for (int32_t e : ids) {
-    if (e < 0 || e >= E) fail("expert parallelism: routed expert {} is not one of the {} experts", e, E);
-    counts[static_cast<std::size_t>(par.expert_owner(e, E))] += D;
-  }
+  for (int32_t e : ids) counts[static_cast<std::size_t>(par.expert_owner(e, E))] += D;
   if (local_terms.numel() != counts[static_cast<std::size_t>(group.rank())])
     fail("expert parallelism: this rank computed {} values for its slots, the routing gives it {}",
          local_terms.numel(), counts[static_cast<std::size_t>(group.rank())]);
@@ -59,8 +68,7 @@ Tensor exchange_terms_home(backend::Backend& be, Parallel& par, const Tensor& ex
   Communicator& group = par.model_group();
   const int64_t S = experts.numel(), N = experts.rows(), K = S / std::max<int64_t>(1, N), D = local_terms.dim(1);
   const int P = group.size(), me = group.rank();
-  std::vector<int32_t> ids(static_cast<std::size_t>(S));
-  be.to_host(experts, ids.data());
+  const std::vector<int32_t> ids = routed_experts(be, experts, E);
   std::vector<int> home(static_cast<std::size_t>(N));
   for (int r = 0; r < P; ++r) {
     const Range h = home_tokens(N, r, P);
@@ -71,9 +79,7 @@ Tensor exchange_terms_home(backend::Backend& be, Parallel& par, const Tensor& ex
   std::vector<int64_t> send(static_cast<std::size_t>(P), 0), recv(static_cast<std::size_t>(P), 0);
   int64_t mine_rows = 0;
   for (int64_t s = 0; s < S; ++s) {
-    const int32_t e = ids[static_cast<std::size_t>(s)];
-    if (e < 0 || e >= E) fail("expert parallelism: routed expert {} is not one of the {} experts", e, E);
-    const int owner = par.expert_owner(e, E), h = home[static_cast<std::size_t>(s / K)];
+    const int owner = par.expert_owner(ids[static_cast<std::size_t>(s)], E), h = home[static_cast<std::size_t>(s / K)];
     if (owner == me) {
       send[static_cast<std::size_t>(h)] += D * static_cast<int64_t>(sizeof(float));
       ++mine_rows;
