@@ -4,10 +4,7 @@
 # --kv-index-dtype), the formats in one lease. Table to $OUT/kv-formats.txt.
 #   KV_FORMATS="fp8:fp4 f32:f32 bf16:bf16 fp8:f32 f32:fp4"  KV_BATCH=1,8
 set -uo pipefail
-OUT=${OUT:-/tmp/plumb-results}; mkdir -p "$OUT"
-CKPT=${CKPT:-/tmp/v4-flash-3layers}
-dev=/tmp/plumb-device
-export LD_LIBRARY_PATH="$dev/lib:${LD_LIBRARY_PATH:-}" PATH="$dev/bin:$PATH"
+. "$(dirname "$0")/synthetic_env.sh" kv_formats
 for f in ${KV_FORMATS:-fp8:fp4 f32:f32 bf16:bf16 fp8:f32 f32:fp4}; do
   echo "== KV entries ${f%%:*}, indexer keys ${f##*:}"
   timeout 200 plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch "${KV_BATCH:-1,8}" \
