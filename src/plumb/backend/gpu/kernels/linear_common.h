@@ -31,24 +31,53 @@ __device__ __forceinline__ float wload(const WeightRef& w, int64_t r, int64_t c)
   return 0.f;
 }
 
-// 16 consecutive elements (r, c0 .. c0+15) with 16-byte-aligned vector loads; c0 is a multiple of
-// 16 (so the segment lies in one scale block of FP8 128 / FP4 32) and the row stride keeps the
-// alignment (the caller checks K).
+// A 16-element segment's stored bytes and scale, loaded by wraw16 and decoded later by
+// wdecode16: a lane can keep many segments' loads in flight in few registers (FP8: 16 bytes + a
+// scale in 5 registers, where the 16 decoded floats take 16), which is what a memory-bound GEMV
+// needs. c0 is a multiple of 16 (so the segment lies in one scale block of FP8 128 / FP4 32) and
+// the row stride keeps the alignment (the caller checks K with vec16_ok).
 template <WFormat F>
-__device__ __forceinline__ void wload16(const WeightRef& w, int64_t r, int64_t c0, float* out) {
+struct WRaw {
+  uint4 v[F == WFormat::F32 ? 4 : (F == WFormat::BF16 ? 2 : 1)];
+  float s;  // the segment's scale (FP8 / FP4)
+};
+
+template <WFormat F>
+__device__ __forceinline__ WRaw<F> wraw16(const WeightRef& w, int64_t r, int64_t c0) {
   const int64_t i = r * w.cols + c0;
+  WRaw<F> raw;
   if constexpr (F == WFormat::F32) {
-    const float4* p = reinterpret_cast<const float4*>(w.data + 4 * i);
+    const uint4* p = reinterpret_cast<const uint4*>(w.data + 4 * i);
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const float4 v = p[q];
-      out[4 * q] = v.x, out[4 * q + 1] = v.y, out[4 * q + 2] = v.z, out[4 * q + 3] = v.w;
-    }
+    for (int q = 0; q < 4; ++q) raw.v[q] = p[q];
   } else if constexpr (F == WFormat::BF16) {
     const uint4* p = reinterpret_cast<const uint4*>(w.data + 2 * i);
+    raw.v[0] = p[0], raw.v[1] = p[1];
+  } else if constexpr (F == WFormat::FP8) {
+    raw.v[0] = *reinterpret_cast<const uint4*>(w.data + i);
+  } else {  // FP4: 8 bytes, element 2j in the low nibble of byte j
+    const uint2 v = *reinterpret_cast<const uint2*>(w.data + (i >> 1));
+    raw.v[0] = make_uint4(v.x, v.y, 0u, 0u);
+  }
+  if constexpr (F == WFormat::FP8 || F == WFormat::FP4) raw.s = weight_scale(w, r, c0);
+  else raw.s = 1.f;
+  return raw;
+}
+
+// The 16 values of a loaded segment, exactly weight_at's.
+template <WFormat F>
+__device__ __forceinline__ void wdecode16(const WRaw<F>& raw, float* out) {
+  if constexpr (F == WFormat::F32) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const uint4 v = raw.v[q];
+      out[4 * q] = bits_f32(v.x), out[4 * q + 1] = bits_f32(v.y), out[4 * q + 2] = bits_f32(v.z),
+      out[4 * q + 3] = bits_f32(v.w);
+    }
+  } else if constexpr (F == WFormat::BF16) {
 #pragma unroll
     for (int q = 0; q < 2; ++q) {
-      const uint4 v = p[q];
+      const uint4 v = raw.v[q];
       const uint32_t u[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -62,13 +91,11 @@ __device__ __forceinline__ void wload16(const WeightRef& w, int64_t r, int64_t c
     // bits of an f32, which is then exactly value * 2^-120 (subnormal codes become f32 subnormals,
     // also exact); one multiply by s * 2^120 gives value * s rounded once, as the CPU's lut[b] * s.
     // NaN codes (magnitude 0x7F) and scales >= 2^8 (s * 2^120 would overflow) take the slow path.
-    const uint4 v = *reinterpret_cast<const uint4*>(w.data + i);
-    const float s = weight_scale(w, r, c0);
-    const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+    const uint32_t u[4] = {raw.v[0].x, raw.v[0].y, raw.v[0].z, raw.v[0].w};
     uint32_t nan = 0;  // bit 7 of a byte set iff its low 7 bits are all ones
 #pragma unroll
     for (int j = 0; j < 4; ++j) nan |= ((u[j] & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
-    const float k = s * 0x1p120f;
+    const float k = raw.s * 0x1p120f;
     if (nan == 0 && fabsf(k) < 0x1p127f) {
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
@@ -77,14 +104,11 @@ __device__ __forceinline__ void wload16(const WeightRef& w, int64_t r, int64_t c
       }
     } else {
 #pragma unroll
-      for (int j = 0; j < 16; ++j) out[j] = e4m3_to_f32(static_cast<uint8_t>(u[j / 4] >> (8 * (j % 4)))) * s;
+      for (int j = 0; j < 16; ++j) out[j] = e4m3_to_f32(static_cast<uint8_t>(u[j / 4] >> (8 * (j % 4)))) * raw.s;
     }
-  } else {  // FP4: 8 bytes, element 2j in the low nibble of byte j
-    // Same trick: nibble s.ee.m at the top of a word, arithmetic shift by 6, mask: value * 2^-126.
-    const uint2 v = *reinterpret_cast<const uint2*>(w.data + (i >> 1));
-    const float s = weight_scale(w, r, c0);
-    const uint32_t u[2] = {v.x, v.y};
-    const float k = s * 0x1p126f;
+  } else {  // FP4. Same trick: nibble s.ee.m at the top of a word, arithmetic shift by 6, mask: value * 2^-126.
+    const uint32_t u[2] = {raw.v[0].x, raw.v[0].y};
+    const float k = raw.s * 0x1p126f;
     if (fabsf(k) < 0x1p127f) {
 #pragma unroll
       for (int j = 0; j < 16; ++j) {
@@ -93,9 +117,15 @@ __device__ __forceinline__ void wload16(const WeightRef& w, int64_t r, int64_t c
       }
     } else {
 #pragma unroll
-      for (int j = 0; j < 16; ++j) out[j] = fp4_value(u[j / 8] >> (4 * (j % 8))) * s;
+      for (int j = 0; j < 16; ++j) out[j] = fp4_value(u[j / 8] >> (4 * (j % 8))) * raw.s;
     }
   }
+}
+
+// 16 consecutive elements (r, c0 .. c0+15) with 16-byte-aligned vector loads (wraw16's rules).
+template <WFormat F>
+__device__ __forceinline__ void wload16(const WeightRef& w, int64_t r, int64_t c0, float* out) {
+  wdecode16<F>(wraw16<F>(w, r, c0), out);
 }
 
 // Whether rows of K elements keep 16-element segments aligned for wload16.
