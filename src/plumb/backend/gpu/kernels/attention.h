@@ -46,6 +46,7 @@ struct SparseAttnArgs {
   bool bf16_probs = false, round_out = false;
   int64_t prob_block = 0;  // AttentionParams::prob_block: the release kernel's online softmax blocks
   int64_t recent_positions = 0;  // > 0: RecentEntries::positions (AttnSeq recent / fresh)
+  int64_t heads_per_block = 1;   // set by sparse_attention (its launch shape)
 };
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
 // Largest candidate count whose scores sparse_attention keeps in shared memory for head dim Dh.

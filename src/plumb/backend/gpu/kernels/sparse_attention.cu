@@ -1,0 +1,384 @@
+// Sparse attention with sink (MODEL-SPEC 3.6) over a query row's window positions and compressed
+// entries, bitwise the CPU's (cpu_attention.cpp): q.k in cpu::dot's order (cpu_order.h), the
+// softmax denominator summed in candidate order, P.V products and sums with __fmul_rn/__fadd_rn
+// (no FMA contraction) in candidate order per output dim; with prob_block the release kernel's
+// online softmax is replayed from the stored scores block by block (running block maxima first).
+//
+// Shape (why): one block per (query row, group of G heads). The candidates are walked in tiles of
+// kTile rows, staged in shared memory decoded to f32 by the whole block with all of a thread's
+// loads issued before any store, so a tile costs about one memory latency; the G heads of the block
+// share each staged row (V4 has one KV head for all its query heads). Two passes over the tiles:
+// scores (8 lanes per (head, candidate) dot, as cpu_order_sum8), then P.V (each thread owns up to
+// kMaxAcc (head, dim) outputs and keeps their sums in registers across tiles). The old kernel
+// walked the candidates one dependent lookup at a time per thread: 107 us for 65 candidates per
+// head at B = 1 on the H200 (docs/PERF.md v3-v5); a tile of 16 rows of 512 f32 values is 32 KB
+// in flight per block. G = 2 once the launch has enough blocks without it (batches), 1 below, so
+// a decode step of one token still spreads its 64 heads over 64 SMs. Neither G nor the tiling
+// changes any sum's order.
+#include "plumb/backend/gpu/kernels/attention.h"
+#include "plumb/backend/gpu/kernels/block_reduce.h"
+#include "plumb/backend/gpu/kernels/cpu_order.h"
+
+namespace plumb::gpu::k {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxWarps = kThreads / 32;  // kWarp is 32 or 64
+constexpr std::size_t kSmemBytes = 48 * 1024;  // shared memory usable without an opt-in
+constexpr int kMaxProbBlocks = 512;  // running block maxima of the blocked softmax, per head
+constexpr int kTile = 16;            // candidate rows staged at a time
+constexpr int kMaxGroup = 2;         // heads per block
+constexpr int kMaxAcc = 4;           // P.V outputs per thread: G * Dh <= kMaxAcc * kThreads
+constexpr int kStageLoads = 16;      // values a thread loads before it stores any (loads in flight)
+static_assert(kTile % (64 / 8) == 0, "a warp's 8-lane groups all take part in a tile's dots");
+
+// Row stride of the staged q and tile rows: a multiple of 8 that is 8 mod 32, so the 8-lane
+// groups of a warp (one tile row each) read distinct banks.
+PLUMB_HD int64_t padded_dim(int64_t Dh) { return (Dh + 31) / 32 * 32 + 8; }
+
+// Dynamic shared memory floats before the scores: q [G][Dp], the tile [kTile][Dp].
+PLUMB_HD int64_t staged_floats(int64_t G, int64_t Dh) { return (G + kTile) * padded_dim(Dh); }
+
+// Static shared memory of the kernel (block maxima, reductions, the tile's row pointers, the
+// heads' score pointers and denominators), with room for alignment.
+constexpr std::size_t kStaticBytes = sizeof(float) * (kMaxGroup * kMaxProbBlocks + kMaxWarps) +
+                                     kTile * (sizeof(float*) + sizeof(uint8_t*)) +
+                                     kMaxGroup * (sizeof(float*) + sizeof(float)) + 64;
+
+struct RowCtx {
+  AttnSeq sq;
+  int64_t row, t, lo, nwin, visible, nc;
+  int64_t wslots;  // the release's window part of the index row: min(len, W) in a prefill, else W
+};
+
+__device__ RowCtx row_ctx(const SparseAttnArgs& a, int64_t row) {
+  RowCtx c;
+  c.sq = a.seqs[a.row_seq[row]];
+  c.row = row;
+  c.t = c.sq.start + (row - c.sq.row);
+  c.lo = c.t - a.W + 1 > 0 ? c.t - a.W + 1 : 0;
+  c.nwin = c.t - c.lo + 1;
+  c.visible = a.ratio > 0 ? (c.t + 1) / a.ratio : 0;
+  c.nc = c.nwin + (a.ratio > 0 ? (a.selected ? a.K : c.visible) : 0);
+  c.wslots = c.sq.start == 0 ? (c.sq.len < a.W ? c.sq.len : a.W) : a.W;
+  return c;
+}
+
+// A candidate's key/value row: an f32 row (window positions, f32 pools) or an encoded pool row.
+struct Cand {
+  const float* f = nullptr;
+  const uint8_t* enc = nullptr;
+};
+
+__device__ Cand compressed_cand(const SparseAttnArgs& a, const RowCtx& c, int64_t e) {
+  Cand r;
+  if (a.recent_positions > 0 && e >= backend::kv_recent_first(c.t, a.recent_positions, a.ratio)) {
+    const int64_t first_new = c.sq.start / a.ratio;  // the host checked the ring holds the rest
+    r.f = e >= first_new ? c.sq.fresh + (e - first_new) * a.Dh : c.sq.recent + (e % c.sq.recent_rows) * a.Dh;
+    return r;
+  }
+  const uint8_t* row = paged_entry(a.comp, c.sq.blocks, e);
+  if (a.comp.spec.format == backend::KvRowFormat::F32) {
+    r.f = reinterpret_cast<const float*>(row);
+  } else {
+    r.enc = row;
+  }
+  return r;
+}
+
+// Candidate j of a query row (window positions first, then compressed entries, as on the CPU):
+// its key/value row, or none for a skipped selection slot (-1) or an invisible entry (reported
+// through *bad).
+__device__ Cand candidate(const SparseAttnArgs& a, const RowCtx& c, int64_t j, int64_t* bad) {
+  if (j < c.nwin) {
+    const int64_t pos = c.lo + j;
+    Cand r;
+    r.f = pos >= c.sq.start ? a.kv + (c.sq.row + pos - c.sq.start) * a.Dh : c.sq.ring + (pos % a.W) * a.Dh;
+    return r;
+  }
+  j -= c.nwin;
+  if (!a.selected) return compressed_cand(a, c, j);
+  const int64_t e = a.selected[c.row * a.K + j];
+  if (e < 0) return {};
+  if (e >= c.visible) {
+    if (bad) *bad = e;
+    return {};
+  }
+  return compressed_cand(a, c, e);
+}
+
+// ---- the release kernel's blocked online softmax (SparseAttnArgs::prob_block, cpu_attention.cpp)
+// Candidate j sits at slot j (window) or wslots + (j - nwin) (compressed) of the index row; block
+// b holds slots [b*B, (b+1)*B), i.e. candidates [first_cand(b), first_cand(b + 1)).
+__device__ int64_t first_cand(const SparseAttnArgs& a, const RowCtx& c, int64_t b) {
+  const int64_t s0 = b * a.prob_block;
+  const int64_t j = s0 < c.nwin ? s0 : (s0 < c.wslots ? c.nwin : c.nwin + (s0 - c.wslots));
+  return j < c.nc ? j : c.nc;
+}
+
+// sc holds the scores (-inf for a skipped slot). Every block's running max goes to bmax, the
+// scores become e_j = exp(s_j - m_b) (then bf16 with bf16_probs), and each thread gets
+// l = sum over blocks of (l * alpha_b + sum e_j) + exp(sink - m), in the CPU's order. A block
+// without a candidate keeps m (alpha = 1) and adds 0, as the CPU's skipping it does.
+__device__ float blocked_softmax(const SparseAttnArgs& a, const RowCtx& c, float sink, float* sc, float* bmax,
+                                 int64_t nb) {
+  for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
+    float mx = -INFINITY;
+    for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) mx = fmaxf(mx, sc[j]);
+    bmax[b] = mx;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int64_t b = 1; b < nb; ++b) bmax[b] = fmaxf(bmax[b - 1], bmax[b]);
+  __syncthreads();
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t j = first_cand(a, c, b) + threadIdx.x; j < first_cand(a, c, b + 1); j += blockDim.x)
+      sc[j] = exp_cr(sc[j] - bmax[b]);
+  __syncthreads();
+  float l = 0.f, m = -INFINITY;
+  for (int64_t b = 0; b < nb; ++b) {
+    float bs = 0.f;
+    for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) bs = __fadd_rn(bs, sc[j]);
+    l = __fadd_rn(__fmul_rn(l, exp_cr(m - bmax[b])), bs);
+    m = bmax[b];
+  }
+  l = __fadd_rn(l, exp_cr(sink - m));
+  if (a.bf16_probs) {
+    __syncthreads();  // every thread has summed the unrounded values
+    for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) sc[j] = round_bf16(sc[j]);
+    __syncthreads();
+  }
+  return l;
+}
+
+
+// Every thread's (head, dim) outputs: o = threadIdx.x + u * blockDim.x < G * Dh.
+struct PvSlots {
+  int g[kMaxAcc];
+  int d[kMaxAcc];
+  bool live[kMaxAcc];
+};
+
+__device__ PvSlots pv_slots(int G, int64_t Dh) {
+  PvSlots s;
+#pragma unroll
+  for (int u = 0; u < kMaxAcc; ++u) {
+    const int64_t o = threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
+    s.live[u] = o < G * Dh;
+    s.g[u] = s.live[u] ? static_cast<int>(o / Dh) : 0;
+    s.d[u] = s.live[u] ? static_cast<int>(o % Dh) : 0;
+  }
+  return s;
+}
+
+// Stages candidates [j0, j0 + n) of the row: one thread per candidate finds its row (tf / te, both
+// null for a skipped or invisible one, which `report` sends to a.err), then the block decodes the
+// rows into tile [n][Dp], kStageLoads loads per thread in flight before their stores. Ends with a
+// barrier: the tile is ready. Begins with one: the previous tile is no longer read.
+__device__ void stage_tile(const SparseAttnArgs& a, const RowCtx& c, int64_t j0, int n, bool report, float* tile,
+                           const float** tf, const uint8_t** te) {
+  __syncthreads();
+  if (static_cast<int>(threadIdx.x) < n) {
+    int64_t bad = -1;
+    const Cand cj = candidate(a, c, j0 + threadIdx.x, report ? &bad : nullptr);
+    tf[threadIdx.x] = cj.f;
+    te[threadIdx.x] = cj.enc;
+    if (bad >= 0 && atomicCAS(&a.err->flag, 0, 1) == 0) {
+      a.err->pos = c.t;
+      a.err->entry = bad;
+      a.err->visible = c.visible;
+    }
+  }
+  __syncthreads();
+  const int Dh = static_cast<int>(a.Dh), Dp = static_cast<int>(padded_dim(a.Dh)), total = n * Dh;
+  const int step = static_cast<int>(blockDim.x);
+  for (int base = threadIdx.x; base < total; base += kStageLoads * step) {
+    // value i = base + u * step is row t, dim d of the tile; (t, d) advance without a division
+    const int t0 = base / Dh, d0 = base - t0 * Dh;
+    float v[kStageLoads];
+    int t = t0, d = d0;
+#pragma unroll
+    for (int u = 0; u < kStageLoads; ++u) {
+      v[u] = 0.f;
+      if (t < n) {
+        if (tf[t]) v[u] = tf[t][d];
+        else if (te[t]) v[u] = backend::kv_value(a.comp.spec, te[t], d);
+      }
+      for (d += step; d >= Dh; d -= Dh) ++t;
+    }
+    t = t0, d = d0;
+#pragma unroll
+    for (int u = 0; u < kStageLoads; ++u) {
+      if (t < n) tile[t * Dp + d] = v[u];
+      for (d += step; d >= Dh; d -= Dh) ++t;
+    }
+  }
+  __syncthreads();
+}
+
+// Pass 1: sc(g)[j] = scale * q_g . k_j for every candidate (-inf for a skipped one), each dot by a
+// group of 8 lanes in exactly the CPU's order, so the scores (and the faithful bf16
+// probabilities after them) are bitwise the CPU's.
+template <class Scores>
+__device__ void score_pass(const SparseAttnArgs& a, const RowCtx& c, int G, const float* qs, float* tile,
+                           const float** tf, const uint8_t** te, const Scores& sc) {
+  const int64_t Dh = a.Dh, Dp = padded_dim(Dh);
+  const int grp = threadIdx.x / 8, sub = threadIdx.x % 8, groups = blockDim.x / 8;
+  for (int64_t j0 = 0; j0 < c.nc; j0 += kTile) {
+    const int n = c.nc - j0 < kTile ? static_cast<int>(c.nc - j0) : kTile;
+    stage_tile(a, c, j0, n, true, tile, tf, te);
+    // G * kTile pairs: a whole number of every warp's groups (static_assert), so the shuffles of
+    // cpu_order_sum8 see full warps; pairs past n compute zeros and are dropped.
+    for (int p = grp; p < G * kTile; p += groups) {
+      const int g = p / kTile, t = p % kTile;
+      const bool live = t < n && (tf[t] || te[t]);
+      const float* q = qs + g * Dp;
+      const float* k = tile + t * Dp;
+      const float v = cpu_order_sum8([&](int64_t d) { return live ? __fmul_rn(q[d], k[d]) : 0.f; }, Dh, sub);
+      if (sub == 0 && t < n) sc(g)[j0 + t] = live ? __fmul_rn(v, a.scale) : -INFINITY;
+    }
+  }
+  __syncthreads();  // every score is written
+}
+
+// The plain softmax of one head's scores in place: exp(s - max), the denominator (with the sink)
+// summed in candidate order by every thread, then bf16 P when the release multiplies V by it.
+__device__ float plain_softmax(const SparseAttnArgs& a, const RowCtx& c, float sink, float* sc, float* red) {
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) mx = fmaxf(mx, sc[j]);
+  mx = block_max(mx, red);  // also a barrier: every score is written
+  // exp(s - M); a skipped slot (-inf) becomes 0 and adds nothing below.
+  for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) sc[j] = exp_cr(sc[j] - mx);
+  __syncthreads();
+  float sum = 0.f;
+  for (int64_t j = 0; j < c.nc; ++j) sum = __fadd_rn(sum, sc[j]);
+  sum = __fadd_rn(sum, exp_cr(sink - mx));  // the sink: a logit with a zero value
+  __syncthreads();  // every thread has summed the unrounded values
+  if (a.bf16_probs)
+    for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) sc[j] = round_bf16(sc[j]);
+  __syncthreads();
+  return sum;
+}
+
+// Pass 2: o = sum_j p_j v_j per (head, dim), candidate order; with prob_block (nb > 0) the
+// release's online form: acc = acc * alpha_b + (sum over block b), block after block.
+template <class Scores>
+__device__ void pv_pass(const SparseAttnArgs& a, const RowCtx& c, int G, int64_t h0, int64_t nb, const float* l,
+                        const float (*bmax)[kMaxProbBlocks], float* tile, const float** tf, const uint8_t** te,
+                        const Scores& sc) {
+  const int64_t Dh = a.Dh, Dp = padded_dim(Dh);
+  const PvSlots s = pv_slots(G, Dh);
+  float acc[kMaxAcc], part[kMaxAcc], m[kMaxAcc];
+#pragma unroll
+  for (int u = 0; u < kMaxAcc; ++u) acc[u] = 0.f, part[u] = 0.f, m[u] = -INFINITY;
+  int64_t b = 0, end = nb > 0 ? first_cand(a, c, 1) : c.nc;
+  auto flush = [&] {  // block b is complete
+#pragma unroll
+    for (int u = 0; u < kMaxAcc; ++u) {
+      const float mb = bmax[s.g[u]][b];
+      acc[u] = __fadd_rn(__fmul_rn(acc[u], exp_cr(m[u] - mb)), part[u]);
+      part[u] = 0.f;
+      m[u] = mb;
+    }
+    ++b;
+    end = first_cand(a, c, b + 1);
+  };
+  for (int64_t j0 = 0; j0 < c.nc; j0 += kTile) {
+    const int n = c.nc - j0 < kTile ? static_cast<int>(c.nc - j0) : kTile;
+    stage_tile(a, c, j0, n, false, tile, tf, te);
+    for (int t = 0; t < n; ++t) {
+      const int64_t j = j0 + t;
+      if (nb > 0)
+        while (j >= end) flush();
+      if (!tf[t] && !te[t]) continue;
+      const float* v = tile + t * Dp;
+#pragma unroll
+      for (int u = 0; u < kMaxAcc; ++u)
+        if (s.live[u]) {
+          float& x = nb > 0 ? part[u] : acc[u];
+          x = __fadd_rn(x, __fmul_rn(sc(s.g[u])[j], v[s.d[u]]));
+        }
+    }
+  }
+  if (nb > 0)
+    while (b < nb) flush();
+#pragma unroll
+  for (int u = 0; u < kMaxAcc; ++u)
+    if (s.live[u]) {
+      const float y = acc[u] / l[s.g[u]];
+      a.out[(c.row * a.H + h0 + s.g[u]) * Dh + s.d[u]] = a.round_out ? round_bf16(y) : y;
+    }
+}
+
+__global__ void __launch_bounds__(kThreads) sparse_attention_kernel(SparseAttnArgs a) {
+  extern __shared__ float smem[];  // q [G][Dp], the tile [kTile][Dp], then the scores [G][max_cand] unless a.scratch
+  __shared__ float red[kMaxWarps];
+  __shared__ float bmax[kMaxGroup][kMaxProbBlocks];
+  __shared__ const float* tf[kTile];
+  __shared__ const uint8_t* te[kTile];
+  __shared__ float* scp[kMaxGroup];  // each head's scores (shared or scratch memory)
+  __shared__ float lsum[kMaxGroup];  // each head's softmax denominator
+  const int G = static_cast<int>(a.heads_per_block);
+  const int64_t groups = a.H / G, bg = a.row0 * groups + blockIdx.x, row = bg / groups, h0 = (bg % groups) * G;
+  const int64_t Dh = a.Dh, Dp = padded_dim(Dh);
+  if (a.row_seq[row] < 0) {  // a row no sequence covers: zeros, as the CPU leaves it
+    for (int64_t i = threadIdx.x; i < G * Dh; i += blockDim.x) a.out[(row * a.H + h0) * Dh + i] = 0.f;
+    return;
+  }
+  const RowCtx c = row_ctx(a, row);
+  float* qs = smem;
+  float* tile = smem + G * Dp;
+  float* local = smem + staged_floats(G, Dh);
+  if (static_cast<int>(threadIdx.x) < G)
+    scp[threadIdx.x] = a.scratch ? a.scratch + ((row - a.row0) * a.H + h0 + threadIdx.x) * a.max_cand
+                                 : local + threadIdx.x * a.max_cand;
+  const auto sc = [](int g) { return scp[g]; };
+  for (int64_t i = threadIdx.x; i < G * Dh; i += blockDim.x) qs[(i / Dh) * Dp + i % Dh] = a.q[(row * a.H + h0) * Dh + i];
+  // (stage_tile's first barrier orders these stores, and scp's, before their first use)
+  score_pass(a, c, G, qs, tile, tf, te, sc);
+
+  int64_t nb = 0;
+  if (a.prob_block > 0) {
+    const int64_t last = c.nc - 1;
+    nb = (last < c.nwin ? last : c.wslots + (last - c.nwin)) / a.prob_block + 1;
+  }
+  for (int g = 0; g < G; ++g) {
+    const int64_t h = h0 + g;
+    const float sink = weight_at(a.sink, h / a.sink.cols, h % a.sink.cols);
+    const float l = nb > 0 ? blocked_softmax(a, c, sink, sc(g), bmax[g], nb) : plain_softmax(a, c, sink, sc(g), red);
+    if (threadIdx.x == 0) lsum[g] = l;  // every thread has the same l
+  }
+  // (pv_pass's first stage_tile barrier orders the probabilities and maxima before their use)
+  pv_pass(a, c, G, h0, nb, lsum, bmax, tile, tf, te, sc);
+}
+
+}  // namespace
+
+namespace {
+// The most heads a block may take for head dim Dh (its P.V outputs fit the threads' kMaxAcc).
+int64_t max_group(int64_t Dh) { return kMaxGroup * Dh <= static_cast<int64_t>(kMaxAcc) * kThreads ? kMaxGroup : 1; }
+}  // namespace
+
+int64_t sparse_attention_smem_cands(int64_t Dh) {
+  if (Dh <= 0 || Dh > static_cast<int64_t>(kMaxAcc) * kThreads) return -1;
+  const int64_t G = max_group(Dh);
+  const int64_t free_floats = static_cast<int64_t>((kSmemBytes - kStaticBytes) / sizeof(float)) - staged_floats(G, Dh);
+  return free_floats < 0 ? -1 : free_floats / G;
+}
+
+int64_t sparse_attention_max_prob_blocks() { return kMaxProbBlocks; }
+
+gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s) {
+  if (a.rows * a.H > 0) {
+    SparseAttnArgs b = a;
+    // Two heads per block once there are blocks enough without it (batches of rows); a decode
+    // step of one token keeps one head per block so that its heads spread over the SMs.
+    b.heads_per_block = max_group(a.Dh) == 2 && a.H % 2 == 0 && a.rows * a.H >= 1024 ? 2 : 1;
+    const int64_t G = b.heads_per_block;
+    const std::size_t smem = static_cast<std::size_t>(staged_floats(G, a.Dh) + (a.scratch ? 0 : G * a.max_cand)) * sizeof(float);
+    sparse_attention_kernel<<<static_cast<unsigned>(a.rows * a.H / G), kThreads, smem, s>>>(b);
+  }
+  return gpuGetLastError();
+}
+
+}  // namespace plumb::gpu::k
