@@ -9,11 +9,14 @@ set(_hip_objects)
 foreach(src ${PLUMB_GPU_KERNEL_SOURCES})
   get_filename_component(_name ${src} NAME_WE)
   set(_obj ${CMAKE_BINARY_DIR}/hip-kernels/${_name}.o)
+  # -ffp-contract=off: Debian's hipcc defines __fadd_rn / __fmul_rn as plain + and *, which clang
+  # would fuse into FMAs (contraction is on by default for HIP): the kernels that reproduce the
+  # CPU's rounding would then round differently on AMD. Where a kernel wants an FMA it calls fmaf.
   # --offload-arch is required: without it hipcc runs rocm_agent_enumerator, which fails on a
   # machine without /sys/class/kfd.
   add_custom_command(OUTPUT ${_obj}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/hip-kernels
-    COMMAND ${PLUMB_HIPCC} --offload-arch=${PLUMB_HIP_ARCH} -std=c++20 -O3 -fPIC -Wall
+    COMMAND ${PLUMB_HIPCC} --offload-arch=${PLUMB_HIP_ARCH} -std=c++20 -O3 -fPIC -Wall -ffp-contract=off
             -I${CMAKE_SOURCE_DIR}/src -x hip -c ${src} -o ${_obj}
     DEPENDS ${src} ${PLUMB_GPU_HEADERS}
     COMMENT "hipcc --offload-arch=${PLUMB_HIP_ARCH} ${_name}.cu"

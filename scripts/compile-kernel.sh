@@ -14,7 +14,7 @@ nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
   grep -E 'error|warning|Compiling entry|Used [0-9]+ registers|spill' | c++filt | sed -E 's/\(plumb::gpu::[^)]*\)//; s/plumb::gpu::k::\(anonymous namespace\):://' || true
 [ -f "$out/cuda.o" ] || { echo "compile-kernel: nvcc failed on $f"; exit 1; }
 if [ "${2:-}" != "--no-hip" ]; then
-  hipcc --offload-arch=gfx90a -std=c++20 -O3 -fPIC -Wall -I src -x hip -c "$f" -o "$out/hip.o" ||
+  hipcc --offload-arch=gfx90a -std=c++20 -O3 -fPIC -Wall -ffp-contract=off -I src -x hip -c "$f" -o "$out/hip.o" ||
     { echo "compile-kernel: hipcc failed on $f"; exit 1; }
 fi
 echo "compile-kernel: $f compiles (sm_90a$([ "${2:-}" = "--no-hip" ] || echo ', gfx90a'))"
