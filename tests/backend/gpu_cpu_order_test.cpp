@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -73,12 +74,15 @@ TEST_F(GpuCpuOrder, RmsNorm) {
 }
 
 TEST_F(GpuCpuOrder, HcPreAndHead) {
-  for (const auto& [N, D] : std::vector<std::pair<int64_t, int64_t>>{{1, 4096}, {4, 4096}, {3, 13}, {2, 200}}) {
-    const HcWeights w(*this, D);
-    const int64_t hc = HcWeights::hc, W = hc * D;
+  // {N, D, hc}: V4-Flash's 4 streams, and 2, 3 and 5 (n_out = 35, the kernels' largest) for the
+  // per-output tail and the one-warp Sinkhorn at other matrix sizes.
+  for (const auto& [N, D, hc] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 4096, 4}, {4, 4096, 4}, {3, 13, 4}, {2, 200, 4}, {2, 4096, 2}, {3, 1000, 3}, {2, 1500, 5}}) {
+    const HcWeights w(*this, D, hc);
+    const int64_t W = hc * D;
     const backend::HcParams &site = w.site, &head = w.head;
     const std::vector<float> X = rnd(N * W);
-    const std::string sh = " N=" + std::to_string(N) + " D=" + std::to_string(D);
+    const std::string sh = " N=" + std::to_string(N) + " D=" + std::to_string(D) + " hc=" + std::to_string(hc);
     for (Round r : {Round::None, Round::BF16}) {
       const backend::HcPreResult g = gpu->hc_pre(up(*gpu, X, {N, hc, D}), site, r),
                                  c = cpu->hc_pre(up(*cpu, X, {N, hc, D}), site, r);

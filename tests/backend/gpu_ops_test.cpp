@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -295,12 +296,18 @@ TEST_F(GpuOps, QuantFp8Fp4Hadamard) {
 TEST_F(GpuOps, HcPrePostHead) {
   // mHC mixes read hc*D = 16384 values per token (V4-Flash), then 20 Sinkhorn iterations: long
   // reductions, hence kF32Long.
-  for (const auto [N, D] : hc_cases()) {
-    const HcWeights w(*this, D);
-    const int64_t hc = HcWeights::hc, W = hc * D;
+  // {N, D, hc}: hc_cases() with V4-Flash's 4 streams, then 2, 3 and 5 streams (n_out = 35, the
+  // kernels' largest; past 4 the pass-2 mix and hc_post take their plain loops), with D a multiple
+  // of pass 2's column block or not.
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> cases;
+  for (const auto [N, D] : hc_cases()) cases.emplace_back(N, D, 4);
+  cases.insert(cases.end(), {{2, 4096, 2}, {3, 1000, 3}, {2, 1500, 5}});
+  for (const auto& [N, D, hc] : cases) {
+    const HcWeights w(*this, D, hc);
+    const int64_t W = hc * D;
     const backend::HcParams &site = w.site, &head = w.head;
     const std::vector<float> X = rnd(N * W), out = rnd(N * D), post = rnd(N * hc, 0.5f), comb = rnd(N * hc * hc, 0.3f);
-    const std::string sh = " N=" + std::to_string(N) + " D=" + std::to_string(D);
+    const std::string sh = " N=" + std::to_string(N) + " D=" + std::to_string(D) + " hc=" + std::to_string(hc);
     for (Round r : {Round::None, Round::BF16}) {
       const std::string rs = r == Round::BF16 ? " bf16" : "";
       const backend::HcPreResult g = gpu->hc_pre(up(*gpu, X, {N, hc, D}), site, r),

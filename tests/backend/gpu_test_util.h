@@ -200,11 +200,11 @@ class GpuCpuOrder : public GpuOps {
   }
 };
 
-// An mHC site's and the head's parameters for hc = 4 streams of D (V4-Flash's shapes), random.
+// An mHC site's and the head's parameters for hc streams of D (V4-Flash: 4 of 4096), random.
 struct HcWeights {
-  static constexpr int64_t hc = 4;
-  HcWeights(GpuOps& t, int64_t D)
-      : fn(f32_weight({(2 + hc) * hc, hc * D}, t.rnd((2 + hc) * hc * hc * D, 0.02f))),
+  HcWeights(GpuOps& t, int64_t D, int64_t streams = 4)
+      : hc(streams),
+        fn(f32_weight({(2 + hc) * hc, hc * D}, t.rnd((2 + hc) * hc * hc * D, 0.02f))),
         base(f32_weight({(2 + hc) * hc}, t.rnd((2 + hc) * hc, 0.5f))),
         scale(f32_weight({3}, t.rnd(3, 0.2f))),
         head_fn(f32_weight({hc, hc * D}, t.rnd(hc * hc * D, 0.02f))),
@@ -216,6 +216,7 @@ struct HcWeights {
   HcWeights(const HcWeights&) = delete;  // the params point into this object
   HcWeights& operator=(const HcWeights&) = delete;
 
+  const int64_t hc;  // first: the members below are made from it
   OwnedWeight fn, base, scale, head_fn, head_base, head_scale;
   WeightView views[6];
   backend::HcParams site, head;

@@ -1,8 +1,9 @@
 // mHC kernels (MODEL-SPEC 3.2): the same function as cpu/cpu_hc.cpp. The per-token scalar tail
-// (sigmoids, Sinkhorn) runs serially in one thread in the CPU's order, and every product/sum whose
-// rounding the CPU fixes uses the _rn intrinsics so nvcc/hipcc cannot contract it into an FMA (the
-// CPU build does not). The long reductions (fn . x, sum x^2) use a parallel order unless the
-// caller asks for the CPU's (cpu_order.h).
+// runs one output per thread (each gate is its own chain of the CPU's operations) and Sinkhorn one
+// matrix element per lane of one warp, each doing exactly the CPU's arithmetic for its value; every
+// product/sum whose rounding the CPU fixes uses the _rn intrinsics so nvcc/hipcc cannot contract it
+// into an FMA (the CPU build does not). The long reductions (fn . x, sum x^2) use a parallel order
+// unless the caller asks for the CPU's (cpu_order.h).
 #include "plumb/backend/gpu/kernels/hc.h"
 
 #include "plumb/backend/gpu/gpu_numerics.h"
@@ -14,77 +15,109 @@ namespace {
 constexpr int kThreads = 256;  // a multiple of kWarp on both platforms
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kMaxOut = static_cast<int>(kHcMaxOut);
+// Fast order: pass 1 splits a token into at most kMaxSlices slices (hc_slices); pass 2's block
+// (n, c) mixes columns [c * kDSlice, (c + 1) * kDSlice), kPer of them per thread.
+constexpr int64_t kMaxSlices = 64;
+constexpr int kPer = 4;
+constexpr int64_t kDSlice = kPer * kThreads;
+// Streams a thread of pass 2 or of hc_post holds in registers (more: a plain loop, same arithmetic).
+// Loads that fill such register arrays take clamped, always valid indices instead of a condition:
+// ptxas then issues them all before the first use (a predicated load does not batch).
+constexpr int kTileHc = 4;
+// With post and comb n_out = hc * (2 + hc) <= kMaxOut, so hc <= kSinkMaxHc and the hc x hc
+// Sinkhorn matrix fits one warp (32 or 64 lanes).
+constexpr int kSinkMaxHc = 5;
+static_assert(kSinkMaxHc * (2 + kSinkMaxHc) <= kMaxOut && (kSinkMaxHc + 1) * (3 + kSinkMaxHc) > kMaxOut);
+static_assert(kSinkMaxHc * kSinkMaxHc <= 32 && kThreads >= kWarp && kThreads > kMaxOut);
 
 __device__ __forceinline__ float sigmoid(float x) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, exp_cr(-x))); }
 __device__ __forceinline__ float max_of(float a, float b) { return a < b ? b : a; }  // std::max
 
-// Sinkhorn on hc x hc in shared memory, by hc threads of the block (all threads call it): row
-// softmax + eps, a column normalisation, then iters - 1 rounds of (row, column) normalisation;
-// every divisor is sum + eps (cpu_hc.cpp). Thread i owns row i in a row phase and column i in a
-// column phase and does exactly the CPU's serial arithmetic on it, so the result is the CPU's.
-__device__ void sinkhorn(float* C, int hc, int64_t iters, float eps) {
-  const int t = static_cast<int>(threadIdx.x);
-  auto normalize_col = [&] {
-    if (t >= hc) return;
-    float s = 0.f;
-    for (int i = 0; i < hc; ++i) s = __fadd_rn(s, C[i * hc + t]);
-    for (int i = 0; i < hc; ++i) C[i * hc + t] = __fdiv_rn(C[i * hc + t], __fadd_rn(s, eps));
-  };
-  if (t < hc) {
-    float* row = C + t * hc;
-    float mx = row[0];
-    for (int j = 1; j < hc; ++j) mx = max_of(mx, row[j]);
-    float s = 0.f;
-    for (int j = 0; j < hc; ++j) {
-      row[j] = exp_cr(row[j] - mx);
-      s = __fadd_rn(s, row[j]);
-    }
-    for (int j = 0; j < hc; ++j) row[j] = __fadd_rn(__fdiv_rn(row[j], s), eps);
-  }
-  __syncthreads();
-  normalize_col();
-  __syncthreads();
-  for (int64_t it = 1; it < iters; ++it) {
-    if (t < hc) {
-      float* row = C + t * hc;
-      float s = 0.f;
-      for (int j = 0; j < hc; ++j) s = __fadd_rn(s, row[j]);
-      for (int j = 0; j < hc; ++j) row[j] = __fdiv_rn(row[j], __fadd_rn(s, eps));
-    }
-    __syncthreads();
-    normalize_col();
-    __syncthreads();
-  }
+// Lane src's v (every lane of the warp calls it; src < kWarp).
+__device__ __forceinline__ float shfl_from(float v, int src) {
+#ifdef PLUMB_HIP
+  return __shfl(v, src, kWarp);
+#else
+  return __shfl_sync(0xffffffffu, v, src, kWarp);
+#endif
 }
 
-// The per-token tail after the reductions (all threads call it; block-uniform arguments):
-// sums[k] = fn_k . x for k < n_out, sums[kMaxOut] = sum x^2. Thread 0 forms m and the gates in
-// the CPU's order; pre lands in shared memory, and with `with_post` post and comb of token n.
-__device__ void mix_tail(const float* sums, int64_t n, int hc, int64_t W, WeightRef base, WeightRef scale, int n_out,
-                         int64_t iters, float hc_eps, float norm_eps, bool with_post, float* pre, float* C, float* post,
-                         float* comb) {
-  if (threadIdx.x == 0) {
+// g[q] = v of lane first + q * stride for q < kSinkMaxHc (all of them, so that the shuffles go out
+// together; those at q >= hc are not used).
+__device__ __forceinline__ void gather(float v, int first, int stride, float (&g)[kSinkMaxHc]) {
+#pragma unroll
+  for (int q = 0; q < kSinkMaxHc; ++q) g[q] = shfl_from(v, first + q * stride);
+}
+// The CPU's s = 0; s += g[q] for q = 0 .. hc-1.
+__device__ __forceinline__ float sum_in_order(const float (&g)[kSinkMaxHc], int hc) {
+  float s = 0.f;
+#pragma unroll
+  for (int q = 0; q < kSinkMaxHc; ++q)
+    if (q < hc) s = __fadd_rn(s, g[q]);
+  return s;
+}
+
+// Sinkhorn on the hc x hc logits C (shared memory) by warp 0, every lane of which calls it
+// (hc <= kSinkMaxHc): row softmax + eps, a column normalisation, then iters - 1 rounds of (row,
+// column) normalisation; every divisor is sum + eps (cpu_hc.cpp). Lane l < hc*hc holds element
+// (i, j) = (l / hc, l % hc) in a register, gathers its row or column by shuffles and forms the
+// CPU's max / sum over it in index order, then its own element exactly as the CPU's serial loop
+// does; lanes past hc*hc shadow lane 0. Writes the result to out[0, hc*hc).
+__device__ void sinkhorn_warp(const float* C, int hc, int64_t iters, float eps, float* out) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int e = lane < hc * hc ? lane : 0, i = e / hc, j = e % hc, row0 = i * hc;
+  float g[kSinkMaxHc];
+  float v = C[e];
+  gather(v, row0, 1, g);
+  float mx = g[0];
+#pragma unroll
+  for (int q = 1; q < kSinkMaxHc; ++q)
+    if (q < hc) mx = max_of(mx, g[q]);
+  const float ex = exp_cr(v - mx);
+  gather(ex, row0, 1, g);
+  v = __fadd_rn(__fdiv_rn(ex, sum_in_order(g, hc)), eps);
+  gather(v, j, hc, g);
+  v = __fdiv_rn(v, __fadd_rn(sum_in_order(g, hc), eps));
+  for (int64_t it = 1; it < iters; ++it) {
+    gather(v, row0, 1, g);
+    v = __fdiv_rn(v, __fadd_rn(sum_in_order(g, hc), eps));
+    gather(v, j, hc, g);
+    v = __fdiv_rn(v, __fadd_rn(sum_in_order(g, hc), eps));
+  }
+  if (lane < hc * hc) out[lane] = v;
+}
+
+// The weights thread o's gate reads (o < used): scale[0] and base[o] for pre (o < hc), scale[1]
+// for post (o < 2hc), scale[2] for the comb logits. Loaded before the reductions, so that their
+// latency hides behind them.
+struct Gate {
+  float scale = 0.f, base = 0.f;
+};
+__device__ __forceinline__ Gate gate_weights(const WeightRef& base, const WeightRef& scale, int hc, int used) {
+  const int o = static_cast<int>(threadIdx.x);
+  if (o >= used) return {};
+  return {weight_at(scale, o < hc ? 0 : (o < 2 * hc ? 1 : 2), 0), weight_at(base, o, 0)};
+}
+
+// The per-token tail after the reductions (all threads call it; block-uniform arguments; sums
+// complete in shared memory): sums[k] = fn_k . x for k < n_out, sums[kMaxOut] = sum x^2; used =
+// with_post ? n_out : hc and g = gate_weights(.., used). Thread o < used forms m_o and its gate
+// with the CPU's operations for that output: pre lands in shared memory, and with `with_post`
+// post of token n (global) and the comb logits (C, shared), then warp 0 runs Sinkhorn and writes
+// comb. pre is complete on return; Sinkhorn needs no later barrier.
+__device__ void mix_tail(const float* sums, int64_t n, int hc, int64_t W, Gate g, int used, int64_t iters,
+                         float hc_eps, float norm_eps, bool with_post, float* pre, float* C, float* post, float* comb) {
+  const int o = static_cast<int>(threadIdx.x);
+  if (o < used) {
     const float ms = __fadd_rn(__fmul_rn(sums[kMaxOut], 1.0f / static_cast<float>(W)), norm_eps);
     const float r = __fdiv_rn(1.0f, __fsqrt_rn(ms));
-    const int used = with_post ? n_out : hc;
-    float m[kMaxOut];
-    for (int k = 0; k < used; ++k) m[k] = __fmul_rn(sums[k], r);
-    const float s0 = weight_at(scale, 0, 0);
-    for (int i = 0; i < hc; ++i)
-      pre[i] = __fadd_rn(sigmoid(__fadd_rn(__fmul_rn(m[i], s0), weight_at(base, i, 0))), hc_eps);
-    if (with_post) {
-      const float s1 = weight_at(scale, 1, 0), s2 = weight_at(scale, 2, 0);
-      for (int i = 0; i < hc; ++i)
-        post[n * hc + i] = __fmul_rn(2.0f, sigmoid(__fadd_rn(__fmul_rn(m[hc + i], s1), weight_at(base, hc + i, 0))));
-      for (int k = 0; k < hc * hc; ++k)
-        C[k] = __fadd_rn(__fmul_rn(m[2 * hc + k], s2), weight_at(base, 2 * hc + k, 0));
-    }
+    const float z = __fadd_rn(__fmul_rn(__fmul_rn(sums[o], r), g.scale), g.base);
+    if (o < hc) pre[o] = __fadd_rn(sigmoid(z), hc_eps);
+    else if (o < 2 * hc) post[n * hc + (o - hc)] = __fmul_rn(2.0f, sigmoid(z));
+    else C[o - 2 * hc] = z;
   }
   __syncthreads();
-  if (with_post) {
-    sinkhorn(C, hc, iters, hc_eps);
-    if (static_cast<int>(threadIdx.x) < hc * hc) comb[n * hc * hc + threadIdx.x] = C[threadIdx.x];
-  }
+  if (with_post && static_cast<int>(threadIdx.x) < kWarp) sinkhorn_warp(C, hc, iters, hc_eps, comb + n * hc * hc);
 }
 
 // y[n, d] = sum_i pre_i * X[n, i, d] for d in [d0, d1), streams added in order.
@@ -110,6 +143,9 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ float sums[kMaxOut + 1], pre[kMaxOut], C[kMaxOut];
   const int64_t n = blockIdx.x, W = hc * D;
   const float* x = X + n * W;
+  const bool with_post = post != nullptr;
+  const int used = with_post ? n_out : hc;
+  const Gate g = gate_weights(base, scale, hc, used);
   if (threadIdx.x == 0) {
     float ss = 0.f;
     for (int64_t i = 0; i < W; ++i) ss = __fadd_rn(ss, __fmul_rn(x[i], x[i]));
@@ -122,8 +158,22 @@ __global__ void __launch_bounds__(kThreads)
     if (sub == 0 && k < n_out) sums[k] = __fadd_rn(0.f, v);
   }
   __syncthreads();
-  mix_tail(sums, n, hc, W, base, scale, n_out, iters, hc_eps, norm_eps, post != nullptr, pre, C, post, comb);
+  mix_tail(sums, n, hc, W, g, used, iters, hc_eps, norm_eps, with_post, pre, C, post, comb);
   mix_streams(x, pre, hc, D, 0, D, bf16_out, y + n * D);
+}
+
+// Lane 0's warp sums of acc[0, NK) into red_row[k] for k < n_out <= NK: no branch between the
+// sums, so that their shuffles go out together (each sum is warp_sum, as ever).
+template <int NK>
+__device__ __forceinline__ void warp_sums_to(const float (&acc)[kMaxOut], int n_out, int lane, float* red_row) {
+  float tot[NK];
+#pragma unroll
+  for (int k = 0; k < NK; ++k) tot[k] = warp_sum(acc[k]);
+  if (lane == 0) {
+#pragma unroll
+    for (int k = 0; k < NK; ++k)
+      if (k < n_out) red_row[k] = tot[k];
+  }
 }
 
 // Fast order, pass 1: grid (N, S); block (n, s) reduces elements [s * slice, (s + 1) * slice) of
@@ -150,12 +200,11 @@ __global__ void __launch_bounds__(kThreads)
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   ss = warp_sum(ss);
   if (lane == 0) red[warp][kMaxOut] = ss;
-#pragma unroll
-  for (int k = 0; k < kMaxOut; ++k)
-    if (k < n_out) {  // uniform over the block: the shuffles see every lane
-      const float t = warp_sum(acc[k]);
-      if (lane == 0) red[warp][k] = t;
-    }
+  // n_out is uniform over the block: the shuffles see every lane. acc[k >= n_out] stays 0.
+  if (n_out <= 8) warp_sums_to<8>(acc, n_out, lane, red[warp]);
+  else if (n_out <= 15) warp_sums_to<15>(acc, n_out, lane, red[warp]);  // hc = 3 with post
+  else if (n_out <= 24) warp_sums_to<24>(acc, n_out, lane, red[warp]);  // hc = 4 with post
+  else warp_sums_to<kMaxOut>(acc, n_out, lane, red[warp]);
   __syncthreads();
   const int k = static_cast<int>(threadIdx.x);
   if (k < n_out || k == kMaxOut) {
@@ -166,40 +215,108 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Fast order, pass 2: grid (N, Y); block (n, c) adds token n's S partials in order, runs the
-// tail (post and comb by column block 0 only) and mixes the streams for its slice of D.
+// tail (post, comb and Sinkhorn by column block 0 only: the others need pre alone) and mixes the
+// streams for its kDSlice columns. Every global load (partials, gate weights, this thread's X
+// values) is issued before the first barrier.
 __global__ void __launch_bounds__(kThreads)
     hc_finish_kernel(const float* X, int hc, int64_t D, WeightRef base, WeightRef scale, int n_out, int64_t S,
-                     const float* part, int64_t iters, float hc_eps, float norm_eps, bool bf16_out, int64_t dslice,
-                     float* y, float* post, float* comb) {
+                     const float* part, int64_t iters, float hc_eps, float norm_eps, bool bf16_out, float* y,
+                     float* post, float* comb) {
   __shared__ float sums[kMaxOut + 1], pre[kMaxOut], C[kMaxOut];
   const int64_t n = blockIdx.x, c = blockIdx.y, W = hc * D;
+  const bool with_post = post != nullptr && c == 0;
+  const int used = with_post ? n_out : hc;
   const int k = static_cast<int>(threadIdx.x);
-  if (k < n_out || k == kMaxOut) {
+  const Gate g = gate_weights(base, scale, hc, used);
+  const float* x = X + n * W;
+  const int64_t d0 = c * kDSlice, d1 = d0 + kDSlice < D ? d0 + kDSlice : D;
+  const bool tiled = hc >= 1 && hc <= kTileHc && d1 > d0;  // (else the clamped indices below are not valid)
+  float xv[kPer][kTileHc];  // [r][i]: X[n, i, d0 + k + r * kThreads] where i < hc and that column < d1
+  if (tiled) {
+#pragma unroll
+    for (int r = 0; r < kPer; ++r) {
+      const int64_t d = d0 + k + r * kThreads, dc = d < d1 ? d : d1 - 1;
+#pragma unroll
+      for (int i = 0; i < kTileHc; ++i) xv[r][i] = x[(i < hc ? i : hc - 1) * D + dc];
+    }
+  }
+  if (k < used || k == kMaxOut) {
+    const float* p = part + n * S * (kMaxOut + 1) + k;
+    float v[kMaxSlices];  // 1 <= S <= kMaxSlices (hc_slices): all loads out at once, added in slice order
+#pragma unroll
+    for (int s = 0; s < kMaxSlices; ++s) v[s] = p[(s < S ? s : S - 1) * (kMaxOut + 1)];
     float t = 0.f;
-#pragma unroll 16  // the loads go out together; the adds stay in slice order
-    for (int64_t s = 0; s < S; ++s) t = __fadd_rn(t, part[(n * S + s) * (kMaxOut + 1) + k]);
+#pragma unroll
+    for (int s = 0; s < kMaxSlices; ++s)
+      if (s < S) t = __fadd_rn(t, v[s]);
+    for (int64_t s = kMaxSlices; s < S; ++s) t = __fadd_rn(t, p[s * (kMaxOut + 1)]);
     sums[k] = t;
   }
   __syncthreads();
-  mix_tail(sums, n, hc, W, base, scale, n_out, iters, hc_eps, norm_eps, post != nullptr && c == 0, pre, C, post, comb);
-  const int64_t d1 = (c + 1) * dslice < D ? (c + 1) * dslice : D;
-  mix_streams(X + n * W, pre, hc, D, c * dslice, d1, bf16_out, y + n * D);
+  mix_tail(sums, n, hc, W, g, used, iters, hc_eps, norm_eps, with_post, pre, C, post, comb);
+  float* yn = y + n * D;
+  if (!tiled) {
+    mix_streams(x, pre, hc, D, d0, d1, bf16_out, yn);
+    return;
+  }
+  // mix_streams' arithmetic on the values loaded above (kDSlice = kPer * kThreads: they are all
+  // of this block's columns).
+  float pr[kTileHc];
+#pragma unroll
+  for (int i = 0; i < kTileHc; ++i) pr[i] = i < hc ? pre[i] : 0.f;
+#pragma unroll
+  for (int r = 0; r < kPer; ++r) {
+    const int64_t d = d0 + k + r * kThreads;
+    if (d < d1) {
+      float a = 0.f;
+#pragma unroll
+      for (int i = 0; i < kTileHc; ++i)
+        if (i < hc) a = __fadd_rn(a, __fmul_rn(pr[i], xv[r][i]));
+      yn[d] = bf16_out ? round_bf16(a) : a;
+    }
+  }
+}
+
+// y[n, j, d] = post_j * out[n, d] + sum_i C[i][j] * X[n, i, d] (C transposed: the sum runs over
+// i), streams added in order. I: the index type of the element loop (32 bits where the total
+// allows, which makes the divisions cheap; the offsets are formed in 64 bits).
+template <class I>
+__device__ __forceinline__ void hc_post_elements(const float* out, const float* X, const float* post,
+                                                 const float* comb, I total, I hc, I D, bool bf16_out, float* y) {
+  const int h = static_cast<int>(hc);
+  for (I e = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); e < total;
+       e += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
+    const I d = e % D, nj = e / D, j = nj % hc, n = nj / hc;
+    const float* x = X + static_cast<int64_t>(n) * h * static_cast<int64_t>(D) + static_cast<int64_t>(d);
+    const float* C = comb + static_cast<int64_t>(n) * h * h + static_cast<int64_t>(j);
+    float acc = 0.f;
+    if (h <= kTileHc) {
+      float cv[kTileHc], xv[kTileHc];  // the loads out at once, then the CPU's chain
+#pragma unroll
+      for (int i = 0; i < kTileHc; ++i) {
+        const int ic = i < h ? i : h - 1;
+        cv[i] = C[ic * h];
+        xv[i] = x[static_cast<int64_t>(ic) * static_cast<int64_t>(D)];
+      }
+#pragma unroll
+      for (int i = 0; i < kTileHc; ++i)
+        if (i < h) acc = __fadd_rn(acc, __fmul_rn(cv[i], xv[i]));
+    } else {
+      for (int i = 0; i < h; ++i) acc = __fadd_rn(acc, __fmul_rn(C[i * h], x[static_cast<int64_t>(i) * D]));
+    }
+    const float v = __fadd_rn(__fmul_rn(post[static_cast<int64_t>(nj)], out[static_cast<int64_t>(n) * D + d]), acc);
+    y[static_cast<int64_t>(e)] = bf16_out ? round_bf16(v) : v;
+  }
 }
 
 __global__ void hc_post_kernel(const float* out, const float* X, const float* post, const float* comb, int64_t N,
                                int64_t hc, int64_t D, bool bf16_out, float* y) {
   const int64_t total = N * hc * D;
-  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t d = e % D, j = (e / D) % hc, n = e / (D * hc);
-    const float* x = X + n * hc * D;
-    const float* C = comb + n * hc * hc;
-    // X_new[j] = post_j * out + sum_i C[i][j] * X[i]  (C transposed: the sum runs over i)
-    float acc = 0.f;
-    for (int64_t i = 0; i < hc; ++i) acc = __fadd_rn(acc, __fmul_rn(C[i * hc + j], x[i * D + d]));
-    const float v = __fadd_rn(__fmul_rn(post[n * hc + j], out[n * D + d]), acc);
-    y[e] = bf16_out ? round_bf16(v) : v;
-  }
+  if (total <= INT32_MAX)  // e + the grid's stride (<= 2^24) stays below 2^32
+    hc_post_elements<uint32_t>(out, X, post, comb, static_cast<uint32_t>(total), static_cast<uint32_t>(hc),
+                               static_cast<uint32_t>(D), bf16_out, y);
+  else
+    hc_post_elements<int64_t>(out, X, post, comb, total, hc, D, bf16_out, y);
 }
 
 }  // namespace
@@ -208,7 +325,7 @@ namespace {
 // Pass 1's split of a token's hc*D elements into slices of kSlice: a decode step's few tokens
 // then fill the device. It depends on the width only, never on N, so that a token's sums (and
 // so its result) do not change with the batch it runs in.
-constexpr int64_t kSlice = 512, kMaxSlices = 64, kDSlice = 1024;
+constexpr int64_t kSlice = 512;
 int64_t hc_slices(int64_t W) {
   const int64_t s = (W + kSlice - 1) / kSlice;
   return s < 1 ? 1 : (s > kMaxSlices ? kMaxSlices : s);
@@ -235,7 +352,7 @@ gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn
   if (e != gpuSuccess) return e;
   const int64_t Y = (D + kDSlice - 1) / kDSlice;
   hc_finish_kernel<<<dim3(static_cast<unsigned>(N), static_cast<unsigned>(Y > 0 ? Y : 1)), kThreads, 0, s>>>(
-      X, h, D, base, scale, no, S, scratch, sinkhorn_iters, hc_eps, norm_eps, bf16_out, kDSlice, y, post, comb);
+      X, h, D, base, scale, no, S, scratch, sinkhorn_iters, hc_eps, norm_eps, bf16_out, y, post, comb);
   return gpuGetLastError();
 }
 
