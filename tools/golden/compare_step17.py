@@ -71,6 +71,31 @@ def compare_indexer(layer, tap, z, only_plumb, only_release):
               f"key differs in {int((pk[e] != rk[e]).sum())} of {rk.shape[1]} values")
 
 
+def compare_stages(layer, tap, z):
+    """Each compressed entry's stages (pooled, normed, roped, stored), plumb's against the
+    release's (release_step17.py records them for the whole run): where the two first part."""
+    for mine, theirs in (("attn.compressed", "attn.compressor"), ("attn.index_keys", "attn.indexer.compressor")):
+        for stage in ("pooled", "normed", "roped", None):
+            key = f"layers.{layer}.{theirs}.stage.{stage}" if stage else None
+            if stage and key not in z:
+                continue
+            try:
+                p = tap(f"layer.{layer}.{mine}" + (f".{stage}" if stage else ""))
+            except FileNotFoundError:
+                continue
+            if stage:
+                r = z[key]
+            elif mine == "attn.index_keys" and f"layers.{layer}.attn.indexer.index_keys_all" in z:
+                r = z[f"layers.{layer}.attn.indexer.index_keys_all"]
+            else:
+                continue
+            r = r.reshape(-1, r.shape[-1])
+            p = p.reshape(-1, r.shape[1])[: r.shape[0]]
+            bad = np.nonzero((p != r).any(axis=1))[0]
+            print(f"layer {layer} {mine:15s} {stage or 'stored':6s} {int((p != r).sum())} of {r.size} values differ in "
+                  f"{len(bad)} of {r.shape[0]} entries (first {bad[:6].tolist()}), max diff {np.abs(p - r).max():.3g}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--plumb", default="build/plumb")
@@ -108,6 +133,7 @@ def main():
                 print(f"layer {layer} indexer: {len(mine & theirs)} common picks; only plumb {sorted(mine - theirs)}, "
                       f"only the release {sorted(theirs - mine)}")
                 compare_indexer(layer, tap, z, mine - theirs, theirs - mine)
+            compare_stages(layer, tap, z)
 
 
 if __name__ == "__main__":

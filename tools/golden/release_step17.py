@@ -10,8 +10,9 @@ forward that produces the logits of greedy step STEP (input: the release's token
 at position prompt + STEP - 1) it records every module make_v4_release.py taps, and for every
 MoE gate its input x and biased scores sqrt(softplus(x W^T)) + bias (what topk ranks).
 
-Writes <out>/step<STEP>.npz (tap name -> f32 array; "<layer>.gate_x", "<layer>.gate_scores", and
-per indexer "<layer>.attn.indexer.index_q|index_w|index_keys_all|index_score") and
+Writes <out>/step<STEP>.npz (tap name -> f32 array; "<layer>.gate_x", "<layer>.gate_scores",
+per indexer "<layer>.attn.indexer.index_q|index_w|index_keys_all|index_score", and per compressor
+"<compressor>.stage.pooled|normed|roped" [entries, dim]: every entry of the run at each stage) and
 <out>/step<STEP>.json (per layer: the chosen experts, the top-4 biased scores and the 2nd/3rd gap;
 the indexer's picks; the logits' top-5 at this step).
 
@@ -118,6 +119,39 @@ def main():
     release.fp4_act_quant = fp4_spy
     release.Indexer.forward = indexer_spy
 
+    # Every compressed entry's stages, over the whole run (prefill and decode steps), for both
+    # compressors of each layer: pooled (the norm's input: the softmax-weighted sum cast to
+    # bf16), normed (its output), and for the indexer's keys roped (the Hadamard's input).
+    stages = {}
+    current = [None]
+
+    def keep(name, x):
+        stages.setdefault(name, []).append(x.detach().float().reshape(-1, x.size(-1)).cpu().numpy())
+
+    def compressor_pre(name):
+        def hook(mod, inp):
+            current[0] = name
+        return hook
+
+    def norm_hook(name):
+        def hook(mod, inp, out):
+            keep(f"{name}.stage.pooled", inp[0])
+            keep(f"{name}.stage.normed", out)
+        return hook
+
+    for name, mod in m.named_modules():
+        if name.endswith("compressor"):
+            mod.register_forward_pre_hook(compressor_pre(name))
+            mod.norm.register_forward_hook(norm_hook(name))
+    hadamard = sys.modules["fast_hadamard_transform"].hadamard_transform
+
+    def hadamard_spy(x, *args, **kw):
+        if x.dim() == 3 and current[0] is not None:  # a compressor's keys [b, entries, dim]; q is 4-d
+            keep(f"{current[0]}.stage.roped", x)
+        return hadamard(x, *args, **kw)
+
+    sys.modules["fast_hadamard_transform"].hadamard_transform = hadamard_spy
+
     with torch.inference_mode():
         logits = m(torch.tensor(ids, device=device).unsqueeze(0), 0)[0].float().cpu().numpy()
         got = [int(np.argmax(logits))]
@@ -136,6 +170,7 @@ def main():
                     if k.endswith("attn.indexer") or k.endswith("attn.indexer.0")},
     }
     os.makedirs(a.out, exist_ok=True)
+    taps.update({k: np.concatenate(v) for k, v in stages.items()})
     np.savez_compressed(os.path.join(a.out, f"step{a.step}.npz"), **taps)
     json.dump(summary, open(os.path.join(a.out, f"step{a.step}.json"), "w"), indent=1)
     print(json.dumps(summary)[:3000])

@@ -35,13 +35,18 @@ Tensor ForwardV4::compress(int64_t layer, const Tensor& x, Step& st, bool indexe
   for (SequenceState* s : st.states) cs.push_back(indexer ? s->layers[layer].index_compressor : s->layers[layer].compressor);
   Tensor e = be_.compress(a, z, st.batch, cs, {m, d, &cw.ape}, st.R);
   if (e.rows() == 0) return e;
+  // Each stage of the new entries (tools/golden/compare_step17.py compares them with the release's)
+  const std::string what = st.prefix + (indexer ? "attn.index_keys" : "attn.compressed");
+  tap(st, what + ".pooled", e);
 
   std::vector<int32_t> pos;  // entry w sits at the position of its window's first token
   for (const auto& s : st.batch.seqs)
     for (int64_t w = s.start / m; w < (s.start + s.len) / m; ++w) pos.push_back(static_cast<int32_t>(w * m));
   const Tensor positions = be_.from_host(pos.data(), {e.rows()});
   e = be_.rms_norm(e, &cw.norm, static_cast<float>(cfg_.rms_norm_eps), NormMath::F32, st.R);
+  tap(st, what + ".normed", e);
   e = be_.rope(e, positions, inv_freq_[layer], false, st.R);
+  tap(st, what + ".roped", e);
   if (st.faithful) {
     if (indexer) {
       e = be_.quant_fp4(be_.hadamard(e, st.R), 32);
@@ -49,7 +54,7 @@ Tensor ForwardV4::compress(int64_t layer, const Tensor& x, Step& st, bool indexe
       e = be_.quant_fp8(e, d - rd, 64);
     }
   }
-  tap(st, st.prefix + (indexer ? "attn.index_keys" : "attn.compressed"), e);
+  tap(st, what, e);
 
   std::vector<backend::CacheRun> runs;  // each sequence's new entries, in e's order
   for (const auto& s : st.batch.seqs) runs.push_back({s.start / m, (s.start + s.len) / m - s.start / m});
