@@ -135,9 +135,12 @@ std::vector<backend::MoeParams> v3_params() {
   return v;
 }
 
-// compare(what, tolerance, op): GpuOps::check, or a bitwise check (GpuCpuOrder).
+// compare(what, tolerance, op): GpuOps::check, or a bitwise check (GpuCpuOrder). amp: the
+// weights' magnitude; skip_ids: every third slot routed to an id outside [0, E) (-1, E, E + 1,
+// E + 2), which both backends skip.
 template <class Compare>
-void run_moe_case(GpuOps& t, const MoeCase& c, const std::vector<backend::MoeParams>& params, Compare&& compare) {
+void run_moe_case(GpuOps& t, const MoeCase& c, const std::vector<backend::MoeParams>& params, Compare&& compare,
+                  bool skip_ids = false, float amp = 0.05f) {
   const int64_t N = c.N, D = c.D, I = c.I, E = c.E, K = c.K, distinct = c.distinct;
   const char* fmt = c.format;
   const std::string what = c.what;
@@ -146,8 +149,8 @@ void run_moe_case(GpuOps& t, const MoeCase& c, const std::vector<backend::MoePar
   std::vector<ExpertSet> sets;
   sets.reserve(static_cast<std::size_t>(distinct + 1));
   for (int64_t s = 0; s <= distinct; ++s)
-    sets.push_back(make_expert(s == distinct && std::string(fmt) != "fp8f32" ? "fp8" : fmt, D, I, t.rnd(I * D, 0.05f),
-                               t.rnd(D * I, 0.05f), t.rnd(I * D, 0.05f), t.rng));
+    sets.push_back(make_expert(s == distinct && std::string(fmt) != "fp8f32" ? "fp8" : fmt, D, I, t.rnd(I * D, amp),
+                               t.rnd(D * I, amp), t.rnd(I * D, amp), t.rng));
   for (auto& s : sets) s.make_views();  // the views point into the moved-to vector elements
   std::vector<backend::SwiGluWeights> experts;
   for (int64_t e = 0; e < E; ++e) {
@@ -164,6 +167,8 @@ void run_moe_case(GpuOps& t, const MoeCase& c, const std::vector<backend::MoePar
     std::shuffle(all.begin(), all.end(), t.rng);
     for (int64_t k = 0; k < K; ++k) ex.push_back(all[k]), wt.push_back(0.2f + std::fabs(t.rnd(1, 0.5f)[0]));
   }
+  if (skip_ids)
+    for (std::size_t i = 0; i < ex.size(); i += 3) ex[i] = i % 2 ? static_cast<int32_t>(E + i / 6 % 3) : -1;
   const std::vector<float> x = t.rnd(N * D, 2.f);
   for (const backend::MoeParams& p : params) {
     compare(what + describe(p), moe_tolerance(p, D, I, K), [&](Backend& be) {
@@ -197,6 +202,29 @@ TEST_F(GpuCpuOrder, Moe) {
   run_moe_case(*this, {7, 144, 64, 16, 4, 5, "fp8f32", "moe small fp8 f32-scale"}, params, bitwise);
   run_moe_case(*this, {2, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, {params.front(), v3_params().front()},
                bitwise);
+}
+
+// The grouped expert kernels' (kernels/moe_grouped.cu) other paths, every MoeParams option: rows
+// whose length breaks their 16-byte chunk loads (FP4 D or I not a multiple of 32, FP8 of 16, bf16
+// of 8) take the element-by-element path; I not a multiple of the up kernel's 32 rows per block
+// and D not one of the down kernel's 64 leave partial blocks, on both paths; routing ids outside
+// [0, E), skipped; FP4 weights of magnitude ~8, whose ue8m0 scales of 2 and more take the exact
+// slow decode.
+TEST_F(GpuOps, MoeGroupedOddShapes) {
+  auto check = [&](const std::string& what, double tol, auto&& op) { this->check(what, tol, op); };
+  struct Odd {
+    MoeCase c;
+    bool skip_ids;
+    float amp;
+  };
+  const Odd cases[] = {
+      {{3, 208, 72, 8, 3, 4, "fp4", "moe fp4 D 208 I 72 (element path), skipped ids"}, true, 0.05f},
+      {{2, 256, 80, 8, 3, 4, "fp4", "moe fp4 D 256 I 80, weights ~8 (slow decode), skipped ids"}, true, 8.f},
+      {{2, 192, 100, 8, 2, 3, "fp8", "moe fp8 D 192 I 100 (element path down)"}, false, 0.05f},
+      {{2, 200, 144, 8, 2, 3, "fp8", "moe fp8 D 200 I 144 (element path up)"}, false, 0.05f},
+      {{2, 202, 98, 8, 2, 3, "bf16", "moe bf16 D 202 I 98 (element path), skipped ids"}, true, 0.05f},
+  };
+  for (const Odd& o : cases) run_moe_case(*this, o.c, all_params(), check, o.skip_ids, o.amp);
 }
 
 TEST_F(GpuOps, MoeRealDims) {
