@@ -191,33 +191,73 @@ TEST_F(GpuOps, LinearBf16WeightEveryPath) {
 
 // The GEMV (decode) path gives each output row the same bits whatever the number of x rows in
 // the call: a sequence's decode step must not depend on its batch (issue 15's batched == alone
-// property, in the fast order too). Shapes cover split-K (rows too few to fill the device: a row
-// summed by 2 or 4 warps), 4 rows per warp, grouped weights and K with a partial segment.
+// property, in the fast order too). 17 rows are 3 launches (8 + 8 + 1), so row 8 is summed by an
+// 8-row launch in the call of 17 and by a 1-row launch in the call of 9. Shapes cover split-K
+// (rows too few to fill the device: a row summed by 2 to 8 warps), 4 rows per warp (the last
+// warp's rows past R at 1030), 1 row per warp, grouped weights, K = 8192 and K with a partial
+// segment; with and without act_fp8 and bf16 weight rounding.
 TEST_F(GpuOps, GemvRowsIndependentOfBatch) {
   if (!set_path(TestLinearPath::Gemv)) GTEST_SKIP() << "the GEMV path is not selectable in this build";
   struct Case {
     int64_t R, K, G;
   };
   for (const Case& c : {Case{4096, 4096, 1}, Case{1024, 4096, 1}, Case{32768, 1024, 1}, Case{1024, 4096, 2},
-                        Case{300, 1000, 1}}) {
-    const int64_t Kx = c.G * c.K, N = 8;
+                        Case{300, 1000, 1}, Case{512, 4096, 1}, Case{1030, 4096, 1}, Case{128, 1024, 8},
+                        Case{1024, 8192, 1}}) {
+    const int64_t Kx = c.G * c.K, N = 17;
     const std::vector<float> wv = rnd(c.G * c.R * c.K, 0.05f), x = rnd(N * Kx);
     for (const FormatWeight& fw : every_format(c.G * c.R, c.K, wv, rng)) {
       const WeightView view = fw.view();
-      for (bool act : {false, true}) {
-        const LinearOpts o{c.G, act, Round::None};
-        const std::vector<float> all = host(*gpu, gpu->linear(up(*gpu, x, {N, Kx}), view, o));
-        for (int64_t n : {1, 2, 3, 5}) {
-          const std::vector<float> xs(x.begin(), x.begin() + n * Kx);
-          const std::vector<float> part = host(*gpu, gpu->linear(up(*gpu, xs, {n, Kx}), view, o));
-          const int64_t out = c.G * c.R;
-          ASSERT_EQ(part.size(), static_cast<std::size_t>(n * out));
-          EXPECT_EQ(std::memcmp(part.data(), all.data(), part.size() * sizeof(float)), 0)
-              << ctx("R=" + std::to_string(c.R) + " K=" + std::to_string(c.K) + " G=" + std::to_string(c.G) + " " +
-                     fw.name + (act ? " act_fp8" : "") + ": the first " + std::to_string(n) +
-                     " rows alone differ from the same rows in a call of 8");
+      for (bool act : {false, true})
+        for (bool rw : {false, true}) {
+          LinearOpts o{c.G, act, Round::None};
+          o.bf16_weight = rw;
+          const std::vector<float> all = host(*gpu, gpu->linear(up(*gpu, x, {N, Kx}), view, o));
+          for (int64_t n : {1, 2, 3, 5, 8, 9}) {
+            const std::vector<float> xs(x.begin(), x.begin() + n * Kx);
+            const std::vector<float> part = host(*gpu, gpu->linear(up(*gpu, xs, {n, Kx}), view, o));
+            const int64_t out = c.G * c.R;
+            ASSERT_EQ(part.size(), static_cast<std::size_t>(n * out));
+            EXPECT_EQ(std::memcmp(part.data(), all.data(), part.size() * sizeof(float)), 0)
+                << ctx("R=" + std::to_string(c.R) + " K=" + std::to_string(c.K) + " G=" + std::to_string(c.G) + " " +
+                       fw.name + (act ? " act_fp8" : "") + (rw ? " bf16 weight" : "") + ": the first " +
+                       std::to_string(n) + " rows alone differ from the same rows in a call of 17");
+          }
         }
-      }
+    }
+  }
+  set_path(TestLinearPath::Auto);
+}
+
+// The GEMV's shapes against the CPU, every format, with and without bf16 weight rounding and bf16
+// output: 4 or 1 rows per warp, split-K from 1 to 8 (partials added in shared memory), the last
+// warp's rows past R, a split ending in a partial segment (f32 / bf16: 16-byte loads then the
+// element path; FP8 / FP4 at K % 16 != 0: the element path), 8 groups, and x rows in several
+// launches of 8 (N = 9, 17) or in one of 2, 3 or 4 (the 2- and 4-row kernels). The splits named
+// are the H200's (132 SMs); other devices take other splits of the same shapes.
+TEST_F(GpuOps, GemvShapesEveryFormat) {
+  if (!set_path(TestLinearPath::Gemv)) GTEST_SKIP() << "the GEMV path is not selectable in this build";
+  const LinearCase cases[] = {
+      {2, 1030, 4096, 1, "4 rows a warp, split 8, the last warp's rows past R"},
+      {9, 512, 4096, 1, "1 row a warp, split 4; 8 + 1 x rows"},
+      {2, 300, 1000, 1, "1 row a warp, split 2 ending in a partial segment"},
+      {17, 8 * 128, 1024, 8, "8 groups, split 2; 8 + 8 + 1 x rows"},
+      {1, 1024, 8192, 1, "K = 8192, split 8"},
+      {3, 8192, 1024, 1, "4 rows a warp, no split, 3 x rows in the 4-row kernel"},
+      {4, 256, 4096, 1, "1 row a warp, split 8, 4 x rows"},
+  };
+  for (const LinearCase& c : cases) {
+    const int64_t Kx = c.G * c.K;
+    const std::vector<float> wv = rnd(c.R * c.K, 0.05f), x = rnd(c.N * Kx);
+    for (const FormatWeight& fw : every_format(c.R, c.K, wv, rng)) {
+      const WeightView view = fw.view();
+      for (bool rw : {false, true})
+        for (Round r : {Round::None, Round::BF16}) {
+          LinearOpts o{c.G, false, r};
+          o.bf16_weight = rw;
+          check(c.name() + ": " + fw.name + (rw ? " bf16 weight" : "") + (r == Round::BF16 ? " out bf16" : ""),
+                with_round(f32_tol(c.K), r), [&](Backend& be) { return be.linear(up(be, x, {c.N, Kx}), view, o); });
+        }
     }
   }
   set_path(TestLinearPath::Auto);

@@ -1,15 +1,32 @@
 // linear() path (a): GEMV for few rows of x (decode). Memory-bound: the floor is weight bytes /
-// HBM bandwidth (e.g. a 7168 x 4096 FP8 weight, 29 MB, is ~6 us at 4.8 TB/s on an H200). Each
-// weight byte is read once, coalesced, with 16-byte loads (8-byte for FP4) where K keeps rows
-// aligned: one warp per weight row (up to 4 rows per warp so each x value read from shared memory
-// feeds 4 products), lanes stride over K, FP8/FP4 decoded in registers with the segment's scale.
-// x rows (up to 8 per launch; more rows loop) are staged in shared memory in chunks (chunk_for),
-// padded 4 floats per 16 so the lanes' 16-byte reads hit distinct banks. Expected: close to
-// bandwidth (~70-85%) for N <= 4 on large weights; for N = 8 the shared-memory reads of x start
-// to cost as much as the weight stream. Small weights (few blocks) underfill the device: rows per
-// warp then drop to 1 (no split-K), and for one or two x rows each lane then keeps 4 segments of
-// its row in flight instead (measured: 1 row per warp with one load in flight reached ~20% of
-// the bandwidth on the H200, docs/PERF.md v3).
+// HBM bandwidth (H200: ~4.2 TB/s copy rate; 33.5 MB of FP8 ~8 us, the 1.06 GB bf16 head ~250 us).
+// Little's law: 4.2 TB/s x ~1 us loaded latency = ~4 MB in flight, ~32 KB per SM of 132. The
+// previous kernel kept far less (121-128 registers holding 16 decoded floats per segment, <= 4 x
+// 16 B per lane, x staged behind __syncthreads in 4096-column chunks): wo_b at 16%.
+//
+// A lane's batch: first the raw loads of its warp's RPW rows at U warp steps (Seg: wraw16's bytes
+// and the scale's bits, undecoded: FP8 5 registers; weight_scale decodes at once, and that use
+// would stall the loop on each scale), ~128 B: FP8 8 x 16 B, bf16 4 x 32 B, f32 2 x 64 B, FP4
+// 8 x 8 B. Then column by column: x by float4 loads, not staged (no barrier; the warps of an SM
+// walk the same columns, so L1 hits), reused by the RPW rows (FP8, 4 rows, N 1: 1 B of x per
+// weight byte, from L1); wdecode16 and fmaf. N <= 2: <= 128 registers (ptxas spends what it may
+// on hoisting loads, and spills at 80), 2 blocks = 16 warps/SM: up to 16 x 32 x 128 B = 64 KB in
+// flight per SM, 2x the need, so a warp's decode need not overlap its own loads. N 4 / 8: 4 x N
+// accumulators + 64 decoded floats, up to 255 registers, 1 block/SM (32 KB), N FMAs per weight.
+// FP8 decode is ~3.5 integer ops per weight (16-lane integer pipe: ~6 us for 33.5 M weights on
+// 132 SMs), close to the memory time: expected FP8 N = 1 at ~65-80% of the copy rate (wo_b
+// ~11-12 us), bf16 at ~85-90% (head ~280 us), weights that fit in flight in one wave ~3-4 us.
+//
+// Split-K (few rows): S warps of a block share RPW rows, each summing a contiguous range of whole
+// warp steps of K; partials added in shared memory in warp order (no atomics). plan_for: RPW 4
+// (1 if even the widest split leaves the device short), S the smallest power of two giving 3/4 of
+// target_blocks x kWarps warps (one wave at 2 blocks/SM): from the shape and the device only.
+//
+// A row's summation order depends on (R, K, groups, format, device) only, never on N or on how N
+// is split into launches of <= 8: lane l of split s adds its segments s * P + l * 16 + m * kStep
+// (m = 0, 1, ...) in column order, element by element, one fmaf chain per (row, x row); then
+// warp_sum; then the S partials in warp order. RPW, U, N and the vector / element paths change
+// which warp or load does what, not that order.
 #include "plumb/backend/gpu/kernels/linear.h"
 #include "plumb/backend/gpu/kernels/linear_common.h"
 
@@ -18,132 +35,262 @@ namespace {
 
 constexpr int kThreads = 256;            // 8 warps of 32, 4 wavefronts of 64
 constexpr int kWarps = kThreads / kWarp;
-constexpr int kMaxRpw = 4;               // weight rows per warp
 constexpr int kMaxN = 8;                 // x rows per launch
-constexpr int kSeg = 16;                 // weight elements a lane loads at once
+constexpr int kSeg = 16;                 // weight elements of one raw load
+constexpr int kStep = kWarp * kSeg;      // columns a warp covers per step (512; 1024 on HIP)
 
-// x columns staged per step: long chunks for one or two x rows (fewer block barriers, each of
-// which drains the weight stream), 1024 for more (shared memory). A multiple of kSeg * kWarp * U.
-template <int NB>
-constexpr int chunk_for() { return NB <= 2 ? 4096 : 1024; }
-// Weight segments a lane keeps in flight per row: 4 rows per warp, or 4 segments of one row.
-template <int NB, int RPW>
-constexpr int unroll_for() { return RPW == 1 && NB <= 2 ? 4 : 1; }
-static_assert(chunk_for<8>() % (kSeg * kWarp) == 0 && chunk_for<1>() % (kSeg * kWarp * 4) == 0,
-              "a chunk is whole warp steps");
-
-__device__ __forceinline__ int padded(int c) { return c + (c >> 4) * 4; }
-
-// Each lane's segments run in increasing column order (lane * 16 + m * kWarp * 16), whatever
-// the chunk and unroll, so a row's sum is the same for every launch shape of one NB.
+// Rows per warp of a full-size shape (plan_for may take 1): f32 segments are 4x FP8's registers.
+template <WFormat F>
+constexpr int rpw_for() { return F == WFormat::F32 ? 2 : 4; }
+// Warp steps per batch: ~128 B of raw loads per lane over RPW rows; for N 4 / 8 counted as if 4
+// rows even with 1 (ptxas hoists a batch's x loads, N x 16 floats a column, and spills beyond).
 template <WFormat F, int NB, int RPW>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(LinearArgs a, WeightRef w, bool vec_ok) {
-  constexpr int C = chunk_for<NB>(), U = unroll_for<NB, RPW>(), kStep = kWarp * kSeg;
-  __shared__ __align__(16) float xs[NB][C + C / 4];
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int64_t g = blockIdx.y, R = a.R, K = a.K;
-  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * RPW;  // first row in the group
-  const float* xg = a.x + g * K;
-  const int nrows = static_cast<int>(a.nrows);
+constexpr int unroll() {
+  constexpr int b = F == WFormat::F32 ? 2 : F == WFormat::BF16 ? 4 : 8, r = NB <= 2 ? RPW : 4;
+  return b / r > 1 ? b / r : 1;
+}
+template <int NB>
+constexpr int min_blocks() { return NB <= 2 ? 2 : 1; }  // per SM: <= 128 registers, or <= 255
 
-  float acc[RPW][NB];
-#pragma unroll
-  for (int j = 0; j < RPW; ++j)
-#pragma unroll
-    for (int n = 0; n < NB; ++n) acc[j][n] = 0.f;
+template <WFormat F>
+struct Seg {
+  WRaw<F> raw;     // its .s is replaced in decode (wraw16's own scale load is dead code)
+  uint32_t sbits;  // the stored scale: ue8m0 byte or f32 bits (4-byte aligned: launcher checks)
+};
 
-  for (int64_t k0 = 0; k0 < K; k0 += C) {
-    __syncthreads();  // the previous chunk is no longer read
-    for (int i = threadIdx.x; i < NB * C; i += kThreads) {
-      const int n = i / C, c = i % C;
-      xs[n][padded(c)] = (n < nrows && k0 + c < K) ? xg[n * a.ldx + k0 + c] : 0.f;
-    }
-    __syncthreads();
-    for (int off = lane * kSeg; off < C; off += kStep * U) {
-      if (k0 + off >= K) break;
-      // All segments' weights first (independent loads in flight together), then x in float4 pieces.
-      float wv[U][RPW][kSeg];
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int j = 0; j < RPW; ++j) {
-          const int64_t c0 = k0 + off + u * kStep, r = r0 + j, row = g * R + r;
-          if (r >= R || c0 >= K) {
-#pragma unroll
-            for (int e = 0; e < kSeg; ++e) wv[u][j][e] = 0.f;
-          } else if (vec_ok && c0 + kSeg <= K) {
-            wload16<F>(w, row, c0, wv[u][j]);
-          } else {
-#pragma unroll
-            for (int e = 0; e < kSeg; ++e) wv[u][j][e] = c0 + e < K ? wload<F>(w, row, c0 + e) : 0.f;
-          }
-          if (a.round_w) {
-#pragma unroll
-            for (int e = 0; e < kSeg; ++e) wv[u][j][e] = round_bf16(wv[u][j][e]);
-          }
-        }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (k0 + off + u * kStep >= K) break;  // past the end: nothing added (as a shorter loop)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          float4 xv[NB];
-#pragma unroll
-          for (int n = 0; n < NB; ++n)
-            xv[n] = *reinterpret_cast<const float4*>(&xs[n][padded(off + u * kStep) + 4 * q]);
-#pragma unroll
-          for (int j = 0; j < RPW; ++j)
-#pragma unroll
-            for (int n = 0; n < NB; ++n) {
-              float t = acc[j][n];
-              t = fmaf(wv[u][j][4 * q], xv[n].x, t);
-              t = fmaf(wv[u][j][4 * q + 1], xv[n].y, t);
-              t = fmaf(wv[u][j][4 * q + 2], xv[n].z, t);
-              acc[j][n] = fmaf(wv[u][j][4 * q + 3], xv[n].w, t);
-            }
-        }
-      }
-    }
+template <WFormat F>
+__device__ __forceinline__ Seg<F> load_seg(const WeightRef& w, int64_t r, int64_t c0) {
+  Seg<F> g{wraw16<F>(w, r, c0), 0u};
+  if constexpr (F == WFormat::FP8) {  // weight_scale's index
+    const int64_t i = (r >> 7) * w.scale_cols + (c0 >> 7);
+    g.sbits = w.scale_f32 ? *reinterpret_cast<const uint32_t*>(w.scale + 4 * i) : w.scale[i];
+  } else if constexpr (F == WFormat::FP4) {
+    g.sbits = w.scale[r * w.scale_cols + (c0 >> 5)];
   }
+  return g;
+}
+
+// The segment's 16 values (weight_scale's scale, wdecode16's decode), bf16-rounded if RW.
+template <WFormat F, bool RW>
+__device__ __forceinline__ void decode(Seg<F> g, const WeightRef& w, float (&wv)[kSeg]) {
+  if constexpr (F == WFormat::FP8)
+    g.raw.s = w.scale_f32 ? bits_f32(g.sbits) : ue8m0_to_f32(static_cast<uint8_t>(g.sbits));
+  else if constexpr (F == WFormat::FP4)
+    g.raw.s = ue8m0_to_f32(static_cast<uint8_t>(g.sbits));
+  wdecode16<F>(g.raw, wv);
+  if constexpr (RW) {
 #pragma unroll
-  for (int j = 0; j < RPW; ++j) {
-    const int64_t r = r0 + j;
+    for (int e = 0; e < kSeg; ++e) wv[e] = round_bf16(wv[e]);
+  }
+}
+
+// acc += w[e] * x[e] for e = 0..3, in turn.
+__device__ __forceinline__ float fma4(const float* w, float4 x, float acc) {
+  acc = fmaf(w[0], x.x, acc);
+  acc = fmaf(w[1], x.y, acc);
+  acc = fmaf(w[2], x.z, acc);
+  return fmaf(w[3], x.w, acc);
+}
+
+// One column position c0 (16 columns, whole, aligned) of the warp's rows, from loaded segments.
+// N <= 2: the 16 x values of each x row held, rows decoded one at a time (16 floats live);
+// N >= 4: all rows decoded (16 x RPW floats), then one x row's 16 values at a time.
+template <WFormat F, int NB, int RPW, bool RW>
+__device__ __forceinline__ void column(const Seg<F> (&g)[RPW], const WeightRef& w, const float* const (&xr)[NB],
+                                       int64_t c0, float (&acc)[RPW][NB]) {
+  if constexpr (NB <= 2) {
+    float4 xv[NB][4];
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) xv[n][q] = *reinterpret_cast<const float4*>(xr[n] + c0 + 4 * q);
+#pragma unroll
+    for (int j = 0; j < RPW; ++j) {
+      float wv[kSeg];
+      decode<F, RW>(g[j], w, wv);
+#pragma unroll
+      for (int n = 0; n < NB; ++n)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[j][n] = fma4(wv + 4 * q, xv[n][q], acc[j][n]);
+    }
+  } else {
+    float wv[RPW][kSeg];
+#pragma unroll
+    for (int j = 0; j < RPW; ++j) decode<F, RW>(g[j], w, wv[j]);
 #pragma unroll
     for (int n = 0; n < NB; ++n) {
-      const float v = warp_sum(acc[j][n]);
-      if (lane == 0 && r < R && n < nrows) a.y[n * a.ldy + g * R + r] = a.round_bf16 ? round_bf16(v) : v;
+      float4 xv[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) xv[q] = *reinterpret_cast<const float4*>(xr[n] + c0 + 4 * q);
+#pragma unroll
+      for (int j = 0; j < RPW; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[j][n] = fma4(wv[j] + 4 * q, xv[q], acc[j][n]);
     }
   }
 }
 
-template <WFormat F, int NB>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, int rpw, gpuStream_t s) {
-  const int64_t rows_per_block = static_cast<int64_t>(kWarps) * rpw;
-  const dim3 grid(static_cast<unsigned>((a.R + rows_per_block - 1) / rows_per_block), static_cast<unsigned>(a.groups));
-  if (rpw == kMaxRpw)
-    gemv_kernel<F, NB, kMaxRpw><<<grid, kThreads, 0, s>>>(a, w, vec16_ok(F, a.K));
+// The lane's nu (<= U) segments at c, c + kStep, ..., all whole: every load first, then the math.
+template <WFormat F, int NB, int RPW, int U, bool RW>
+__device__ __forceinline__ void batch_vec(const WeightRef& w, const int64_t (&row)[RPW], const float* const (&xr)[NB],
+                                          int64_t c, int nu, float (&acc)[RPW][NB]) {
+  Seg<F> g[U][RPW];
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    if (u < nu) {
+#pragma unroll
+      for (int j = 0; j < RPW; ++j) g[u][j] = load_seg<F>(w, row[j], c + u * kStep);
+    }
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    if (u < nu) column<F, NB, RPW, RW>(g[u], w, xr, c + u * kStep, acc);
+}
+
+// The same segments element by element (K not keeping 16-byte alignment, x or f32 scales
+// unaligned, or the row's last, partial segment): the same products in the same order.
+template <WFormat F, int NB, int RPW, bool RW>
+__device__ __forceinline__ void batch_scalar(const WeightRef& w, const int64_t (&row)[RPW], const float* const (&xr)[NB],
+                                             int64_t c, int nu, int64_t K, float (&acc)[RPW][NB]) {
+#pragma unroll 1
+  for (int u = 0; u < nu; ++u)
+#pragma unroll 1
+    for (int e = 0; e < kSeg; ++e) {
+      const int64_t col = c + u * kStep + e;
+      if (col >= K) return;  // only the last segment of a row can be partial
+      float xv[NB];
+#pragma unroll
+      for (int n = 0; n < NB; ++n) xv[n] = xr[n][col];
+#pragma unroll
+      for (int j = 0; j < RPW; ++j) {
+        float wv = wload<F>(w, row[j], col);
+        if constexpr (RW) wv = round_bf16(wv);
+#pragma unroll
+        for (int n = 0; n < NB; ++n) acc[j][n] = fmaf(wv, xv[n], acc[j][n]);
+      }
+    }
+}
+
+// Warp sums, the S partials of a row added in warp order (shared memory), outputs stored.
+template <int NB, int RPW>
+__device__ __forceinline__ void finish(const LinearArgs& a, int64_t r0, int lane, int warp, int splits,
+                                       float (&acc)[RPW][NB], float (&part)[kWarps][RPW * NB]) {
+#pragma unroll
+  for (int i = 0; i < RPW * NB; ++i) acc[i / NB][i % NB] = warp_sum(acc[i / NB][i % NB]);
+  if (splits > 1) {
+    if (lane == 0) {
+#pragma unroll
+      for (int i = 0; i < RPW * NB; ++i) part[warp][i] = acc[i / NB][i % NB];
+    }
+    __syncthreads();
+    if (warp % splits != 0) return;
+#pragma unroll
+    for (int i = 0; i < RPW * NB; ++i) {
+      float v = part[warp][i];
+      for (int t = 1; t < splits; ++t) v += part[warp + t][i];
+      acc[i / NB][i % NB] = v;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < RPW * NB; ++i) {
+    const int64_t r = r0 + i / NB;
+    const int n = i % NB;
+    if (lane == i % kWarp && r < a.R && n < a.nrows) {
+      const float v = acc[i / NB][n];
+      a.y[n * a.ldy + blockIdx.y * a.R + r] = a.round_bf16 ? round_bf16(v) : v;
+    }
+  }
+}
+
+// The warp's RPW rows over split s's columns (lane by lane as in the header), then finish.
+template <WFormat F, int NB, int RPW, bool RW>
+__device__ __forceinline__ void gemv_rows(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok,
+                                          float (&part)[kWarps][RPW * NB]) {
+  constexpr int U = unroll<F, NB, RPW>();
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, s = warp % splits;
+  const int64_t g = blockIdx.y, R = a.R, K = a.K;
+  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / splits) + warp / splits) * RPW;
+  int64_t row[RPW];  // rows past R read row R - 1 (never stored)
+#pragma unroll
+  for (int j = 0; j < RPW; ++j) row[j] = g * R + (r0 + j < R ? r0 + j : R - 1);
+  const float* xr[NB];  // x rows past nrows read the last one (never stored)
+#pragma unroll
+  for (int n = 0; n < NB; ++n) xr[n] = a.x + (n < a.nrows ? n : a.nrows - 1) * a.ldx + g * K;
+  const int64_t per = ((K + kStep - 1) / kStep + splits - 1) / splits * kStep;  // columns of a split
+  const int64_t ce = K < (s + 1) * per ? K : (s + 1) * per;
+  float acc[RPW][NB] = {};
+  if (r0 < R) {
+#pragma unroll 1
+    for (int64_t c = s * per + lane * kSeg; c < ce; c += U * kStep) {
+      const int64_t left = (ce - c + kStep - 1) / kStep;  // this lane's segments left in the split
+      const int nu = left < U ? static_cast<int>(left) : U;
+      if (vec_ok && c + (nu - 1) * kStep + kSeg <= K)
+        batch_vec<F, NB, RPW, U, RW>(w, row, xr, c, nu, acc);
+      else
+        batch_scalar<F, NB, RPW, RW>(w, row, xr, c, nu, K, acc);
+    }
+  }
+  finish<NB, RPW>(a, r0, lane, warp, splits, acc, part);
+}
+
+// Block: kWarps / splits row groups of RPW rows, each summed by `splits` consecutive warps.
+template <WFormat F, int NB, int RPW>
+__global__ void __launch_bounds__(kThreads, min_blocks<NB>()) gemv_kernel(LinearArgs a, WeightRef w, int splits, bool vec_ok) {
+  __shared__ float part[kWarps][RPW * NB];
+  if (a.round_w)  // a template argument: a run-time test per segment costs registers
+    gemv_rows<F, NB, RPW, true>(a, w, splits, vec_ok, part);
   else
-    gemv_kernel<F, NB, 1><<<grid, kThreads, 0, s>>>(a, w, vec16_ok(F, a.K));
+    gemv_rows<F, NB, RPW, false>(a, w, splits, vec_ok, part);
+}
+
+struct Plan {
+  int rpw, splits;
+};
+
+// See the header: from the weight's shape and the device, never from N.
+Plan plan_for(const LinearArgs& a, int64_t target_blocks) {
+  const int64_t want = target_blocks * kWarps * 3 / 4, steps = (a.K + kStep - 1) / kStep;
+  int max_splits = 1;
+  while (max_splits * 2 <= kWarps && max_splits * 2 <= steps) max_splits *= 2;
+  const auto warps = [&](int rpw, int s) { return (a.R + rpw - 1) / rpw * a.groups * s; };
+  const int rpw = warps(4, max_splits) >= want ? 4 : 1;
+  int s = 1;
+  while (s < max_splits && warps(rpw, s) < want) s *= 2;
+  return {rpw, s};
+}
+
+template <WFormat F, int NB, int RPW>
+gpuError_t launch(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, gpuStream_t s) {
+  const int64_t rows_per_block = static_cast<int64_t>(kWarps / splits) * RPW;
+  const dim3 grid(static_cast<unsigned>((a.R + rows_per_block - 1) / rows_per_block), static_cast<unsigned>(a.groups));
+  gemv_kernel<F, NB, RPW><<<grid, kThreads, 0, s>>>(a, w, splits, vec_ok);
   return gpuGetLastError();
+}
+
+template <WFormat F, int NB>
+gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, gpuStream_t s) {
+  if (p.rpw > 1) return launch<F, NB, rpw_for<F>()>(a, w, p.splits, vec_ok, s);
+  return launch<F, NB, 1>(a, w, p.splits, vec_ok, s);
 }
 
 }  // namespace
 
 gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_blocks, gpuStream_t s) {
   if (a.nrows <= 0 || a.R <= 0 || a.groups <= 0) return gpuGetLastError();
-  // 4 rows per warp when that still gives the device enough blocks, else 1.
-  const int64_t blocks4 = (a.R + kWarps * kMaxRpw - 1) / (kWarps * kMaxRpw) * a.groups;
-  const int rpw = blocks4 >= target_blocks ? kMaxRpw : 1;
+  const Plan p = plan_for(a, target_blocks);
+  // 16-byte loads need x's rows and group columns 4-float aligned and f32 scales 4-byte aligned.
+  const bool x_ok = reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.ldx % 4 == 0 && a.K % 4 == 0;
+  const bool scale_ok = !(w.format == WFormat::FP8 && w.scale_f32) || reinterpret_cast<uintptr_t>(w.scale) % 4 == 0;
+  const bool vec_ok = vec16_ok(w.format, a.K) && x_ok && scale_ok;
   for (int64_t n0 = 0; n0 < a.nrows; n0 += kMaxN) {  // forced GEMV on many rows: 8 rows a launch
     LinearArgs b = a;
     b.x = a.x + n0 * a.ldx;
     b.y = a.y + n0 * a.ldy;
     b.nrows = a.nrows - n0 < kMaxN ? a.nrows - n0 : kMaxN;
     const gpuError_t e = dispatch_format(w.format, [&]<WFormat F>() {
-      if (b.nrows == 1) return launch<F, 1>(b, w, rpw, s);
-      if (b.nrows == 2) return launch<F, 2>(b, w, rpw, s);
-      if (b.nrows <= 4) return launch<F, 4>(b, w, rpw, s);
-      return launch<F, 8>(b, w, rpw, s);
+      if (b.nrows == 1) return launch<F, 1>(b, w, p, vec_ok, s);
+      if (b.nrows == 2) return launch<F, 2>(b, w, p, vec_ok, s);
+      if (b.nrows <= 4) return launch<F, 4>(b, w, p, vec_ok, s);
+      return launch<F, 8>(b, w, p, vec_ok, s);
     });
     if (e != gpuSuccess) return e;
   }
