@@ -9,7 +9,7 @@ prints, per layer, the cosine and max difference of each tap at the last positio
 experts of both and the indexer picks of both (the release's picks carry the window offset: its
 compressed entry i is index window + i). numpy only.
 
-Usage: tools/golden/compare_step17.py [--plumb build/plumb] [--step 17]
+Usage: tools/golden/compare_step17.py [--plumb build/plumb] [--step 17] [--prefill step17_prefill.npz]
 """
 import argparse
 import json
@@ -96,10 +96,29 @@ def compare_stages(layer, tap, z):
                   f"{len(bad)} of {r.shape[0]} entries (first {bad[:6].tolist()}), max diff {np.abs(p - r).max():.3g}")
 
 
+def compare_prefill(tap, path, prompt_len):
+    """The release's prefill taps (release_step17.py's step<N>_prefill.npz) against plumb's at the
+    same positions: the first position where each tap differs."""
+    pre = np.load(path)
+    for key in sorted(pre.files):
+        name = key[len("prefill."):]
+        parts = name.split(".")
+        mine = {"attn_norm": "attn_in", "attn": "attn.out", "ffn_norm": "ffn_in", "ffn": "ffn.out"}.get(
+            ".".join(parts[2:]), "hc" if len(parts) == 2 else None)
+        if mine is None:
+            continue
+        r = pre[key].reshape(prompt_len, -1)
+        p = tap(f"layer.{parts[1]}.{mine}").reshape(-1, r.shape[1])[:prompt_len]
+        bad = np.nonzero((p != r).any(axis=1))[0]
+        print(f"prefill layer {parts[1]} {mine:9s} {len(bad)} of {prompt_len} positions differ (first {bad[:5].tolist()}), "
+              f"max diff {np.abs(p - r).max():.3g}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--plumb", default="build/plumb")
     ap.add_argument("--step", type=int, default=17)
+    ap.add_argument("--prefill", help="release_step17.py's step<N>_prefill.npz (not committed)")
     a = ap.parse_args()
     rec = os.path.join(FIXTURE, "step17")
     z = np.load(os.path.join(rec, f"step{a.step}.npz"))
@@ -134,6 +153,8 @@ def main():
                       f"only the release {sorted(theirs - mine)}")
                 compare_indexer(layer, tap, z, mine - theirs, theirs - mine)
             compare_stages(layer, tap, z)
+        if a.prefill:
+            compare_prefill(tap, a.prefill, len(prompt))
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ MoE gate its input x and biased scores sqrt(softplus(x W^T)) + bias (what topk r
 Writes <out>/step<STEP>.npz (tap name -> f32 array; "<layer>.gate_x", "<layer>.gate_scores",
 per indexer "<layer>.attn.indexer.index_q|index_w|index_keys_all|index_score", and per compressor
 "<compressor>.stage.pooled|normed|roped" [entries, dim]: every entry of the run at each stage) and
+<out>/step<STEP>_prefill.npz (the prefill's taps of layers 0 and 1 at every prompt position),
 <out>/step<STEP>.json (per layer: the chosen experts, the top-4 biased scores and the 2nd/3rd gap;
 the indexer's picks; the logits' top-5 at this step).
 
@@ -154,6 +155,9 @@ def main():
 
     with torch.inference_mode():
         logits = m(torch.tensor(ids, device=device).unsqueeze(0), 0)[0].float().cpu().numpy()
+        # The prefill's taps at every prompt position for the first layers (~2 MB, not committed:
+        # compare_step17.py --prefill reads it), to see where plumb's prefill first parts from it.
+        prefill = {f"prefill.{k}": v for k, v in taps.items() if k.split(".")[:2] in (["layers", "0"], ["layers", "1"])}
         got = [int(np.argmax(logits))]
         for s in range(1, a.step + 1):
             recording[0] = s == a.step
@@ -172,6 +176,7 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     taps.update({k: np.concatenate(v) for k, v in stages.items()})
     np.savez_compressed(os.path.join(a.out, f"step{a.step}.npz"), **taps)
+    np.savez_compressed(os.path.join(a.out, f"step{a.step}_prefill.npz"), **prefill)
     json.dump(summary, open(os.path.join(a.out, f"step{a.step}.json"), "w"), indent=1)
     print(json.dumps(summary)[:3000])
 
