@@ -174,8 +174,10 @@ __device__ PvSlots pv_slots(int G, int64_t Dh) {
 // Stages candidates [j0, j0 + n) of the row: one thread per candidate finds its row (tf / te, both
 // null for a skipped or invisible one, which `report` sends to a.err), then the block decodes the
 // rows into tile [n][Dp], kStageLoads loads per thread in flight before their stores. Ends with a
-// barrier: the tile is ready. Begins with one: the previous tile is no longer read.
-__device__ void stage_tile(const SparseAttnArgs& a, const RowCtx& c, int64_t j0, int n, bool report, float* tile,
+// barrier: the tile is ready. Begins with one: the previous tile is no longer read. Returns
+// whether any of the n candidates is live; when none is (selection slots past the visible
+// entries, -1, at short contexts: most of a CSA row's 512), nothing is loaded.
+__device__ bool stage_tile(const SparseAttnArgs& a, const RowCtx& c, int64_t j0, int n, bool report, float* tile,
                            const float** tf, const uint8_t** te) {
   __syncthreads();
   if (static_cast<int>(threadIdx.x) < n) {
@@ -189,7 +191,8 @@ __device__ void stage_tile(const SparseAttnArgs& a, const RowCtx& c, int64_t j0,
       a.err->visible = c.visible;
     }
   }
-  __syncthreads();
+  const int me = threadIdx.x;
+  if (!__syncthreads_or(me < n && (tf[me] || te[me]))) return false;  // (also the barrier after the pointers)
   const int Dh = static_cast<int>(a.Dh), Dp = static_cast<int>(padded_dim(a.Dh)), total = n * Dh;
   const int step = static_cast<int>(blockDim.x);
   for (int base = threadIdx.x; base < total; base += kStageLoads * step) {
@@ -214,6 +217,7 @@ __device__ void stage_tile(const SparseAttnArgs& a, const RowCtx& c, int64_t j0,
     }
   }
   __syncthreads();
+  return true;
 }
 
 // Pass 1: sc(g)[j] = scale * q_g . k_j for every candidate (-inf for a skipped one), each dot by a
@@ -226,7 +230,10 @@ __device__ void score_pass(const SparseAttnArgs& a, const RowCtx& c, int G, cons
   const int grp = threadIdx.x / 8, sub = threadIdx.x % 8, groups = blockDim.x / 8;
   for (int64_t j0 = 0; j0 < c.nc; j0 += kTile) {
     const int n = c.nc - j0 < kTile ? static_cast<int>(c.nc - j0) : kTile;
-    stage_tile(a, c, j0, n, true, tile, tf, te);
+    if (!stage_tile(a, c, j0, n, true, tile, tf, te)) {  // no live candidate: every score -inf
+      for (int i = threadIdx.x; i < G * n; i += blockDim.x) sc(i / n)[j0 + i % n] = -INFINITY;
+      continue;
+    }
     // G * kTile pairs: a whole number of every warp's groups (static_assert), so the shuffles of
     // cpu_order_sum8 see full warps; pairs past n compute zeros and are dropped.
     for (int p = grp; p < G * kTile; p += groups) {
@@ -285,7 +292,7 @@ __device__ void pv_pass(const SparseAttnArgs& a, const RowCtx& c, int G, int64_t
   };
   for (int64_t j0 = 0; j0 < c.nc; j0 += kTile) {
     const int n = c.nc - j0 < kTile ? static_cast<int>(c.nc - j0) : kTile;
-    stage_tile(a, c, j0, n, false, tile, tf, te);
+    stage_tile(a, c, j0, n, false, tile, tf, te);  // an empty tile loads nothing: its slots are skipped below
     for (int t = 0; t < n; ++t) {
       const int64_t j = j0 + t;
       if (nb > 0)
