@@ -31,6 +31,19 @@ __device__ __forceinline__ float wload(const WeightRef& w, int64_t r, int64_t c)
   return 0.f;
 }
 
+// The fast exact decodes: a code shifted to the top of a 32-bit word (the bits below it are
+// masked off) and arithmetic-shifted so that its magnitude bits land in an f32's low exponent /
+// high mantissa bits: exactly value * 2^-120 (e4m3; subnormal codes become f32 subnormals, also
+// exact) or value * 2^-126 (e2m1); times k = scale * 2^120 (or 2^126), rounded once, that is
+// value * scale as the CPU's lut[code] * scale. The callers keep NaN codes and scales whose k
+// would overflow on the slow path (wdecode16).
+__device__ __forceinline__ float fp8_top_to_f32(uint32_t top, float k) {
+  return bits_f32(static_cast<uint32_t>(static_cast<int32_t>(top) >> 4) & 0x87F00000u) * k;
+}
+__device__ __forceinline__ float fp4_top_to_f32(uint32_t top, float k) {
+  return bits_f32(static_cast<uint32_t>(static_cast<int32_t>(top) >> 6) & 0x81C00000u) * k;
+}
+
 // A 16-element segment's stored bytes and scale, loaded by wraw16 and decoded later by
 // wdecode16: a lane can keep many segments' loads in flight in few registers (FP8: 16 bytes + a
 // scale in 5 registers, where the 16 decoded floats take 16), which is what a memory-bound GEMV
@@ -86,11 +99,8 @@ __device__ __forceinline__ void wdecode16(const WRaw<F>& raw, float* out) {
       }
     }
   } else if constexpr (F == WFormat::FP8) {
-    // Fast exact decode (the GEMV is ALU-bound otherwise): byte b shifted to the top of a word and
-    // arithmetic-shifted right by 4 puts its magnitude bits into the low exponent / high mantissa
-    // bits of an f32, which is then exactly value * 2^-120 (subnormal codes become f32 subnormals,
-    // also exact); one multiply by s * 2^120 gives value * s rounded once, as the CPU's lut[b] * s.
-    // NaN codes (magnitude 0x7F) and scales >= 2^8 (s * 2^120 would overflow) take the slow path.
+    // Fast exact decode (fp8_top_to_f32; the GEMV is ALU-bound otherwise). NaN codes (magnitude
+    // 0x7F) and scales >= 2^8 (s * 2^120 would overflow) take the slow path.
     const uint32_t u[4] = {raw.v[0].x, raw.v[0].y, raw.v[0].z, raw.v[0].w};
     uint32_t nan = 0;  // bit 7 of a byte set iff its low 7 bits are all ones
 #pragma unroll
@@ -98,23 +108,17 @@ __device__ __forceinline__ void wdecode16(const WRaw<F>& raw, float* out) {
     const float k = raw.s * 0x1p120f;
     if (nan == 0 && fabsf(k) < 0x1p127f) {
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const uint32_t t = u[j / 4] << (24 - 8 * (j % 4));
-        out[j] = bits_f32(static_cast<uint32_t>(static_cast<int32_t>(t) >> 4) & 0x87F00000u) * k;
-      }
+      for (int j = 0; j < 16; ++j) out[j] = fp8_top_to_f32(u[j / 4] << (24 - 8 * (j % 4)), k);
     } else {
 #pragma unroll
       for (int j = 0; j < 16; ++j) out[j] = e4m3_to_f32(static_cast<uint8_t>(u[j / 4] >> (8 * (j % 4)))) * raw.s;
     }
-  } else {  // FP4. Same trick: nibble s.ee.m at the top of a word, arithmetic shift by 6, mask: value * 2^-126.
+  } else {  // FP4 (fp4_top_to_f32)
     const uint32_t u[2] = {raw.v[0].x, raw.v[0].y};
     const float k = raw.s * 0x1p126f;
     if (fabsf(k) < 0x1p127f) {
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const uint32_t t = u[j / 8] << (28 - 4 * (j % 8));
-        out[j] = bits_f32(static_cast<uint32_t>(static_cast<int32_t>(t) >> 6) & 0x81C00000u) * k;
-      }
+      for (int j = 0; j < 16; ++j) out[j] = fp4_top_to_f32(u[j / 8] << (28 - 4 * (j % 8)), k);
     } else {
 #pragma unroll
       for (int j = 0; j < 16; ++j) out[j] = fp4_value(u[j / 8] >> (4 * (j % 8))) * raw.s;

@@ -132,17 +132,11 @@ __device__ __forceinline__ void decode4(const Chunk<F>& ch, int h, float k, floa
   } else if constexpr (F == WFormat::FP8) {  // byte i of word h
     const uint32_t u = word(ch.v, h);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t t = u << (24 - 8 * i);
-      a[i] = bits_f32(static_cast<uint32_t>(static_cast<int32_t>(t) >> 4) & 0x87F00000u) * k;
-    }
+    for (int i = 0; i < 4; ++i) a[i] = fp8_top_to_f32(u << (24 - 8 * i), k);
   } else {  // FP4: nibble (4h + i) % 8 of word (4h + i) / 8
     const uint32_t u = word(ch.v, h / 2);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t t = u << (28 - 4 * (4 * (h % 2) + i));
-      a[i] = bits_f32(static_cast<uint32_t>(static_cast<int32_t>(t) >> 6) & 0x81C00000u) * k;
-    }
+    for (int i = 0; i < 4; ++i) a[i] = fp4_top_to_f32(u << (28 - 4 * (4 * (h % 2) + i)), k);
   }
 }
 
