@@ -27,7 +27,7 @@ struct GroupedMoeArgs {
   bool weight_after = false;                  // MoeParams::weight_after
   bool accumulate_bf16 = false;               // MoeParams::accumulate
   bool quant_h = false;                       // FP8 round trip of h before w2 (MoeParams::act_fp8)
-  bool vec_up = false, vec_down = false;      // set by the launcher: 16-element loads fit rows of D / I
+  bool vec_up = false, vec_down = false;      // set by the launcher: 16-byte chunk loads fit rows of D / I
 };
 
 // h and ys for every slot: up projection + SwiGLU (+ the act-quant of h), down projection.
