@@ -5,16 +5,17 @@
 // online softmax is replayed from the stored scores block by block (running block maxima first).
 //
 // Shape (why): one block per (query row, group of G heads). The candidates are walked in tiles of
-// kTile rows, staged in shared memory decoded to f32 by the whole block with all of a thread's
-// loads issued before any store, so a tile costs about one memory latency; the G heads of the block
-// share each staged row (V4 has one KV head for all its query heads). Two passes over the tiles:
-// scores (8 lanes per (head, candidate) dot, as cpu_order_sum8), then P.V (each thread owns up to
-// kMaxAcc (head, dim) outputs and keeps their sums in registers across tiles). The old kernel
-// walked the candidates one dependent lookup at a time per thread: 107 us for 65 candidates per
-// head at B = 1 on the H200 (docs/PERF.md v3-v5); a tile of 16 rows of 512 f32 values is 32 KB
-// in flight per block. G = 2 once the launch has enough blocks without it (batches), 1 below, so
-// a decode step of one token still spreads its 64 heads over 64 SMs. Neither G nor the tiling
-// changes any sum's order.
+// kTile rows, staged in shared memory decoded to f32 by the whole block, and the G heads of the
+// block share each staged row (V4 has one KV head for all its query heads). Two passes over the
+// tiles: scores (8 lanes per (head, candidate) dot, as cpu_order_sum8), then P.V (each thread
+// owns up to kMaxAcc (head, dim) outputs and keeps their sums in registers across tiles). A tile
+// whose slots are all skipped (selection -1: most of a CSA row's 512 at short contexts) loads
+// nothing. G = 2 once the launch has enough blocks without it (batches), 1 below, so a decode
+// step of one token still spreads its 64 heads over 64 SMs. Neither G nor the tiling changes any
+// sum's order. Measured (docs/PERF.md v6): B = 32 much faster than the one-walk-per-thread kernel
+// it replaced, B = 1 not yet (the staging loop's per-value branch between f32 and encoded rows
+// lets a batch's loads wait on one another; docs/perf/attn-branch-free.patch is a measured
+// alternative that trades that for registers).
 #include "plumb/backend/gpu/kernels/attention.h"
 #include "plumb/backend/gpu/kernels/block_reduce.h"
 #include "plumb/backend/gpu/kernels/cpu_order.h"
