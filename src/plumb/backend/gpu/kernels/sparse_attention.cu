@@ -12,10 +12,11 @@
 // whose slots are all skipped (selection -1: most of a CSA row's 512 at short contexts) loads
 // nothing. G = 2 once the launch has enough blocks without it (batches), 1 below, so a decode
 // step of one token still spreads its 64 heads over 64 SMs. Neither G nor the tiling changes any
-// sum's order. Measured (docs/PERF.md v6): B = 32 much faster than the one-walk-per-thread kernel
-// it replaced, B = 1 not yet (the staging loop's per-value branch between f32 and encoded rows
-// lets a batch's loads wait on one another; docs/perf/attn-branch-free.patch is a measured
-// alternative that trades that for registers).
+// sum's order. Measured (docs/PERF.md v6, B = 1, context 64): 111 us per SWA / HCA layer, as the
+// one-walk-per-thread kernel it replaced (107), and 763 us for CSA before the empty-tile skip;
+// B = 32 not isolated. The staging loop's per-value branch between f32 and encoded rows lets a
+// batch's loads wait on one another; docs/perf/attn-branch-free.patch is a measured alternative
+// that trades that for registers.
 #include "plumb/backend/gpu/kernels/attention.h"
 #include "plumb/backend/gpu/kernels/block_reduce.h"
 #include "plumb/backend/gpu/kernels/cpu_order.h"
