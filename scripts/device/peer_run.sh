@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine with .peer carried (scripts/device/peer_pack.sh): unpacks the tokenizer
+# beside the kit, then the kit's run_llamacpp.sh (default `all`; prints RESUME when it must be
+# called again at once). Arguments go to run_llamacpp.sh.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+[ -f .peer/run_llamacpp.sh ] || { echo "peer_run: .peer not carried (scripts/device/peer_pack.sh, carry [\".peer\"])"; exit 2; }
+[ -f .peer/tokenizer/tokenizer.json ] || xz -dc .peer/tokenizer/tokenizer.json.xz > .peer/tokenizer/tokenizer.json
+exec bash .peer/run_llamacpp.sh "${@:-all}"
