@@ -53,6 +53,9 @@ void batched_equals_alone_on_gpu(const std::string& dir, Numerics numerics, std:
   const std::vector<RequestResult> alone_cpu = run_alone(reqs, dir, cpu);
   const std::vector<RequestResult> alone = run_alone(reqs, dir, gpu);
   expect_same(alone_cpu, alone, "GPU (cpu order) alone vs CPU alone");
+  // The batched runs below use blocks of 128 positions (32 CSA entries, 1 HCA entry each) and
+  // small budgets; this one changes only the block size, so a failure here is the paged storage's.
+  expect_same(alone, run_alone(reqs, dir, gpu, 128), "GPU alone, blocks of 128 vs the default");
   std::mt19937_64 rng(seed);
   for (SchedulePolicy policy : {SchedulePolicy::kFcfs, SchedulePolicy::kSrpt}) {
     EngineOptions o;

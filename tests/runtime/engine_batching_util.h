@@ -50,10 +50,12 @@ inline std::vector<Request> workload(std::uint64_t seed, std::int64_t vocab) {
 inline const std::string kV4 = testing::kTinyKjv.string();
 inline const std::string kV3 = std::string(PLUMB_TEST_DATA) + "/golden/v3/tiny-a";
 
+// Each request alone; block_size 0: the engine's default.
 inline std::vector<RequestResult> run_alone(const std::vector<Request>& reqs, const std::string& dir = kV4,
-                                           const LoadOptions& load = kCpu) {
+                                           const LoadOptions& load = kCpu, std::int64_t block_size = 0) {
   EngineOptions o;
   o.kv_cache_mib = 256;
+  if (block_size > 0) o.kv_block_size = block_size;
   o.scheduler.max_seqs = 1;
   auto engine = start_engine(load_engine_model(dir, load), tokenizer(), o);
   std::vector<RequestResult> out;
