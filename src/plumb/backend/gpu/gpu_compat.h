@@ -107,6 +107,14 @@ __device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
   return __shfl_xor_sync(0xffffffffu, v, lane_mask, kWarp);
 #endif
 }
+// Lane src's v (every lane of the warp calls it; src < kWarp).
+__device__ __forceinline__ float shfl_from(float v, int src) {
+#ifdef PLUMB_HIP
+  return __shfl(v, src, kWarp);
+#else
+  return __shfl_sync(0xffffffffu, v, src, kWarp);
+#endif
+}
 
 // Sum / max over all lanes of the warp; every lane gets the result.
 __device__ __forceinline__ float warp_sum(float v) {

@@ -33,15 +33,6 @@ static_assert(kSinkMaxHc * kSinkMaxHc <= 32 && kThreads >= kWarp && kThreads > k
 __device__ __forceinline__ float sigmoid(float x) { return __fdiv_rn(1.0f, __fadd_rn(1.0f, exp_cr(-x))); }
 __device__ __forceinline__ float max_of(float a, float b) { return a < b ? b : a; }  // std::max
 
-// Lane src's v (every lane of the warp calls it; src < kWarp).
-__device__ __forceinline__ float shfl_from(float v, int src) {
-#ifdef PLUMB_HIP
-  return __shfl(v, src, kWarp);
-#else
-  return __shfl_sync(0xffffffffu, v, src, kWarp);
-#endif
-}
-
 // g[q] = v of lane first + q * stride for q < kSinkMaxHc (all of them, so that the shuffles go out
 // together; those at q >= hc are not used).
 __device__ __forceinline__ void gather(float v, int first, int stride, float (&g)[kSinkMaxHc]) {
