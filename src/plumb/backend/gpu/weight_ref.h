@@ -19,13 +19,23 @@ struct WeightRef {
   int64_t scale_cols = 0;          // scales per row of scale blocks: ceil(cols/128) or ceil(cols/32)
 };
 
+// Where the scale of element (r, c) of an FP8 / FP4 weight is stored: its index in w.scale (bytes
+// for ue8m0, 4-byte words for FP8 with scale_f32).
+PLUMB_HD int64_t weight_scale_index(const WeightRef& w, int64_t r, int64_t c) {
+  return w.format == WFormat::FP8 ? (r >> 7) * w.scale_cols + (c >> 7) : r * w.scale_cols + (c >> 5);
+}
+
+// A stored scale of an F weight (FP8 or FP4) as a float: the ue8m0 byte, or for FP8 with
+// scale_f32 the f32's bits.
+template <WFormat F>
+PLUMB_HD float weight_scale_from_bits(const WeightRef& w, uint32_t bits) {
+  return F == WFormat::FP8 && w.scale_f32 ? bits_f32(bits) : ue8m0_to_f32(static_cast<uint8_t>(bits));
+}
+
 PLUMB_HD float weight_scale(const WeightRef& w, int64_t r, int64_t c) {
-  if (w.format == WFormat::FP8) {
-    const int64_t i = (r >> 7) * w.scale_cols + (c >> 7);
-    if (w.scale_f32) return load_f32(w.scale + 4 * i);
-    return ue8m0_to_f32(w.scale[i]);
-  }
-  return ue8m0_to_f32(w.scale[r * w.scale_cols + (c >> 5)]);  // FP4
+  const int64_t i = weight_scale_index(w, r, c);
+  if (w.format == WFormat::FP8 && w.scale_f32) return load_f32(w.scale + 4 * i);
+  return ue8m0_to_f32(w.scale[i]);
 }
 
 // Element (r, c) as f32 (exact: every format's value is representable).

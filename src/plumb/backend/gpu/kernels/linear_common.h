@@ -47,12 +47,14 @@ __device__ __forceinline__ float fp4_top_to_f32(uint32_t top, float k) {
 // A 16-element segment's stored bytes and scale, loaded by wraw16 and decoded later by
 // wdecode16: a lane can keep many segments' loads in flight in few registers (FP8: 16 bytes + a
 // scale in 5 registers, where the 16 decoded floats take 16), which is what a memory-bound GEMV
-// needs. c0 is a multiple of 16 (so the segment lies in one scale block of FP8 128 / FP4 32) and
-// the row stride keeps the alignment (the caller checks K with vec16_ok).
+// needs. The scale stays as stored (weight_scale_from_bits decodes it): decoding it at the load
+// would make the next load wait for this one. c0 is a multiple of 16 (so the segment lies in one
+// scale block of FP8 128 / FP4 32), the row stride keeps the alignment (the caller checks K with
+// vec16_ok) and f32 scales are 4-byte aligned (the GEMV's launcher checks).
 template <WFormat F>
 struct WRaw {
   uint4 v[F == WFormat::F32 ? 4 : (F == WFormat::BF16 ? 2 : 1)];
-  float s;  // the segment's scale (FP8 / FP4)
+  uint32_t sbits;  // the segment's stored scale (FP8 / FP4)
 };
 
 template <WFormat F>
@@ -72,14 +74,17 @@ __device__ __forceinline__ WRaw<F> wraw16(const WeightRef& w, int64_t r, int64_t
     const uint2 v = *reinterpret_cast<const uint2*>(w.data + (i >> 1));
     raw.v[0] = make_uint4(v.x, v.y, 0u, 0u);
   }
-  if constexpr (F == WFormat::FP8 || F == WFormat::FP4) raw.s = weight_scale(w, r, c0);
-  else raw.s = 1.f;
+  raw.sbits = 0u;
+  if constexpr (F == WFormat::FP8 || F == WFormat::FP4) {
+    const int64_t si = weight_scale_index(w, r, c0);
+    raw.sbits = F == WFormat::FP8 && w.scale_f32 ? *reinterpret_cast<const uint32_t*>(w.scale + 4 * si) : w.scale[si];
+  }
   return raw;
 }
 
-// The 16 values of a loaded segment, exactly weight_at's.
+// The 16 values of a segment wraw16 loaded from w, exactly weight_at's.
 template <WFormat F>
-__device__ __forceinline__ void wdecode16(const WRaw<F>& raw, float* out) {
+__device__ __forceinline__ void wdecode16(const WRaw<F>& raw, const WeightRef& w, float* out) {
   if constexpr (F == WFormat::F32) {
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
@@ -102,37 +107,33 @@ __device__ __forceinline__ void wdecode16(const WRaw<F>& raw, float* out) {
     // Fast exact decode (fp8_top_to_f32; the GEMV is ALU-bound otherwise). NaN codes (magnitude
     // 0x7F) and scales >= 2^8 (s * 2^120 would overflow) take the slow path.
     const uint32_t u[4] = {raw.v[0].x, raw.v[0].y, raw.v[0].z, raw.v[0].w};
+    const float s = weight_scale_from_bits<F>(w, raw.sbits);
     uint32_t nan = 0;  // bit 7 of a byte set iff its low 7 bits are all ones
 #pragma unroll
     for (int j = 0; j < 4; ++j) nan |= ((u[j] & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
-    const float k = raw.s * 0x1p120f;
+    const float k = s * 0x1p120f;
     if (nan == 0 && fabsf(k) < 0x1p127f) {
 #pragma unroll
       for (int j = 0; j < 16; ++j) out[j] = fp8_top_to_f32(u[j / 4] << (24 - 8 * (j % 4)), k);
     } else {
 #pragma unroll
-      for (int j = 0; j < 16; ++j) out[j] = e4m3_to_f32(static_cast<uint8_t>(u[j / 4] >> (8 * (j % 4)))) * raw.s;
+      for (int j = 0; j < 16; ++j) out[j] = e4m3_to_f32(static_cast<uint8_t>(u[j / 4] >> (8 * (j % 4)))) * s;
     }
   } else {  // FP4 (fp4_top_to_f32)
     const uint32_t u[2] = {raw.v[0].x, raw.v[0].y};
-    const float k = raw.s * 0x1p126f;
+    const float s = weight_scale_from_bits<F>(w, raw.sbits);
+    const float k = s * 0x1p126f;
     if (fabsf(k) < 0x1p127f) {
 #pragma unroll
       for (int j = 0; j < 16; ++j) out[j] = fp4_top_to_f32(u[j / 8] << (28 - 4 * (j % 8)), k);
     } else {
 #pragma unroll
-      for (int j = 0; j < 16; ++j) out[j] = fp4_value(u[j / 8] >> (4 * (j % 8))) * raw.s;
+      for (int j = 0; j < 16; ++j) out[j] = fp4_value(u[j / 8] >> (4 * (j % 8))) * s;
     }
   }
 }
 
-// 16 consecutive elements (r, c0 .. c0+15) with 16-byte-aligned vector loads (wraw16's rules).
-template <WFormat F>
-__device__ __forceinline__ void wload16(const WeightRef& w, int64_t r, int64_t c0, float* out) {
-  wdecode16<F>(wraw16<F>(w, r, c0), out);
-}
-
-// Whether rows of K elements keep 16-element segments aligned for wload16.
+// Whether rows of K elements keep 16-element segments aligned for wraw16.
 inline bool vec16_ok(WFormat f, int64_t K) {
   switch (f) {
     case WFormat::F32: return K % 4 == 0;

@@ -4,9 +4,9 @@
 // previous kernel kept far less (121-128 registers holding 16 decoded floats per segment, <= 4 x
 // 16 B per lane, x staged behind __syncthreads in 4096-column chunks): wo_b at 16%.
 //
-// A lane's batch: first the raw loads of its warp's RPW rows at U warp steps (Seg: wraw16's bytes
-// and the scale's bits, undecoded: FP8 5 registers; weight_scale decodes at once, and that use
-// would stall the loop on each scale), ~128 B: FP8 8 x 16 B, bf16 4 x 32 B, f32 2 x 64 B, FP4
+// A lane's batch: first the raw loads of its warp's RPW rows at U warp steps (wraw16: the bytes
+// and the scale's bits, undecoded: FP8 5 registers; a scale decoded at its load would stall the
+// loop on each one), ~128 B: FP8 8 x 16 B, bf16 4 x 32 B, f32 2 x 64 B, FP4
 // 8 x 8 B. Then column by column: x by float4 loads, not staged (no barrier; the warps of an SM
 // walk the same columns, so L1 hits), reused by the RPW rows (FP8, 4 rows, N 1: 1 B of x per
 // weight byte, from L1); wdecode16 and fmaf. N <= 2: <= 128 registers (ptxas spends what it may
@@ -52,32 +52,10 @@ constexpr int unroll() {
 template <int NB>
 constexpr int min_blocks() { return NB <= 2 ? 2 : 1; }  // per SM: <= 128 registers, or <= 255
 
-template <WFormat F>
-struct Seg {
-  WRaw<F> raw;     // its .s is replaced in decode (wraw16's own scale load is dead code)
-  uint32_t sbits;  // the stored scale: ue8m0 byte or f32 bits (4-byte aligned: launcher checks)
-};
-
-template <WFormat F>
-__device__ __forceinline__ Seg<F> load_seg(const WeightRef& w, int64_t r, int64_t c0) {
-  Seg<F> g{wraw16<F>(w, r, c0), 0u};
-  if constexpr (F == WFormat::FP8) {  // weight_scale's index
-    const int64_t i = (r >> 7) * w.scale_cols + (c0 >> 7);
-    g.sbits = w.scale_f32 ? *reinterpret_cast<const uint32_t*>(w.scale + 4 * i) : w.scale[i];
-  } else if constexpr (F == WFormat::FP4) {
-    g.sbits = w.scale[r * w.scale_cols + (c0 >> 5)];
-  }
-  return g;
-}
-
-// The segment's 16 values (weight_scale's scale, wdecode16's decode), bf16-rounded if RW.
+// The segment's 16 values (wdecode16), bf16-rounded if RW.
 template <WFormat F, bool RW>
-__device__ __forceinline__ void decode(Seg<F> g, const WeightRef& w, float (&wv)[kSeg]) {
-  if constexpr (F == WFormat::FP8)
-    g.raw.s = w.scale_f32 ? bits_f32(g.sbits) : ue8m0_to_f32(static_cast<uint8_t>(g.sbits));
-  else if constexpr (F == WFormat::FP4)
-    g.raw.s = ue8m0_to_f32(static_cast<uint8_t>(g.sbits));
-  wdecode16<F>(g.raw, wv);
+__device__ __forceinline__ void decode(const WRaw<F>& g, const WeightRef& w, float (&wv)[kSeg]) {
+  wdecode16<F>(g, w, wv);
   if constexpr (RW) {
 #pragma unroll
     for (int e = 0; e < kSeg; ++e) wv[e] = round_bf16(wv[e]);
@@ -96,7 +74,7 @@ __device__ __forceinline__ float fma4(const float* w, float4 x, float acc) {
 // N <= 2: the 16 x values of each x row held, rows decoded one at a time (16 floats live);
 // N >= 4: all rows decoded (16 x RPW floats), then one x row's 16 values at a time.
 template <WFormat F, int NB, int RPW, bool RW>
-__device__ __forceinline__ void column(const Seg<F> (&g)[RPW], const WeightRef& w, const float* const (&xr)[NB],
+__device__ __forceinline__ void column(const WRaw<F> (&g)[RPW], const WeightRef& w, const float* const (&xr)[NB],
                                        int64_t c0, float (&acc)[RPW][NB]) {
   if constexpr (NB <= 2) {
     float4 xv[NB][4];
@@ -134,12 +112,12 @@ __device__ __forceinline__ void column(const Seg<F> (&g)[RPW], const WeightRef& 
 template <WFormat F, int NB, int RPW, int U, bool RW>
 __device__ __forceinline__ void batch_vec(const WeightRef& w, const int64_t (&row)[RPW], const float* const (&xr)[NB],
                                           int64_t c, int nu, float (&acc)[RPW][NB]) {
-  Seg<F> g[U][RPW];
+  WRaw<F> g[U][RPW];
 #pragma unroll
   for (int u = 0; u < U; ++u)
     if (u < nu) {
 #pragma unroll
-      for (int j = 0; j < RPW; ++j) g[u][j] = load_seg<F>(w, row[j], c + u * kStep);
+      for (int j = 0; j < RPW; ++j) g[u][j] = wraw16<F>(w, row[j], c + u * kStep);
     }
 #pragma unroll
   for (int u = 0; u < U; ++u)
