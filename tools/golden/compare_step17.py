@@ -103,8 +103,7 @@ def compare_prefill(tap, path, prompt_len):
     for key in sorted(pre.files):
         name = key[len("prefill."):]
         parts = name.split(".")
-        mine = {"attn_norm": "attn_in", "attn": "attn.out", "ffn_norm": "ffn_in", "ffn": "ffn.out"}.get(
-            ".".join(parts[2:]), "hc" if len(parts) == 2 else None)
+        mine = {module: ours for ours, module in TAPS}.get(".".join(parts[2:]) or None)
         if mine is None:
             continue
         r = pre[key].reshape(prompt_len, -1)
