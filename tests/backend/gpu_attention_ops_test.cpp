@@ -150,10 +150,13 @@ TEST_F(GpuOps, IndexerTopKWithTies) {
   }
 }
 
-// Sparse attention has no fast order: its kernel sums in the CPU's order always
-// (sparse_attention.cu), so every case must be bitwise the CPU's.
+// Sparse attention has no fast order: its kernels sum in the CPU's order always
+// (sparse_attention.cu, sparse_attention_split.cu), so every case must be bitwise the CPU's, in
+// the split form (decode-sized batches, the default) and in the one-kernel form (every size).
 TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
+  for (const bool split : {true, false})
   for (const AttentionCase& c : sparse_attention_cases()) {
+    set_split_attention(split);
     const Batch b = make_batch(c.starts, c.lens);
     const int64_t N = b.rows;
     const std::vector<float> q = rnd(N * c.H * c.Dh), kv = rnd(N * c.Dh);
@@ -189,7 +192,9 @@ TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
     // Compressed entries in every storage format (window-only cases read none: f32 only).
     for (const backend::KvRowSpec& spec : c.ratio > 0 ? entry_formats(c.Dh >= 128 ? 64 : c.Dh / 3)
                                                       : std::vector<backend::KvRowSpec>{{}})
-      check_bitwise(std::string("sparse_attention ") + c.what + " entries " + format_name(spec), [&](Backend& be) {
+      check_bitwise(std::string("sparse_attention ") + (split ? "" : "one-kernel form, ") + c.what + " entries " +
+                        format_name(spec),
+                    [&](Backend& be) {
         std::vector<Tensor> rt;
         for (const auto& r : rings) rt.push_back(up(be, r, {c.W, c.Dh}));
         const Paged ct = paged(be, comp, c.Dh, c.per_block, 7, spec);

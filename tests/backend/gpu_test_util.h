@@ -83,6 +83,15 @@ class GpuOps : public ::testing::Test {
     return p == TestLinearPath::Auto;
   }
 
+  // Sparse attention's split kernels for decode-sized batches (on, the default) or the one-kernel
+  // form at every size (off).
+  void set_split_attention(bool on) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (dev) dev->set_split_attention(on);
+#endif
+    (void)on;
+  }
+
   std::string ctx(const std::string& what) const {
     std::ostringstream s;
     s << what << " [seed " << seed << ", replay with PLUMB_TEST_SEED=" << seed << "]";

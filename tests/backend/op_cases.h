@@ -168,9 +168,13 @@ inline std::vector<AttentionCase> sparse_attention_cases() {
       {2, 6, 8, 4, {0, 20, 3}, {5, 3, 1}, 3, true, false, Round::None, "small, selected, blocks of 2", 0, 2},
       {2, 6, 8, 2, {0, 9}, {9, 1}, 0, true, true, Round::None, "release blocks of 2, blocks of 3", 2, 3},
       {2, 6, 8, 0, {0, 9}, {9, 1}, 0, true, true, Round::None, "small, window over len > W"},
-      // rows * H >= 1024: the GPU kernel takes two heads per block (sparse_attention.cu)
-      {64, 512, 128, 4, {0, 40, 300, 2100}, {9, 1, 4, 3}, 512, true, false, Round::None, "top-512, two heads a block"},
-      {4, 192, 128, 4, {0, 300}, {300, 1}, 40, true, true, Round::BF16, "release blocks, two heads a block", 64},
+      // rows * H >= 1024: still the split kernels up to 4096 (sparse_attention_split.cu)
+      {64, 512, 128, 4, {0, 40, 300, 2100}, {9, 1, 4, 3}, 512, true, false, Round::None, "top-512, 1088 rows x heads"},
+      {4, 192, 128, 4, {0, 300}, {300, 1}, 40, true, true, Round::BF16, "release blocks, 1204 rows x heads", 64},
+      // rows * H > 4096: the one-kernel form (sparse_attention.cu), two heads a block, or one for odd H
+      {64, 512, 128, 4, {0, 300}, {70, 1}, 512, true, false, Round::None, "top-512, one-kernel form, two heads a block"},
+      {4, 192, 128, 4, {0, 300}, {1100, 1}, 40, true, true, Round::BF16, "release blocks, one-kernel form", 64},
+      {3, 6, 8, 2, {0, 9}, {1400, 1}, 0, true, false, Round::None, "all compressed, one-kernel form, one head a block"},
   };
 }
 

@@ -106,6 +106,9 @@ class GpuBackend final : public Backend {
   // fast order, else expert by expert; tests can force the per-expert path.
   enum class MoePath { Auto, PerExpert };
   void set_moe_path(MoePath p) { moe_path_ = p; }
+  // sparse_attention(): the split kernels for decode-sized batches (default), or the one-kernel
+  // form always (tests cover both; PLUMB_GPU_ATTN=one-kernel at start, for A/B measurements).
+  void set_split_attention(bool on) { split_attention_ = on; }
   // Whether FP8 linears may take the FP8 tensor cores here: sm_90 with the sm_90a kernel built,
   // unless PLUMB_GPU_PATH=portable (read at start; default auto), under which faithful FP8
   // linears take the bf16 matrix-core GEMM on the dequantized weights, what a GPU without FP8
@@ -202,6 +205,7 @@ class GpuBackend final : public Backend {
   k::AttnError* attention_error_flag();
   void check_attention_errors();
   MoePath moe_path_ = MoePath::Auto;
+  bool split_attention_ = true;  // PLUMB_GPU_ATTN=one-kernel: sparse attention never splits (A/B)
   bool fp8_tensor_cores_ = true;  // PLUMB_GPU_PATH
   std::deque<ExpertTable> expert_tables_;  // one per routed expert set (a layer), references stay valid
   unsigned cpu_order_sites_ = 0;  // OrderSite bits

@@ -148,6 +148,11 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
       fail("PLUMB_GPU_MOE is '{}': expected 'auto' or 'per-expert'", moe);
     moe_path_ = std::strcmp(moe, "auto") == 0 ? MoePath::Auto : MoePath::PerExpert;
   }
+  if (const char* attn = std::getenv("PLUMB_GPU_ATTN"); attn && *attn) {  // for A/B measurements
+    if (std::strcmp(attn, "auto") != 0 && std::strcmp(attn, "one-kernel") != 0)
+      fail("PLUMB_GPU_ATTN is '{}': expected 'auto' or 'one-kernel'", attn);
+    split_attention_ = std::strcmp(attn, "auto") == 0;
+  }
   if (const char* path = std::getenv("PLUMB_GPU_PATH"); path && *path) {
     if (std::strcmp(path, "auto") != 0 && std::strcmp(path, "portable") != 0)
       fail("PLUMB_GPU_PATH is '{}': expected 'auto' (FP8 tensor cores where the device has them) or 'portable' "

@@ -47,8 +47,14 @@ struct SparseAttnArgs {
   int64_t prob_block = 0;  // AttentionParams::prob_block: the release kernel's online softmax blocks
   int64_t recent_positions = 0;  // > 0: RecentEntries::positions (AttnSeq recent / fresh)
   int64_t heads_per_block = 1;   // set by sparse_attention (its launch shape)
+  bool split = false;  // the split kernels (sparse_attention_split() held; scratch given)
 };
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
+// Whether a launch of `rows` query rows takes the split kernels (scores for 8 heads x 8 candidates
+// a block, then softmax and P.V per (head, 256 dims)): decode-sized batches, whose rows alone
+// would leave most SMs idle. The host sets SparseAttnArgs::split from it and then passes the
+// score scratch ([rows * H, max_cand] floats).
+bool sparse_attention_split(int64_t rows, int64_t H, int64_t Dh, int64_t max_cand);
 // Largest candidate count whose scores sparse_attention keeps in shared memory for head dim Dh.
 int64_t sparse_attention_smem_cands(int64_t Dh);
 // Most softmax blocks (index-row slots / prob_block, rounded up) one row may have.

@@ -18,25 +18,21 @@
 // batch's loads wait on one another; docs/perf/attn-branch-free.patch is a measured alternative
 // that trades that for registers.
 #include "plumb/backend/gpu/kernels/attention.h"
-#include "plumb/backend/gpu/kernels/block_reduce.h"
 #include "plumb/backend/gpu/kernels/cpu_order.h"
+#include "plumb/backend/gpu/kernels/sparse_attention_common.h"
 
 namespace plumb::gpu::k {
 namespace {
+using namespace attn;
 
 constexpr int kThreads = 256;
 constexpr int kMaxWarps = kThreads / 32;  // kWarp is 32 or 64
 constexpr std::size_t kSmemBytes = 48 * 1024;  // shared memory usable without an opt-in
-constexpr int kMaxProbBlocks = 512;  // running block maxima of the blocked softmax, per head
 constexpr int kTile = 16;            // candidate rows staged at a time
 constexpr int kMaxGroup = 2;         // heads per block
 constexpr int kMaxAcc = 4;           // P.V outputs per thread: G * Dh <= kMaxAcc * kThreads
 constexpr int kStageLoads = 16;      // values a thread loads before it stores any (loads in flight)
 static_assert(kTile % (64 / 8) == 0, "a warp's 8-lane groups all take part in a tile's dots");
-
-// Row stride of the staged q and tile rows: a multiple of 8 that is 8 mod 32, so the 8-lane
-// groups of a warp (one tile row each) read distinct banks.
-PLUMB_HD int64_t padded_dim(int64_t Dh) { return (Dh + 31) / 32 * 32 + 8; }
 
 // Dynamic shared memory floats before the scores: q [G][Dp], the tile [kTile][Dp].
 PLUMB_HD int64_t staged_floats(int64_t G, int64_t Dh) { return (G + kTile) * padded_dim(Dh); }
@@ -46,113 +42,6 @@ PLUMB_HD int64_t staged_floats(int64_t G, int64_t Dh) { return (G + kTile) * pad
 constexpr std::size_t kStaticBytes = sizeof(float) * (kMaxGroup * kMaxProbBlocks + kMaxWarps) +
                                      kTile * (sizeof(float*) + sizeof(uint8_t*)) +
                                      kMaxGroup * (sizeof(float*) + sizeof(float)) + 64;
-
-struct RowCtx {
-  AttnSeq sq;
-  int64_t row, t, lo, nwin, visible, nc;
-  int64_t wslots;  // the release's window part of the index row: min(len, W) in a prefill, else W
-};
-
-__device__ RowCtx row_ctx(const SparseAttnArgs& a, int64_t row) {
-  RowCtx c;
-  c.sq = a.seqs[a.row_seq[row]];
-  c.row = row;
-  c.t = c.sq.start + (row - c.sq.row);
-  c.lo = c.t - a.W + 1 > 0 ? c.t - a.W + 1 : 0;
-  c.nwin = c.t - c.lo + 1;
-  c.visible = a.ratio > 0 ? (c.t + 1) / a.ratio : 0;
-  c.nc = c.nwin + (a.ratio > 0 ? (a.selected ? a.K : c.visible) : 0);
-  c.wslots = c.sq.start == 0 ? (c.sq.len < a.W ? c.sq.len : a.W) : a.W;
-  return c;
-}
-
-// A candidate's key/value row: an f32 row (window positions, f32 pools) or an encoded pool row.
-struct Cand {
-  const float* f = nullptr;
-  const uint8_t* enc = nullptr;
-};
-
-__device__ Cand compressed_cand(const SparseAttnArgs& a, const RowCtx& c, int64_t e) {
-  Cand r;
-  if (a.recent_positions > 0 && e >= backend::kv_recent_first(c.t, a.recent_positions, a.ratio)) {
-    const int64_t first_new = c.sq.start / a.ratio;  // the host checked the ring holds the rest
-    r.f = e >= first_new ? c.sq.fresh + (e - first_new) * a.Dh : c.sq.recent + (e % c.sq.recent_rows) * a.Dh;
-    return r;
-  }
-  const uint8_t* row = paged_entry(a.comp, c.sq.blocks, e);
-  if (a.comp.spec.format == backend::KvRowFormat::F32) {
-    r.f = reinterpret_cast<const float*>(row);
-  } else {
-    r.enc = row;
-  }
-  return r;
-}
-
-// Candidate j of a query row (window positions first, then compressed entries, as on the CPU):
-// its key/value row, or none for a skipped selection slot (-1) or an invisible entry (reported
-// through *bad).
-__device__ Cand candidate(const SparseAttnArgs& a, const RowCtx& c, int64_t j, int64_t* bad) {
-  if (j < c.nwin) {
-    const int64_t pos = c.lo + j;
-    Cand r;
-    r.f = pos >= c.sq.start ? a.kv + (c.sq.row + pos - c.sq.start) * a.Dh : c.sq.ring + (pos % a.W) * a.Dh;
-    return r;
-  }
-  j -= c.nwin;
-  if (!a.selected) return compressed_cand(a, c, j);
-  const int64_t e = a.selected[c.row * a.K + j];
-  if (e < 0) return {};
-  if (e >= c.visible) {
-    if (bad) *bad = e;
-    return {};
-  }
-  return compressed_cand(a, c, e);
-}
-
-// ---- the release kernel's blocked online softmax (SparseAttnArgs::prob_block, cpu_attention.cpp)
-// Candidate j sits at slot j (window) or wslots + (j - nwin) (compressed) of the index row; block
-// b holds slots [b*B, (b+1)*B), i.e. candidates [first_cand(b), first_cand(b + 1)).
-__device__ int64_t first_cand(const SparseAttnArgs& a, const RowCtx& c, int64_t b) {
-  const int64_t s0 = b * a.prob_block;
-  const int64_t j = s0 < c.nwin ? s0 : (s0 < c.wslots ? c.nwin : c.nwin + (s0 - c.wslots));
-  return j < c.nc ? j : c.nc;
-}
-
-// sc holds the scores (-inf for a skipped slot). Every block's running max goes to bmax, the
-// scores become e_j = exp(s_j - m_b) (then bf16 with bf16_probs), and each thread gets
-// l = sum over blocks of (l * alpha_b + sum e_j) + exp(sink - m), in the CPU's order. A block
-// without a candidate keeps m (alpha = 1) and adds 0, as the CPU's skipping it does.
-__device__ float blocked_softmax(const SparseAttnArgs& a, const RowCtx& c, float sink, float* sc, float* bmax,
-                                 int64_t nb) {
-  for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
-    float mx = -INFINITY;
-    for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) mx = fmaxf(mx, sc[j]);
-    bmax[b] = mx;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0)
-    for (int64_t b = 1; b < nb; ++b) bmax[b] = fmaxf(bmax[b - 1], bmax[b]);
-  __syncthreads();
-  for (int64_t b = 0; b < nb; ++b)
-    for (int64_t j = first_cand(a, c, b) + threadIdx.x; j < first_cand(a, c, b + 1); j += blockDim.x)
-      sc[j] = exp_cr(sc[j] - bmax[b]);
-  __syncthreads();
-  float l = 0.f, m = -INFINITY;
-  for (int64_t b = 0; b < nb; ++b) {
-    float bs = 0.f;
-    for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) bs = __fadd_rn(bs, sc[j]);
-    l = __fadd_rn(__fmul_rn(l, exp_cr(m - bmax[b])), bs);
-    m = bmax[b];
-  }
-  l = __fadd_rn(l, exp_cr(sink - m));
-  if (a.bf16_probs) {
-    __syncthreads();  // every thread has summed the unrounded values
-    for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) sc[j] = round_bf16(sc[j]);
-    __syncthreads();
-  }
-  return l;
-}
-
 
 // Every thread's (head, dim) outputs: o = threadIdx.x + u * blockDim.x < G * Dh.
 struct PvSlots {
@@ -187,11 +76,7 @@ __device__ bool stage_tile(const SparseAttnArgs& a, const RowCtx& c, int64_t j0,
     const Cand cj = candidate(a, c, j0 + threadIdx.x, report ? &bad : nullptr);
     tf[threadIdx.x] = cj.f;
     te[threadIdx.x] = cj.enc;
-    if (bad >= 0 && atomicCAS(&a.err->flag, 0, 1) == 0) {
-      a.err->pos = c.t;
-      a.err->entry = bad;
-      a.err->visible = c.visible;
-    }
+    report_invisible(a, c, bad);
   }
   const int me = threadIdx.x;
   if (!__syncthreads_or(me < n && (tf[me] || te[me]))) return false;  // (also the barrier after the pointers)
@@ -248,25 +133,6 @@ __device__ void score_pass(const SparseAttnArgs& a, const RowCtx& c, int G, cons
     }
   }
   __syncthreads();  // every score is written
-}
-
-// The plain softmax of one head's scores in place: exp(s - max), the denominator (with the sink)
-// summed in candidate order by every thread, then bf16 P when the release multiplies V by it.
-__device__ float plain_softmax(const SparseAttnArgs& a, const RowCtx& c, float sink, float* sc, float* red) {
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) mx = fmaxf(mx, sc[j]);
-  mx = block_max(mx, red);  // also a barrier: every score is written
-  // exp(s - M); a skipped slot (-inf) becomes 0 and adds nothing below.
-  for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) sc[j] = exp_cr(sc[j] - mx);
-  __syncthreads();
-  float sum = 0.f;
-  for (int64_t j = 0; j < c.nc; ++j) sum = __fadd_rn(sum, sc[j]);
-  sum = __fadd_rn(sum, exp_cr(sink - mx));  // the sink: a logit with a zero value
-  __syncthreads();  // every thread has summed the unrounded values
-  if (a.bf16_probs)
-    for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) sc[j] = round_bf16(sc[j]);
-  __syncthreads();
-  return sum;
 }
 
 // Pass 2: o = sum_j p_j v_j per (head, dim), candidate order; with prob_block (nb > 0) the
@@ -378,6 +244,7 @@ int64_t sparse_attention_smem_cands(int64_t Dh) {
 int64_t sparse_attention_max_prob_blocks() { return kMaxProbBlocks; }
 
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s) {
+  if (a.split) return attn::split_attention(a, s);
   if (a.rows * a.H > 0) {
     SparseAttnArgs b = a;
     // Two heads per block once there are blocks enough without it (batches of rows); a decode

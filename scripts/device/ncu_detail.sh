@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine (bundle carried; unpacks it when /tmp/plumb-device is missing): the
+# Nsight Compute views behind a kernel change, as text (the build machine has no ncu to open a
+# report): for each NCU_KERNELS entry "regex:skip:count", `--set full` with source counters on
+# the launches of a B = 1 decode run, printed as the details page and the hottest SASS lines;
+# then, with NCU_PREFILL=N, per-kernel durations of one N-token prefill (profile_summary.py).
+#   NCU_KERNELS="sparse_attention_kernel:3:1 gemv_kernel:40:4" NCU_PREFILL=4096 scripts/device/ncu_detail.sh
+set -uo pipefail
+OUT=${OUT:-/tmp/plumb-results}; mkdir -p "$OUT"
+CKPT=${CKPT:-/tmp/v4-flash-3layers}
+dev=/tmp/plumb-device
+[ -x $dev/bin/plumb_bench ] || { mkdir -p $dev && tar -C $dev -xJf .device/bundle.tar.xz; }
+export LD_LIBRARY_PATH="$dev/lib:${LD_LIBRARY_PATH:-}" PATH="$dev/bin:$PATH"
+[ -f "$CKPT/config.json" ] || plumb synth --config bench/configs/v4-flash-3layers.json --out "$CKPT" --no-mtp --force > /tmp/synth.log 2>&1
+ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+bench=(plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch "${NCU_BATCH:-1}"
+       --context "${BENCH_CONTEXT:-64}" --steps 2 --prefill 0)
+for spec in ${NCU_KERNELS:-}; do
+  IFS=: read -r re skip count <<< "$spec"
+  tag=$(echo "$re" | tr -c 'A-Za-z0-9_\n' '_')
+  timeout "${NCU_TIMEOUT:-200}" "$ncu" --set full --import-source yes -k "regex:$re" -s "${skip:-0}" -c "${count:-1}" \
+    -f -o "/tmp/ncu-$tag" "${bench[@]}" > "/tmp/ncu-$tag.log" 2>&1
+  { "$ncu" -i "/tmp/ncu-$tag.ncu-rep" --page details --print-units base
+    echo "=== hottest SASS lines (stall samples)"
+    "$ncu" -i "/tmp/ncu-$tag.ncu-rep" --page source --csv --print-source sass 2>/dev/null \
+      | python3 scripts/device/ncu_hot_lines.py --top "${NCU_TOP:-40}"
+  } > "$OUT/ncu-$tag.txt" 2>&1
+  echo "ncu $re: $(grep -c 'Section: GPU Speed Of Light' "$OUT/ncu-$tag.txt") launches -> $OUT/ncu-$tag.txt"
+done
+if [ -n "${NCU_PREFILL:-}" ]; then
+  # --steps 1 --batch 1 --context 8: the last forward of the run is the timed prefill
+  timeout "${NCU_TIMEOUT:-200}" "$ncu" --metrics gpu__time_duration.sum --csv --print-units base plumb_bench \
+    --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch 1 --context 8 --steps 1 \
+    --prefill "$NCU_PREFILL" 2>/dev/null | gzip > "$OUT/ncu-prefill$NCU_PREFILL.csv.gz"
+  python3 scripts/device/profile_summary.py "$OUT/ncu-prefill$NCU_PREFILL.csv.gz" > "$OUT/prof-prefill$NCU_PREFILL.txt"
+  head -40 "$OUT/prof-prefill$NCU_PREFILL.txt"
+fi
