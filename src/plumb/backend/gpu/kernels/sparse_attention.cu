@@ -29,7 +29,6 @@ using namespace attn;
 
 constexpr int kThreads = 256;
 constexpr int kMaxWarps = kThreads / 32;  // kWarp is 32 or 64
-constexpr std::size_t kSmemBytes = 48 * 1024;  // shared memory usable without an opt-in
 constexpr int kTile = 16;            // candidate rows staged at a time
 constexpr int kMaxGroup = 2;         // heads per block
 constexpr int kMaxAcc = 4;           // P.V outputs per thread: G * Dh <= kMaxAcc * kThreads
@@ -145,18 +144,11 @@ __device__ void pv_pass(const SparseAttnArgs& a, const RowCtx& c, int G, int64_t
                         const Scores& sc) {
   const int64_t Dh = a.Dh, Dp = padded_dim(Dh);
   const PvSlots s = pv_slots(G, Dh);
-  float acc[kMaxAcc], part[kMaxAcc], m[kMaxAcc];
-#pragma unroll
-  for (int u = 0; u < kMaxAcc; ++u) acc[u] = 0.f, part[u] = 0.f, m[u] = -INFINITY;
+  PvSum o[kMaxAcc];
   int64_t b = 0, end = nb > 0 ? first_cand(a, c, 1) : c.nc;
   auto flush = [&] {  // block b is complete
 #pragma unroll
-    for (int u = 0; u < kMaxAcc; ++u) {
-      const float mb = bmax[s.g[u]][b];
-      acc[u] = __fadd_rn(__fmul_rn(acc[u], exp_cr(m[u] - mb)), part[u]);
-      part[u] = 0.f;
-      m[u] = mb;
-    }
+    for (int u = 0; u < kMaxAcc; ++u) o[u].close_block(bmax[s.g[u]][b]);
     ++b;
     end = first_cand(a, c, b + 1);
   };
@@ -171,10 +163,7 @@ __device__ void pv_pass(const SparseAttnArgs& a, const RowCtx& c, int G, int64_t
       const float* v = tile + t * Dp;
 #pragma unroll
       for (int u = 0; u < kMaxAcc; ++u)
-        if (s.live[u]) {
-          float& x = nb > 0 ? part[u] : acc[u];
-          x = __fadd_rn(x, __fmul_rn(sc(s.g[u])[j], v[s.d[u]]));
-        }
+        if (s.live[u]) o[u].add(__fmul_rn(sc(s.g[u])[j], v[s.d[u]]), nb > 0);
     }
   }
   if (nb > 0)
@@ -182,7 +171,7 @@ __device__ void pv_pass(const SparseAttnArgs& a, const RowCtx& c, int G, int64_t
 #pragma unroll
   for (int u = 0; u < kMaxAcc; ++u)
     if (s.live[u]) {
-      const float y = acc[u] / l[s.g[u]];
+      const float y = o[u].acc / l[s.g[u]];
       a.out[(c.row * a.H + h0 + s.g[u]) * Dh + s.d[u]] = a.round_out ? round_bf16(y) : y;
     }
 }
@@ -214,11 +203,7 @@ __global__ void __launch_bounds__(kThreads) sparse_attention_kernel(SparseAttnAr
   // (stage_tile's first barrier orders these stores, and scp's, before their first use)
   score_pass(a, c, G, qs, tile, tf, te, sc);
 
-  int64_t nb = 0;
-  if (a.prob_block > 0) {
-    const int64_t last = c.nc - 1;
-    nb = (last < c.nwin ? last : c.wslots + (last - c.nwin)) / a.prob_block + 1;
-  }
+  const int64_t nb = prob_blocks(a, c);
   for (int g = 0; g < G; ++g) {
     const int64_t h = h0 + g;
     const float sink = weight_at(a.sink, h / a.sink.cols, h % a.sink.cols);

@@ -11,6 +11,7 @@
 namespace plumb::gpu::k::attn {
 
 constexpr int kMaxProbBlocks = 512;  // running block maxima of the blocked softmax, per head
+constexpr std::size_t kSmemBytes = 48 * 1024;  // shared memory a kernel may use without an opt-in
 
 // sparse_attention_split.cu's launches (sparse_attention() calls it for SparseAttnArgs::split).
 gpuError_t split_attention(const SparseAttnArgs& a, gpuStream_t s);
@@ -98,6 +99,28 @@ __device__ inline int64_t first_cand(const SparseAttnArgs& a, const RowCtx& c, i
   const int64_t j = s0 < c.nwin ? s0 : (s0 < c.wslots ? c.nwin : c.nwin + (s0 - c.wslots));
   return j < c.nc ? j : c.nc;
 }
+
+// The softmax blocks of row c's index row (slots / prob_block, rounded up); 0 for the plain form.
+__device__ inline int64_t prob_blocks(const SparseAttnArgs& a, const RowCtx& c) {
+  if (a.prob_block <= 0) return 0;
+  const int64_t last = c.nc - 1;
+  return (last < c.nwin ? last : c.wslots + (last - c.nwin)) / a.prob_block + 1;
+}
+
+// One output's P.V sum in candidate order. In the blocked form a block's products go to part and
+// closing the block with its running max m_b folds them in: acc = acc * exp(m - m_b) + part.
+struct PvSum {
+  float acc = 0.f, part = 0.f, m = -INFINITY;
+  __device__ void add(float pv, bool blocked) {
+    if (blocked) part = __fadd_rn(part, pv);
+    else acc = __fadd_rn(acc, pv);
+  }
+  __device__ void close_block(float mb) {
+    acc = __fadd_rn(__fmul_rn(acc, exp_cr(m - mb)), part);
+    part = 0.f;
+    m = mb;
+  }
+};
 
 // sc holds the scores (-inf for a skipped slot). Every block's running max goes to bmax, the
 // scores become e_j = exp(s_j - m_b) (then bf16 with bf16_probs), and each thread gets

@@ -28,7 +28,6 @@ constexpr int kCands = 8;              // candidates per scores block
 constexpr int kHeads = 8;              // heads per scores block
 constexpr int kDims = kThreads;        // output dims per P.V block
 constexpr int kPvLoads = 8;            // candidate rows whose values a thread loads before summing
-constexpr std::size_t kSmemBytes = 48 * 1024;  // shared memory usable without an opt-in
 constexpr int64_t kMaxRowsTimesHeads = 4096;   // decode batches up to 64 tokens of 64 heads
 static_assert(kHeads * kCands == 2 * (kThreads / 8), "every 8-lane group computes two dots");
 
@@ -111,23 +110,16 @@ __global__ void __launch_bounds__(kThreads) pv_kernel(SparseAttnArgs a) {
     ce[j] = cj.enc;
   }
   __syncthreads();
-  int64_t nb = 0;
-  if (a.prob_block > 0) {
-    const int64_t last = c.nc - 1;
-    nb = (last < c.nwin ? last : c.wslots + (last - c.nwin)) / a.prob_block + 1;
-  }
+  const int64_t nb = prob_blocks(a, c);
   const float sink = weight_at(a.sink, h / a.sink.cols, h % a.sink.cols);
   const float l = nb > 0 ? blocked_softmax(a, c, sink, sc, bmax, nb) : plain_softmax(a, c, sink, sc, red);
   if (d >= a.Dh) return;  // (after the softmax's barriers)
   // o = sum_j p_j v_j[d] in candidate order; with blocks (nb > 0): acc = acc * alpha_b + (block b's
   // sum), block after block, as sparse_attention.cu's pv_pass.
-  float acc = 0.f, part = 0.f, m = -INFINITY;
+  PvSum o;
   int64_t b = 0, end = nb > 0 ? first_cand(a, c, 1) : c.nc;
   auto flush = [&] {
-    const float mb = bmax[b];
-    acc = __fadd_rn(__fmul_rn(acc, exp_cr(m - mb)), part);
-    part = 0.f;
-    m = mb;
+    o.close_block(bmax[b]);
     ++b;
     end = first_cand(a, c, b + 1);
   };
@@ -148,17 +140,13 @@ __global__ void __launch_bounds__(kThreads) pv_kernel(SparseAttnArgs a) {
       if (j < c.nc) {
         if (nb > 0)
           while (j >= end) flush();
-        if (cf[j] || ce[j]) {  // a skipped slot adds nothing (as on the CPU)
-          const float pv = __fmul_rn(sc[j], v[u]);
-          if (nb > 0) part = __fadd_rn(part, pv);
-          else acc = __fadd_rn(acc, pv);
-        }
+        if (cf[j] || ce[j]) o.add(__fmul_rn(sc[j], v[u]), nb > 0);  // a skipped slot adds nothing (as on the CPU)
       }
     }
   }
   if (nb > 0)
     while (b < nb) flush();
-  const float y = acc / l;
+  const float y = o.acc / l;
   *out = a.round_out ? round_bf16(y) : y;
 }
 
