@@ -6,13 +6,7 @@
 # then, with NCU_PREFILL=N, per-kernel durations of one N-token prefill (profile_summary.py).
 #   NCU_KERNELS="sparse_attention_kernel:3:1 gemv_kernel:40:4" NCU_PREFILL=4096 scripts/device/ncu_detail.sh
 set -uo pipefail
-OUT=${OUT:-/tmp/plumb-results}; mkdir -p "$OUT"
-CKPT=${CKPT:-/tmp/v4-flash-3layers}
-dev=/tmp/plumb-device
-[ -x $dev/bin/plumb_bench ] || { mkdir -p $dev && tar -C $dev -xJf .device/bundle.tar.xz; }
-export LD_LIBRARY_PATH="$dev/lib:${LD_LIBRARY_PATH:-}" PATH="$dev/bin:$PATH"
-[ -f "$CKPT/config.json" ] || plumb synth --config bench/configs/v4-flash-3layers.json --out "$CKPT" --no-mtp --force > /tmp/synth.log 2>&1
-ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+. scripts/device/bench_env.sh
 bench=(plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch "${NCU_BATCH:-1}"
        --context "${BENCH_CONTEXT:-64}" --steps 2 --prefill 0)
 for spec in ${NCU_KERNELS:-}; do

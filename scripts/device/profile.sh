@@ -5,13 +5,7 @@
 # for the last decode step by profile_summary.py. The "where does a step go" record behind
 # docs/PERF.md, not a benchmark (ncu serializes kernels at base clocks with cold caches).
 set -uo pipefail
-OUT=${OUT:-/tmp/plumb-results}; mkdir -p "$OUT"
-CKPT=${CKPT:-/tmp/v4-flash-3layers}
-dev=/tmp/plumb-device
-[ -x $dev/bin/plumb_bench ] || { mkdir -p $dev && tar -C $dev -xJf .device/bundle.tar.xz; }
-export LD_LIBRARY_PATH="$dev/lib:${LD_LIBRARY_PATH:-}" PATH="$dev/bin:$PATH"
-[ -f "$CKPT/config.json" ] || plumb synth --config bench/configs/v4-flash-3layers.json --out "$CKPT" --no-mtp --force > /tmp/synth.log 2>&1
-ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+. scripts/device/bench_env.sh
 for B in ${PROFILE_BATCH:-1}; do
   # --steps 2: the last forward of the run is a timed decode step of batch B
   timeout "${PROFILE_TIMEOUT:-240}" "$ncu" --metrics gpu__time_duration.sum --csv --print-units base plumb_bench \
