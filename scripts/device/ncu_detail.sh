@@ -12,7 +12,7 @@ bench=(plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-
 for spec in ${NCU_KERNELS:-}; do
   IFS=: read -r re skip count <<< "$spec"
   tag=$(echo "$re" | tr -c 'A-Za-z0-9_\n' '_')
-  timeout "${NCU_TIMEOUT:-200}" "$ncu" --set full --import-source yes -k "regex:$re" -s "${skip:-0}" -c "${count:-1}" \
+  timeout "${NCU_TIMEOUT:-200}" "$ncu" --clock-control none --set full --import-source yes -k "regex:$re" -s "${skip:-0}" -c "${count:-1}" \
     -f -o "/tmp/ncu-$tag" "${bench[@]}" > "/tmp/ncu-$tag.log" 2>&1
   { "$ncu" -i "/tmp/ncu-$tag.ncu-rep" --page details --print-units base
     echo "=== hottest SASS lines (stall samples)"
@@ -23,7 +23,7 @@ for spec in ${NCU_KERNELS:-}; do
 done
 if [ -n "${NCU_PREFILL:-}" ]; then
   # --steps 1 --batch 1 --context 8: the last forward of the run is the timed prefill
-  timeout "${NCU_TIMEOUT:-200}" "$ncu" --metrics gpu__time_duration.sum --csv --print-units base plumb_bench \
+  timeout "${NCU_TIMEOUT:-200}" "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base plumb_bench \
     --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch 1 --context 8 --steps 1 \
     --prefill "$NCU_PREFILL" 2>/dev/null | gzip > "$OUT/ncu-prefill$NCU_PREFILL.csv.gz"
   python3 scripts/device/profile_summary.py "$OUT/ncu-prefill$NCU_PREFILL.csv.gz" > "$OUT/prof-prefill$NCU_PREFILL.txt"
