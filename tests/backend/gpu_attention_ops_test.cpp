@@ -179,7 +179,15 @@ TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
           std::vector<int32_t> all(static_cast<std::size_t>(valid));
           std::iota(all.begin(), all.end(), 0);
           std::shuffle(all.begin(), all.end(), rng);
-          for (int k = 0; k < c.sel_k; ++k) sel.push_back(k < valid && k % 7 != 3 ? all[k] : -1);  // gaps too
+          if (c.sel_slots.empty()) {
+            for (int k = 0; k < c.sel_k; ++k) sel.push_back(k < valid && k % 7 != 3 ? all[k] : -1);  // gaps too
+          } else {
+            std::size_t n = 0;
+            for (int k = 0; k < c.sel_k; ++k) {
+              const bool slot = std::find(c.sel_slots.begin(), c.sel_slots.end(), k) != c.sel_slots.end();
+              sel.push_back(slot && n < all.size() ? all[n++] : -1);
+            }
+          }
         }
     backend::AttentionParams p;
     p.window = c.W;

@@ -150,6 +150,9 @@ struct AttentionCase {
   const char* what;
   int64_t prob_block = 0;  // AttentionParams::prob_block (the release's softmax blocks)
   int64_t per_block = 64;  // compressed entries per block of the paged cache
+  // Not empty: the only selection slots that hold an entry (while visible entries last), instead
+  // of the first visible ones with a gap every 7 slots.
+  std::vector<int> sel_slots = {};
   std::string name() const { return what; }
 };
 inline std::vector<AttentionCase> sparse_attention_cases() {
@@ -168,6 +171,14 @@ inline std::vector<AttentionCase> sparse_attention_cases() {
       {2, 6, 8, 4, {0, 20, 3}, {5, 3, 1}, 3, true, false, Round::None, "small, selected, blocks of 2", 0, 2},
       {2, 6, 8, 2, {0, 9}, {9, 1}, 0, true, true, Round::None, "release blocks of 2, blocks of 3", 2, 3},
       {2, 6, 8, 0, {0, 9}, {9, 1}, 0, true, true, Round::None, "small, window over len > W"},
+      // A few live selection slots scattered over the index row (a block's first and last slot,
+      // neighbours, the row's last slot) with empty softmax blocks between them: at W 128 the
+      // decode rows' slots 128, 191 | 192 | 328, 329 | 578 | 639 fill blocks 2, 3, 5 and 9 of 64,
+      // and the rows at 5 and 6 (one entry visible) leave block 1 and all but one slot empty
+      {64, 512, 128, 4, {5, 700, 0}, {2, 3, 40}, 512, true, true, Round::BF16, "release blocks, scattered selection", 64,
+       64, {0, 63, 64, 200, 201, 450, 511}},
+      {64, 512, 128, 4, {5, 700, 0}, {2, 3, 40}, 512, true, false, Round::None, "scattered selection, one softmax", 0, 64,
+       {0, 63, 64, 200, 201, 450, 511}},
       // rows * H >= 1024: still the split kernels up to 4096 (sparse_attention_split.cu)
       {64, 512, 128, 4, {0, 40, 300, 2100}, {9, 1, 4, 3}, 512, true, false, Round::None, "top-512, 1088 rows x heads"},
       {4, 192, 128, 4, {0, 300}, {300, 1}, 40, true, true, Round::BF16, "release blocks, 1204 rows x heads", 64},
