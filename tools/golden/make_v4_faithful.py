@@ -119,6 +119,12 @@ def fp4_act_quant(x, block_size=32, inplace=False):
 
 GEMM_ORDER = "block"   # "block": the kernels' per-K-block promotion; "fp32": one f32 GEMM
 ATTN_ORDER = "online"  # "online": the kernel's 64-slot online softmax; "global": one max per row
+# When a dict, sparse_attn also stores its internals there (tools/golden/release_step17.py):
+# "scores" f32 [b, s, h, topk] (q.k * scale, -inf where skipped), "probs" f32 [b, s, h, topk]
+# (exp(s - m_b) before the bf16 rounding, 0 where skipped), "m_blocks" f32 [b, s, h, blocks]
+# (the running max after each block), "l" f32 [b, s, h] (the sum before the sink), "l_sink"
+# (after it). Recording copies values only: the output is the same with or without it.
+TRACE = None
 
 
 def _expand_act_scale(a_s: torch.Tensor, K: int, block: int) -> torch.Tensor:
@@ -173,6 +179,7 @@ def sparse_attn(q, kv, attn_sink, topk_idxs, softmax_scale):
     m = torch.full((b, s, h), float("-inf"), **f32)
     l = torch.zeros((b, s, h), **f32)
     acc = torch.zeros((b, s, h, d), **f32)
+    trace = {"scores": [], "probs": [], "m_blocks": []} if TRACE is not None else None
     for t0 in range(0, idx.size(-1), block):
         blk = idx[..., t0 : t0 + block]
         valid = blk >= 0
@@ -187,7 +194,15 @@ def sparse_attn(q, kv, attn_sink, topk_idxs, softmax_scale):
         l = l * alpha + e.sum(dim=-1)  # 337-339
         acc = acc * alpha.unsqueeze(-1) + torch.einsum("bshk,bskd->bshd", e.to(torch.bfloat16).float(), kvb)  # 340-343
         m = m_new
+        if trace is not None:
+            for key, v in (("scores", sc), ("probs", e), ("m_blocks", m_new.unsqueeze(-1))):
+                trace[key].append(v.detach().clone())
+    if trace is not None:
+        TRACE.update({k: torch.cat(v, dim=-1) for k, v in trace.items()})
+        TRACE["l"] = l.detach().clone()
     l = l + torch.exp(sink - m)  # 346
+    if trace is not None:
+        TRACE["l_sink"] = l.detach().clone()
     return (acc / l.unsqueeze(-1)).to(q.dtype)  # 348-350
 
 

@@ -15,7 +15,10 @@ per indexer "<layer>.attn.indexer.index_q|index_w|index_keys_all|index_score", a
 "<compressor>.stage.pooled|normed|roped" [entries, dim]: every entry of the run at each stage) and
 <out>/step<STEP>_prefill.npz (the prefill's taps of layers 0 and 1 at every prompt position),
 <out>/step<STEP>.json (per layer: the chosen experts, the top-4 biased scores and the 2nd/3rd gap;
-the indexer's picks; the logits' top-5 at this step).
+the indexer's picks; the logits' top-5 at this step), and <out>/step<STEP>_attn0.npz: every stage of
+layer 0's attention (an SWA layer) at every position the run computes, the prefill's 0..prompt-1
+then each decode step's, as f32 arrays "attn0.<stage>" with the position first (see record_attn0;
+about 6 MB, not committed; compare_step17.py --attn0 reads it).
 
 Usage on the GPU machine:
     python3 tools/golden/release_step17.py --release-dir .device/inference \
@@ -30,6 +33,108 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_v4_release as mr  # noqa: E402
+
+
+def record_attn0(release, fa, m):
+    """Hooks and spies (from outside: model.py and kernel.py stay unmodified) that record every
+    stage of layer 0's attention in each forward, in position order: the prefill's rows, then one
+    row per decode step. Returns finish(), which assembles them into {"attn0.<stage>": array}:
+      attn_in [P, dim]       the attention's input (attn_norm's output)
+      q_a, qr [P, q_lora]    wq_a's output; q_norm's output
+      q_b [P, H, Dh]         wq_b's output, before the per-head norm
+      q_normed [P, H, Dh]    after the per-head norm (model.py 498), before RoPE
+      q [P, H, Dh]           after RoPE: the q fed to sparse_attn
+      kv_a, kv_normed, kv_roped, kv [P, Dh]   wkv's output; kv_norm's; after RoPE; after the FP8
+                             round trip of the nope dims (model.py 502-506): what sparse_attn reads
+      kv_fed [prompt, Dh]    the prefill's kv as sparse_attn received it (checks kv's assembly)
+      idx [P, topk]          the index row (int32; a decode step's are ring slots)
+      scores, probs [P, H, topk]   the stand-in's q.k * scale and exp(s - m_b) (make_v4_faithful.TRACE)
+      m_blocks [P, H, blocks], l, l_sink [P, H]   running max per block, the sum before / after the sink
+      sink [H]               attn_sink
+      o_raw [P, H, Dh]       sparse_attn's output, before the inverse RoPE
+      o [P, H, Dh]           after the inverse RoPE: wo_a's input
+      wo_a [P, groups * o_lora]   wo_a's output (the grouped bf16 einsum, model.py 541): wo_b's input
+      out [P, dim]           wo_b's output: the attention's output
+    """
+    import torch
+
+    attn = m.layers[0].attn
+    rows, active, fed = {}, [False], {}
+
+    def keep(name, x):  # x [1, s, ...]: one row per position of this forward
+        rows.setdefault(name, []).append(x.detach().clone().float()[0].cpu().numpy())
+
+    def pre(mod, inp):
+        active[0] = True
+        keep("attn_in", inp[0])
+
+    def post(mod, inp, out):
+        keep("out", out)
+        active[0] = False
+
+    attn.register_forward_pre_hook(pre)
+    attn.register_forward_hook(post)
+    for sub, name in (("wq_a", "q_a"), ("q_norm", "qr"), ("wq_b", "q_b"), ("wkv", "kv_a"), ("kv_norm", "kv_normed")):
+        # the hook copies before model.py's in-place norm / RoPE / FP8 steps change the output
+        getattr(attn, sub).register_forward_hook(lambda mod, inp, out, name=name: keep(name, out))
+    attn.wo_b.register_forward_pre_hook(lambda mod, inp: keep("wo_a", inp[0]))
+
+    rotary, quant, attend = release.apply_rotary_emb, release.act_quant, release.sparse_attn
+
+    def rotary_spy(x, freqs_cis, inverse=False):
+        if active[0] and x.dim() == 4 and not inverse:
+            keep("q_rope_in", x)  # q[..., -rd:] after the per-head norm
+        y = rotary(x, freqs_cis, inverse)
+        if active[0]:
+            keep("o_rope_out" if inverse else ("q_rope_out" if x.dim() == 4 else "kv_rope_out"), x)
+        return y
+
+    def quant_spy(x, *args, **kw):
+        y = quant(x, *args, **kw)
+        if active[0] and kw.get("inplace", len(args) > 3 and args[3]):
+            keep("kv_nope", x)  # kv[..., :-rd] after its in-place FP8 round trip
+        return y
+
+    def attend_spy(q, kv, attn_sink, topk_idxs, softmax_scale):
+        if not active[0]:
+            return attend(q, kv, attn_sink, topk_idxs, softmax_scale)
+        fa.TRACE = {}
+        try:
+            o = attend(q, kv, attn_sink, topk_idxs, softmax_scale)
+            trace = fa.TRACE
+        finally:
+            fa.TRACE = None
+        keep("q", q)
+        keep("idx", topk_idxs)
+        keep("o_raw", o)
+        for k in ("scores", "probs", "m_blocks", "l", "l_sink"):
+            keep(k, trace[k])
+        if q.size(1) > 1:  # the prefill: kv holds this forward's rows (a decode step reads the ring)
+            fed["kv_fed"] = kv.detach().float()[0].cpu().numpy()
+        fed["sink"] = attn_sink.detach().float().cpu().numpy()
+        return o
+
+    release.apply_rotary_emb, release.act_quant, release.sparse_attn = rotary_spy, quant_spy, attend_spy
+
+    def finish():
+        cat = {k: np.concatenate(v) for k, v in rows.items()}
+        P, H = cat["q"].shape[:2]
+        rd = cat["q_rope_in"].shape[-1]
+        out = {k: cat[k] for k in ("attn_in", "q_a", "qr", "kv_a", "kv_normed", "q", "o_raw", "wo_a", "out",
+                                   "scores", "probs", "m_blocks", "l", "l_sink")}
+        out["idx"] = cat["idx"].astype(np.int32)
+        out["q_b"] = cat["q_b"].reshape(P, H, -1)
+        out["q_normed"] = np.concatenate([cat["q"][..., :-rd], cat["q_rope_in"]], axis=-1)
+        out["kv_roped"] = np.concatenate([cat["kv_normed"][..., :-rd], cat["kv_rope_out"]], axis=-1)
+        out["kv"] = np.concatenate([cat["kv_nope"], cat["kv_rope_out"]], axis=-1)
+        out["o"] = np.concatenate([cat["o_raw"][..., :-rd], cat["o_rope_out"]], axis=-1)
+        out.update(fed)
+        # the spies' pieces put together must be what model.py used
+        assert np.array_equal(out["q"][..., -rd:], cat["q_rope_out"]), "q's RoPE output is not sparse_attn's q"
+        assert np.array_equal(out["kv"][: len(fed["kv_fed"])], fed["kv_fed"]), "kv's stages do not assemble sparse_attn's kv"
+        return {f"attn0.{k}": v for k, v in out.items()}
+
+    return finish
 
 
 def main():
@@ -67,6 +172,7 @@ def main():
 
     taps, recording = {}, [False]
     mr.add_taps(m, taps)
+    attn0 = record_attn0(release, fa, m)
     gate_json = {}
 
     def gate_hook(name):
@@ -177,6 +283,7 @@ def main():
     taps.update({k: np.concatenate(v) for k, v in stages.items()})
     np.savez_compressed(os.path.join(a.out, f"step{a.step}.npz"), **taps)
     np.savez_compressed(os.path.join(a.out, f"step{a.step}_prefill.npz"), **prefill)
+    np.savez_compressed(os.path.join(a.out, f"step{a.step}_attn0.npz"), **{"attn0.prompt_len": np.int64(L)}, **attn0())
     json.dump(summary, open(os.path.join(a.out, f"step{a.step}.json"), "w"), indent=1)
     print(json.dumps(summary)[:3000])
 

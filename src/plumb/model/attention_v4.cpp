@@ -105,12 +105,23 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   const Tensor& freq = inv_freq_[layer];
 
   // 3.3: low-rank q with a per-head unweighted RMS norm; one shared kv head (K = V).
-  const Tensor qr = be_.rms_norm(be_.linear(x, aw.wq_a, fp8), &aw.q_norm, eps, NormMath::F32, st.R);
+  // Every stage is tapped (tools/golden/compare_step17.py --attn0 compares each with the
+  // release's): q_a / kv_a the projections, then the norms, RoPE and the FP8 round trip.
+  const Tensor qa = be_.linear(x, aw.wq_a, fp8);
+  tap(st, st.prefix + "attn.q_a", qa);
+  const Tensor qr = be_.rms_norm(qa, &aw.q_norm, eps, NormMath::F32, st.R);
+  tap(st, st.prefix + "attn.qr", qr);
   Tensor q = be_.linear(qr, wq_b, fp8).reshaped({N, H, Dh});
+  tap(st, st.prefix + "attn.q_b", q);
   q = be_.rms_norm(q, nullptr, eps, st.faithful ? NormMath::BF16Steps : NormMath::F32, st.R);
+  tap(st, st.prefix + "attn.q.normed", q);
   q = be_.rope(q, st.positions, freq, false, st.R);
-  Tensor kv = be_.rms_norm(be_.linear(x, aw.wkv, fp8), &aw.kv_norm, eps, NormMath::F32, st.R);
+  Tensor kv = be_.linear(x, aw.wkv, fp8);
+  tap(st, st.prefix + "attn.kv_a", kv);
+  kv = be_.rms_norm(kv, &aw.kv_norm, eps, NormMath::F32, st.R);
+  tap(st, st.prefix + "attn.kv.normed", kv);
   kv = be_.rope(kv, st.positions, freq, false, st.R);
+  tap(st, st.prefix + "attn.kv.roped", kv);
   if (st.faithful) kv = be_.quant_fp8(kv, Dh - rd, 64);  // rope dims stay bf16
   tap(st, st.prefix + "attn.q", q);
   tap(st, st.prefix + "attn.kv", kv);
@@ -153,6 +164,7 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   }
   Tensor o = be_.sparse_attention(q, kv, st.batch, rings, compressed, st.tables, selected.defined() ? &selected : nullptr,
                                   ap);
+  tap(st, st.prefix + "attn.o.raw", o);  // the sparse attention's output, before the inverse RoPE
   be_.window_update(rings, kv, st.batch);
   if (ap.recent && new_entries.rows > 0) be_.window_update(recent_rings, recent.fresh, new_entries);
 
@@ -164,6 +176,7 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   const WeightView& wo_a = split ? heads_[layer].wo_a : aw.wo_a;
   const WeightView& wo_b = split ? heads_[layer].wo_b : aw.wo_b;
   const Tensor u = gather_heads(be_, par_, be_.linear(o.reshaped({N, H * Dh}), wo_a, {G, false, st.R}));
+  tap(st, st.prefix + "attn.wo_a", u);
   return gather_heads(be_, par_, be_.linear(u, wo_b, fp8));
 }
 
