@@ -152,7 +152,7 @@ TEST_F(GpuOps, IndexerTopKWithTies) {
 
 // Sparse attention has no fast order: its kernels sum in the CPU's order always
 // (sparse_attention.cu, sparse_attention_split.cu), so every case must be bitwise the CPU's, in
-// the split form (decode-sized batches, the default) and in the one-kernel form (every size).
+// the split form (the default) and in the one-kernel form (PLUMB_GPU_ATTN=one-kernel).
 TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
   for (const bool split : {true, false})
   for (const AttentionCase& c : sparse_attention_cases()) {

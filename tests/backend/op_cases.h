@@ -182,7 +182,7 @@ inline std::vector<AttentionCase> sparse_attention_cases() {
       // rows * H >= 1024: still the split kernels up to 4096 (sparse_attention_split.cu)
       {64, 512, 128, 4, {0, 40, 300, 2100}, {9, 1, 4, 3}, 512, true, false, Round::None, "top-512, 1088 rows x heads"},
       {4, 192, 128, 4, {0, 300}, {300, 1}, 40, true, true, Round::BF16, "release blocks, 1204 rows x heads", 64},
-      // rows * H > 4096: the one-kernel form (sparse_attention.cu), two heads a block, or one for odd H
+      // rows * H > 4096: two heads a block in the one-kernel form (sparse_attention.cu), or one for odd H
       {64, 512, 128, 4, {0, 300}, {70, 1}, 512, true, false, Round::None, "top-512, one-kernel form, two heads a block"},
       {4, 192, 128, 4, {0, 300}, {1100, 1}, 40, true, true, Round::BF16, "release blocks, one-kernel form", 64},
       {3, 6, 8, 2, {0, 9}, {1400, 1}, 0, true, false, Round::None, "all compressed, one-kernel form, one head a block"},

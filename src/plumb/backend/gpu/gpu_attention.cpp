@@ -94,9 +94,9 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   if (N == 0 || H == 0 || Dh == 0) return out;
   const SeqTable<k::AttnSeq> table = upload_table(*this, seqs, b, N);
   // Scores stay in shared memory unless a row has too many candidates (long contexts without a
-  // selection) or the batch is decode-sized (the split kernels pass them between launches): then
+  // selection) or the split kernels run (they pass them between launches): then
   // a global scratch of [N * H, max_cand] floats.
-  a.split = split_attention_ && k::sparse_attention_split(N, H, Dh, max_cand);
+  a.split = split_attention_ && k::sparse_attention_split(Dh, max_cand);
   const bool use_scratch = a.split || max_cand > k::sparse_attention_smem_cands(Dh);
   const int64_t chunk = rows_per_launch(N, H, max_cand, use_scratch);
   Tensor scratch;

@@ -50,11 +50,11 @@ struct SparseAttnArgs {
   bool split = false;  // the split kernels (sparse_attention_split() held; scratch given)
 };
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
-// Whether a launch of `rows` query rows takes the split kernels (scores for 8 heads x 8 candidates
-// a block, then softmax and P.V per (head, 256 dims)): decode-sized batches, whose rows alone
-// would leave most SMs idle. The host sets SparseAttnArgs::split from it and then passes the
+// Whether rows of up to max_cand candidates take the split kernels (scores for 8 heads x 8
+// candidates a block, then softmax and P.V per (head, 256 dims)): any batch whose candidates fit
+// the P.V kernel's shared memory. The host sets SparseAttnArgs::split from it and then passes the
 // score scratch ([rows * H, max_cand] floats).
-bool sparse_attention_split(int64_t rows, int64_t H, int64_t Dh, int64_t max_cand);
+bool sparse_attention_split(int64_t Dh, int64_t max_cand);
 // Largest candidate count whose scores sparse_attention keeps in shared memory for head dim Dh.
 int64_t sparse_attention_smem_cands(int64_t Dh);
 // Most softmax blocks (index-row slots / prob_block, rounded up) one row may have.

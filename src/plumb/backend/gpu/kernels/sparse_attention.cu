@@ -4,8 +4,9 @@
 // (no FMA contraction) in candidate order per output dim; with prob_block the release kernel's
 // online softmax is replayed from the stored scores block by block (running block maxima first).
 //
-// Decode-sized batches (sparse_attention_split(): rows x heads <= 4096) take the two-launch form
-// of sparse_attention_split.cu instead, same values; this kernel serves larger ones.
+// Batches whose rows' candidates fit the P.V kernel's shared memory (sparse_attention_split())
+// take the two-launch form of sparse_attention_split.cu instead, same values; this kernel serves
+// the rest (long contexts without a selection) and PLUMB_GPU_ATTN=one-kernel.
 // Shape (why): one block per (query row, group of G heads). The candidates are walked in tiles of
 // kTile rows, staged in shared memory decoded to f32 by the whole block, and the G heads of the
 // block share each staged row (V4 has one KV head for all its query heads). Two passes over the

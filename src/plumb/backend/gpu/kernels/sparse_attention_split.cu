@@ -1,4 +1,4 @@
-// Sparse attention for decode-sized batches in two launches, bitwise the CPU's like
+// Sparse attention in two launches, for every batch size (decode and prefill), bitwise the CPU's like
 // sparse_attention.cu (same candidates, same dot order, the same softmax functions, P.V summed in
 // candidate order per output):
 //   1. scores: one block per (query row, 8 candidates, 8 heads). The block stages the 8 candidate
@@ -19,6 +19,9 @@
 // rows x candidates / 8 x H / 8 and rows x H x Dh / 256 blocks. The live list: a CSA row has 512
 // selection slots, most of them -1 at short contexts (16 entries exist at position 64), and a
 // P.V thread that walked all 577 slots spent 175 us of the layer's 194 (ncu, PERF.md v7).
+// Prefill too (PERF.md v8): the one-kernel form's block per (row, 2 heads) re-stages every
+// candidate row for 2 heads only, 315 ms per layer for 4,096 rows (ncu, 2026-12-03); it now
+// serves only rows whose candidates overflow the P.V kernel's shared memory.
 #include "plumb/backend/gpu/kernels/attention.h"
 #include "plumb/backend/gpu/kernels/cpu_order.h"
 #include "plumb/backend/gpu/kernels/sparse_attention_common.h"
@@ -33,7 +36,6 @@ constexpr int kCands = 8;              // candidates per scores block
 constexpr int kHeads = 8;              // heads per scores block
 constexpr int kDims = kThreads;        // output dims per P.V block
 constexpr int kPvLoads = 8;            // candidate rows whose values a thread loads before summing
-constexpr int64_t kMaxRowsTimesHeads = 4096;   // decode batches up to 64 tokens of 64 heads
 static_assert(kHeads * kCands == 2 * (kThreads / 8), "every 8-lane group computes two dots");
 
 // Scores kernel shared memory: q [kHeads][Dp] and the candidates [kCands][Dp].
@@ -261,9 +263,9 @@ gpuError_t split_attention(const SparseAttnArgs& a, gpuStream_t s) {
 
 }  // namespace attn
 
-bool sparse_attention_split(int64_t rows, int64_t H, int64_t Dh, int64_t max_cand) {
+bool sparse_attention_split(int64_t Dh, int64_t max_cand) {
   using namespace attn;
-  return rows * H <= kMaxRowsTimesHeads && Dh > 0 && scores_smem(Dh) <= kSmemBytes &&
+  return Dh > 0 && scores_smem(Dh) <= kSmemBytes &&
          static_cast<std::size_t>(max_cand) * kPvBytesPerCand + kPvStaticBytes <= kSmemBytes;
 }
 
