@@ -34,8 +34,15 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--kv-block-size", f.kv_block_size, "token positions per KV block (a multiple of 128)")
       ->check(at_least(128))
       ->capture_default_str();
-  cmd.add_option("--kv-cache-mb", f.kv_cache_mb, "MiB for the KV pool and the per-sequence state")
-      ->check(at_least(1))
+  cmd.add_option("--kv-cache-mb", f.kv_cache_mb,
+                 "MiB for the KV pool and the per-sequence state; 0: --gpu-memory-fraction of the GPU's free memory "
+                 "less the weights and a workspace reserve (4096 on the CPU backend)")
+      ->check(at_least(0))
+      ->capture_default_str();
+  cmd.add_option("--gpu-memory-fraction", f.gpu_memory_fraction,
+                 "share of the GPU memory free at start that plumb may take (weights, workspace and the KV pool) "
+                 "when --kv-cache-mb is 0")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   cmd.add_option("--kv-dtype", f.kv_dtype,
                  "KV entry storage: f32, bf16, or fp8 (e4m3 nope dims, ue8m0 scale per 64, bf16 rope dims); default: "
@@ -68,6 +75,7 @@ runtime::EngineOptions engine_options(const EngineFlags& f) {
   o.scheduler.srpt_max_wait_steps = f.srpt_max_wait_steps;
   o.kv_block_size = f.kv_block_size;
   o.kv_cache_mib = f.kv_cache_mb;
+  o.gpu_memory_fraction = f.gpu_memory_fraction;
   o.prefix_cache = f.prefix_cache == "on";
   o.faithful = parse_numerics(f.numerics) == Numerics::Faithful;
   if (!f.kv_dtype.empty()) o.kv_dtype = runtime::parse_kv_dtype(f.kv_dtype);

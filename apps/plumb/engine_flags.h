@@ -18,7 +18,8 @@ struct EngineFlags {
   int threads = 0;
   std::string scheduler = "fcfs";
   std::int64_t max_batch_tokens = 2048, max_seqs = 64, max_chunk_tokens = 0, srpt_max_wait_steps = 256;
-  std::int64_t kv_block_size = 256, kv_cache_mb = 4096;
+  std::int64_t kv_block_size = 256, kv_cache_mb = 0;  // 0: from gpu_memory_fraction (4096 on the CPU)
+  double gpu_memory_fraction = 0.9;
   std::string kv_dtype, kv_index_dtype;  // empty: the numerics' lossless default
   std::int64_t kv_bf16_recent = 0;
   std::string prefix_cache = "on";

@@ -323,6 +323,15 @@ TEST(Engine, MemoryTableAndPoolErrors) {
   EXPECT_NE(t.find("KV pool"), std::string::npos) << t;
   EXPECT_NE(t.find("per-sequence state"), std::string::npos) << t;
   EXPECT_NE(t.find("(KV f32, indexer keys f32)"), std::string::npos) << t;  // reference: f32 storage
+  EXPECT_NE(t.find("sized by    --kv-cache-mb"), std::string::npos) << t;
+  {  // no --kv-cache-mb: a model without a device (the fake, like the CPU backend) keeps 4096 MiB
+    EngineOptions autosized = o;
+    autosized.kv_cache_mib = 0;
+    const std::string a = engine_memory_table(m, autosized);
+    EXPECT_NE(a.find("--kv-cache-mb 4096 (the default on the host)"), std::string::npos) << a;
+    autosized.kv_cache_mib = 4096;
+    EXPECT_EQ(a.substr(0, a.find("sized by")), engine_memory_table(m, autosized).substr(0, a.find("sized by")));
+  }
   o.faithful = true;
   EXPECT_NE(engine_memory_table(m, o).find("(KV fp8, indexer keys fp4)"), std::string::npos);
   o.kv_dtype = KvDtype::kBF16;

@@ -9,7 +9,10 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "plumb/runtime/engine_request.h"
+#include "plumb/runtime/kv_budget.h"
 #include "plumb/runtime/prefix_cache.h"
 #include "plumb/util/error.h"
 
@@ -37,8 +40,14 @@ KvLayout layout_for(const EngineModel& model, const EngineOptions& o) {
   return kv_layout(model.config(), o.kv_block_size, format);
 }
 
-std::int64_t pool_size(const KvLayout& layout, const EngineOptions& o) {
-  return o.kv_blocks > 0 ? o.kv_blocks : pool_blocks(layout, o.kv_cache_mib, o.scheduler.max_seqs);
+// The pool's MiB: --kv-cache-mb, or the device budget (kv_budget.h).
+KvBudget cache_budget(const EngineModel& model, const EngineOptions& o) {
+  if (o.kv_cache_mib > 0) return {o.kv_cache_mib, "--kv-cache-mb"};
+  return kv_budget(model.device_memory(), model.weight_bytes(), o.gpu_memory_fraction, o.scheduler.max_batch_tokens);
+}
+
+std::int64_t pool_size(const EngineModel& model, const KvLayout& layout, const EngineOptions& o) {
+  return o.kv_blocks > 0 ? o.kv_blocks : pool_blocks(layout, cache_budget(model, o).cache_mib, o.scheduler.max_seqs);
 }
 
 std::unique_ptr<PrefixCache> prefix_cache_for(const KvLayout& layout, KvBlockManager& blocks, const EngineOptions& o) {
@@ -68,7 +77,7 @@ class LocalEngine final : public Engine {
         tokenizer_(std::move(tokenizer)),
         vocab_(tokenizer_.get(), static_cast<std::size_t>(model_->vocab_size()), model_->eos_id()),
         layout_(layout_for(*model_, options)),
-        blocks_(options.kv_block_size, pool_size(layout_, options)),
+        blocks_(options.kv_block_size, pool_size(*model_, layout_, options)),
         scheduler_(options.scheduler, blocks_),
         prefix_(prefix_cache_for(layout_, blocks_, options)),
         max_seqs_(options.scheduler.max_seqs) {
@@ -406,8 +415,10 @@ std::unique_ptr<Engine> start_engine(std::unique_ptr<EngineModel> model, std::sh
 
 std::string engine_memory_table(const EngineModel& model, const EngineOptions& options) {
   const KvLayout layout = layout_for(model, options);
-  const std::int64_t blocks = pool_size(layout, options), seqs = options.scheduler.max_seqs;
-  return memory_table(layout, model.weight_bytes(), blocks, seqs, model.max_context()) +
+  const std::int64_t blocks = pool_size(model, layout, options), seqs = options.scheduler.max_seqs;
+  const std::string sized_by =
+      options.kv_blocks > 0 ? "" : fmt::format("memory: KV pool sized by    {}\n", cache_budget(model, options).how);
+  return memory_table(layout, model.weight_bytes(), blocks, seqs, model.max_context()) + sized_by +
          device_memory_rows(memory_stats(model, layout, blocks, seqs));
 }
 

@@ -23,7 +23,10 @@ struct EngineOptions {
   std::optional<IndexKeyDtype> kv_index_dtype;
   std::int64_t kv_bf16_recent = 0;      // entries covering the last N positions read in bf16 (V4)
   bool faithful = false;                // the numerics the model runs in (for the default format)
-  std::int64_t kv_cache_mib = 4096;     // the KV pool and the per-sequence state
+  // The KV pool and the per-sequence state in MiB; 0: sized by kv_budget (kv_budget.h) from the
+  // device's free memory times gpu_memory_fraction (4096 MiB on the host).
+  std::int64_t kv_cache_mib = 0;
+  double gpu_memory_fraction = 0.9;
   std::int64_t kv_blocks = 0;           // > 0: the pool's size in blocks instead (tests, benchmarks)
   bool prefix_cache = true;             // reuse snapshots of earlier prompts' states (prefix_cache.h)
 };
