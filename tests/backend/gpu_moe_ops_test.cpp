@@ -227,6 +227,34 @@ TEST_F(GpuOps, MoeGroupedOddShapes) {
   for (const Odd& o : cases) run_moe_case(*this, o.c, all_params(), check, o.skip_ids, o.amp);
 }
 
+// act_fp8 in the grouped experts: the up kernel applies x's FP8 round trip and the down kernel
+// h's as they stage them in shared memory (GroupedMoeArgs::quant_x / quant_h); the separate form
+// runs quant_fp8 on x and a quant_blocks launch on h first. Bitwise the same, every act_fp8 option,
+// on the chunk and element paths, skipped ids, and the V4-Flash dims at 1 and 3 tokens (the
+// shared expert's GEMVs quantize their x themselves too).
+TEST_F(GpuOps, MoeActQuantFusedBitwise) {
+  auto fused_vs_separate = [&](const std::string& what, double, auto&& op) {
+    set_fused_act_quant(true);
+    const std::vector<float> fused = host(*gpu, op(*gpu));
+    set_fused_act_quant(false);
+    const std::vector<float> separate = host(*gpu, op(*gpu));
+    set_fused_act_quant(true);
+    expect_bitwise(what + ": fused vs separate act-quant", fused, separate);
+  };
+  std::vector<backend::MoeParams> act;
+  for (float limit : {0.f, 10.f, 0.5f})
+    for (bool cs : {true, false})
+      for (Round r : {Round::None, Round::BF16}) act.push_back({limit, cs, true, r});
+  run_moe_case(*this, {3, 208, 72, 8, 3, 4, "fp4", "moe fp4 D 208 I 72 (element path)"}, act, fused_vs_separate, true);
+  run_moe_case(*this, {2, 192, 100, 8, 2, 3, "fp8", "moe fp8 D 192 I 100 (element path down)"}, act, fused_vs_separate);
+  run_moe_case(*this, {2, 200, 144, 8, 2, 3, "fp8", "moe fp8 D 200 I 144 (element path up)"}, act, fused_vs_separate);
+  run_moe_case(*this, {2, 202, 98, 8, 2, 3, "bf16", "moe bf16 D 202 I 98 (element path)"}, act, fused_vs_separate, true);
+  run_moe_case(*this, {9, 256, 128, 8, 2, 4, "fp4", "moe fp4 D 256 I 128"}, act, fused_vs_separate);
+  for (int64_t N : {1, 3})
+    run_moe_case(*this, {N, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, {act.front(), act.back()},
+                 fused_vs_separate);
+}
+
 TEST_F(GpuOps, MoeRealDims) {
   // V4-Flash: hidden 4096, 256 experts of inter 2048 (FP4), top 6, FP8 shared expert.
   const std::vector<std::vector<backend::MoeParams>> params = {

@@ -4,6 +4,7 @@
 // case lists of op_cases.h, shared with plumb_bench --ops).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 #include <vector>
@@ -258,6 +259,60 @@ TEST_F(GpuOps, GemvShapesEveryFormat) {
           check(c.name() + ": " + fw.name + (rw ? " bf16 weight" : "") + (r == Round::BF16 ? " out bf16" : ""),
                 with_round(f32_tol(c.K), r), [&](Backend& be) { return be.linear(up(be, x, {c.N, Kx}), view, o); });
         }
+    }
+  }
+  set_path(TestLinearPath::Auto);
+}
+
+// act_fp8 on the GEMV (decode): the kernel applies the FP8 round trip to x itself as it stages x
+// in shared memory (LinearArgs::quant_x) where the separate form first writes a quantized copy
+// (quant_blocks) that the GEMV reads. The same products and sums, so bitwise the same result:
+// checked against the backend with the fused form off and against quant_fp8 then a plain linear,
+// every format, on N = 1, 3, 8 and 17 x rows (the 1-, 4- and 8-row kernels; 8 + 8 + 1 launches),
+// shapes with split-K, 8 groups, K = 8192, K with a partial 128-block and a partial segment (FP8 /
+// FP4: the element path), and x blocks whose amax lies below the 1e-4 floor or far above 448.
+// Shapes whose x rows do not fit the kernel's shared memory (K = 8192 at N >= 2 on CUDA) take
+// the separate form and must agree as well. Small shapes are also checked against the CPU.
+TEST_F(GpuOps, GemvActQuantFusedBitwise) {
+  if (!set_path(TestLinearPath::Gemv)) GTEST_SKIP() << "the GEMV path is not selectable in this build";
+  struct Case {
+    int64_t R, K, G;
+    bool cpu;
+  };
+  for (const Case& c : {Case{1024, 4096, 1, false}, Case{512, 8192, 1, false}, Case{2048, 2048, 1, false},
+                        Case{4096, 1024, 1, false}, Case{128, 1024, 8, true}, Case{300, 1000, 1, true},
+                        Case{96, 260, 1, true}}) {
+    const int64_t Kx = c.G * c.K;
+    const std::vector<float> wv = rnd(c.G * c.R * c.K, 0.05f);
+    const std::vector<FormatWeight> formats = every_format(c.G * c.R, c.K, wv, rng);
+    for (int64_t N : {1, 3, 8, 17}) {
+      std::vector<float> x = rnd(N * Kx);
+      // Per 128-block magnitudes (blocks of each row's groups): mostly ~1, some under the amax
+      // floor, some far above e4m3's range.
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t g = 0; g < c.G; ++g)
+          for (int64_t b0 = 0; b0 < c.K; b0 += 128) {
+            const int64_t kind = uniform(0, 7);
+            const float f = kind == 0 ? 1e-7f : kind == 1 ? 3e4f : 1.f;
+            for (int64_t k = b0; k < std::min(c.K, b0 + 128); ++k) x[n * Kx + g * c.K + k] *= f;
+          }
+      for (const FormatWeight& fw : formats) {
+        const WeightView view = fw.view();
+        const std::string what = "R=" + std::to_string(c.R) + " K=" + std::to_string(c.K) + " G=" +
+                                 std::to_string(c.G) + " N=" + std::to_string(N) + " " + fw.name + " act_fp8";
+        const LinearOpts act{c.G, true, Round::None}, plain{c.G, false, Round::None};
+        set_fused_act_quant(true);
+        const std::vector<float> fused = host(*gpu, gpu->linear(up(*gpu, x, {N, Kx}), view, act));
+        set_fused_act_quant(false);
+        const std::vector<float> separate = host(*gpu, gpu->linear(up(*gpu, x, {N, Kx}), view, act));
+        set_fused_act_quant(true);
+        const Tensor xq = gpu->quant_fp8(up(*gpu, x, {N * c.G, c.K}), c.K, 128).reshaped({N, Kx});
+        const std::vector<float> manual = host(*gpu, gpu->linear(xq, view, plain));
+        expect_bitwise(what + ": fused vs separate act-quant", fused, separate);
+        expect_bitwise(what + ": fused vs quant_fp8 then linear", fused, manual);
+        if (c.cpu)
+          check(what + " vs CPU", f32_tol(c.K), [&](Backend& be) { return be.linear(up(be, x, {N, Kx}), view, act); });
+      }
     }
   }
   set_path(TestLinearPath::Auto);

@@ -92,6 +92,26 @@ class GpuOps : public ::testing::Test {
     (void)on;
   }
 
+  // act_fp8 on the GEMV and the grouped experts: applied by the kernels as they stage their input
+  // (on, the default) or by a separate quant launch first (off); the same bits either way.
+  void set_fused_act_quant(bool on) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (dev) dev->set_fused_act_quant(on);
+#endif
+    (void)on;
+  }
+
+  // Every element's bits equal (so NaN poison, -0 vs +0 and one-ulp differences all fail).
+  void expect_bitwise(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref) {
+    ASSERT_EQ(got.size(), ref.size()) << ctx(what);
+    int64_t bad = 0, first = -1;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (std::memcmp(&got[i], &ref[i], 4) != 0 && bad++ == 0) first = static_cast<int64_t>(i);
+    EXPECT_EQ(bad, 0) << ctx(what) << ": " << bad << " of " << got.size() << " elements differ, first at flat index "
+                      << first << " (got " << (first >= 0 ? got[first] : 0.f) << ", ref "
+                      << (first >= 0 ? ref[first] : 0.f) << ")";
+  }
+
   std::string ctx(const std::string& what) const {
     std::ostringstream s;
     s << what << " [seed " << seed << ", replay with PLUMB_TEST_SEED=" << seed << "]";
@@ -191,16 +211,6 @@ class GpuCpuOrder : public GpuOps {
 #endif
   }
 
-  // Every element's bits equal (so NaN poison, -0 vs +0 and one-ulp differences all fail).
-  void expect_bitwise(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref) {
-    ASSERT_EQ(got.size(), ref.size()) << ctx(what);
-    int64_t bad = 0, first = -1;
-    for (std::size_t i = 0; i < got.size(); ++i)
-      if (std::memcmp(&got[i], &ref[i], 4) != 0 && bad++ == 0) first = static_cast<int64_t>(i);
-    EXPECT_EQ(bad, 0) << ctx(what) << ": " << bad << " of " << got.size() << " elements differ, first at flat index "
-                      << first << " (got " << (first >= 0 ? got[first] : 0.f) << ", ref "
-                      << (first >= 0 ? ref[first] : 0.f) << ")";
-  }
   template <class F>
   void check_bitwise(const std::string& what, F&& op) {
     Tensor g = op(*gpu), r = op(*cpu);

@@ -109,6 +109,11 @@ class GpuBackend final : public Backend {
   // sparse_attention(): the split kernels for decode-sized batches (default), or the one-kernel
   // form always (tests cover both; PLUMB_GPU_ATTN=one-kernel at start, for A/B measurements).
   void set_split_attention(bool on) { split_attention_ = on; }
+  // act_fp8 (FP8 round trip of a linear's input) on the decode kernels: the GEMV and the grouped
+  // experts apply it while staging their input (fused, the default), or a quant_blocks launch
+  // writes a quantized copy first (separate; PLUMB_GPU_ACT_QUANT=separate at start, for A/B
+  // measurements). The same values either way (tests compare them bitwise).
+  void set_fused_act_quant(bool on) { fused_act_quant_ = on; }
   // Whether FP8 linears may take the FP8 tensor cores here: sm_90 with the sm_90a kernel built,
   // unless PLUMB_GPU_PATH=portable (read at start; default auto), under which faithful FP8
   // linears take the bf16 matrix-core GEMM on the dequantized weights, what a GPU without FP8
@@ -206,6 +211,7 @@ class GpuBackend final : public Backend {
   void check_attention_errors();
   MoePath moe_path_ = MoePath::Auto;
   bool split_attention_ = true;  // PLUMB_GPU_ATTN=one-kernel: sparse attention never splits (A/B)
+  bool fused_act_quant_ = true;  // PLUMB_GPU_ACT_QUANT=separate: act_fp8 by its own launch (A/B)
   bool fp8_tensor_cores_ = true;  // PLUMB_GPU_PATH
   std::deque<ExpertTable> expert_tables_;  // one per routed expert set (a layer), references stay valid
   unsigned cpu_order_sites_ = 0;  // OrderSite bits

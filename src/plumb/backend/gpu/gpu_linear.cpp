@@ -14,6 +14,9 @@
 //                                from then on); the SIMT bf16 loop on other HIP targets
 // set_linear_path() forces one (the bf16 GEMM then rounds F32 / f32-scaled weights to bf16);
 // PLUMB_GPU_PATH=portable takes the FP8 tensor cores out of Auto (gpu_backend.h).
+// act_fp8 (the FP8 round trip of x) is applied by the GEMV itself as it stages x in shared memory
+// (LinearArgs::quant_x); on the other paths, or when x is too wide for that, by a quant_blocks
+// launch writing a quantized copy first.
 // With the reduction order "cpu" (gpu_backend.h) Auto always takes the CPU-order kernel.
 #include "plumb/backend/gpu/gpu_backend.h"
 #include "plumb/backend/gpu/kernels/elementwise.h"
@@ -98,11 +101,16 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
     check_launch(k::linear_fp8_mma(a, codes, in, dev_f32(sx), wr, stream_), "linear (fp8 mma)");
     return y;
   }
+  // The product sees the FP8 round trip of x, per group's K blocks: the GEMV applies it while it
+  // stages x (no launch, no copy), where x fits its shared memory; else a quantized copy first.
   Tensor quantized;
-  if (o.act_fp8 && N > 0 && K > 0) {  // the product sees the FP8 round trip of x, per group's K blocks
-    quantized = alloc(ElemType::F32, {N, in});
-    check_launch(k::quant_blocks(dev_f32(quantized), src, N * G, K, K, 128, false, stream_), "linear act_fp8");
-    a.x = dev_f32(quantized);
+  if (o.act_fp8 && N > 0 && K > 0) {
+    a.quant_x = path == LinearPath::Gemv && fused_act_quant_ && k::gemv_quant_x_ok(a);
+    if (!a.quant_x) {
+      quantized = alloc(ElemType::F32, {N, in});
+      check_launch(k::quant_blocks(dev_f32(quantized), src, N * G, K, K, 128, false, stream_), "linear act_fp8");
+      a.x = dev_f32(quantized);
+    }
   }
 
   switch (path) {

@@ -153,6 +153,11 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
       fail("PLUMB_GPU_ATTN is '{}': expected 'auto' or 'one-kernel'", attn);
     split_attention_ = std::strcmp(attn, "auto") == 0;
   }
+  if (const char* aq = std::getenv("PLUMB_GPU_ACT_QUANT"); aq && *aq) {  // for A/B measurements
+    if (std::strcmp(aq, "fused") != 0 && std::strcmp(aq, "separate") != 0)
+      fail("PLUMB_GPU_ACT_QUANT is '{}': expected 'fused' or 'separate'", aq);
+    fused_act_quant_ = std::strcmp(aq, "fused") == 0;
+  }
   if (const char* path = std::getenv("PLUMB_GPU_PATH"); path && *path) {
     if (std::strcmp(path, "auto") != 0 && std::strcmp(path, "portable") != 0)
       fail("PLUMB_GPU_PATH is '{}': expected 'auto' (FP8 tensor cores where the device has them) or 'portable' "

@@ -131,6 +131,49 @@ constexpr float kFp8Max = 448.f, kFp8MinAmax = 1e-4f;
 PLUMB_HD uint8_t fp8_code(float x, float s) { return f32_to_e4m3(clampf(x / s, -kFp8Max, kFp8Max)); }
 PLUMB_HD float fp8_roundtrip(float x, float s) { return e4m3_to_f32(fp8_code(x, s)) * s; }
 
+// 1 / ue8m0_to_f32(code) for code < 255, exactly: 2^(127 - code), a power of two that f32 holds
+// (2^-127 for code 254 as a subnormal).
+PLUMB_HD float ue8m0_inverse(uint8_t code) {
+  return code == 254 ? bits_f32(0x00400000u) : bits_f32(static_cast<uint32_t>(254 - code) << 23);
+}
+
+// fp8_roundtrip(x, s) for a power-of-two scale s = ue8m0_to_f32(code) (code < 255) given its exact
+// inverse inv = ue8m0_inverse(code): bitwise the same result for every x, in ~12 instructions
+// where fp8_roundtrip takes a division and the code's encode / decode branches (the GEMV and the
+// grouped experts quantize their inputs in their prologue with it; gpu_numerics_test checks it
+// against fp8_roundtrip). Why it is the same:
+// - x * inv is the correctly rounded x * 2^-e, as x / s is (the same real; overflow and subnormal
+//   results round alike).
+// - |y| >= 448 (Inf included) clamps to 448, e4m3's largest value; below it, rounding to 3
+//   mantissa bits (ties to even) never passes 448.
+// - |y| >= 2^-6 (e4m3 normal): round_magnitude's mantissa rounding on the f32 bits, which is the
+//   code's value.
+// - |y| < 2^-6 (e4m3 subnormal, units of 2^-9): |y| + 2^14 lies in [2^14, 2^14 + 2^-6), where an
+//   f32 ulp is 2^-9, so the add rounds |y| to a multiple of 2^-9, ties to even (2^14 is an even
+//   number of units), and subtracting 2^14 is exact.
+// - the sign is y's, as the code's (so -0 stays -0); NaN gives fp8_code's NaN decoded, times s.
+// The add and subtract are kept as written (no reassociation: plain IEEE f32 on the host, the _rn
+// intrinsics on the device).
+PLUMB_HD float fp8_roundtrip_inv(float x, float s, float inv) {
+  const float y = x * inv;
+  const uint32_t yb = f32_bits(y), a = yb & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return bits_f32(0x7FC00000u) * s;
+  uint32_t m;
+  if (a >= 0x43E00000u) {
+    m = 0x43E00000u;  // 448
+  } else if (a >= 0x3C800000u) {
+    m = (a + 0x7FFFFu + ((a >> 20) & 1u)) & 0xFFF00000u;
+  } else {
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+    m = f32_bits(__fsub_rn(__fadd_rn(bits_f32(a), 16384.f), 16384.f));
+#else
+    volatile float t = bits_f32(a) + 16384.f;  // volatile: evaluated as written whatever the flags
+    m = f32_bits(t - 16384.f);
+#endif
+  }
+  return bits_f32(m | (yb & 0x80000000u)) * s;
+}
+
 // Same for FP4 e2m1 (amax floor 6 * 2^-126).
 constexpr float kFp4Max = 6.f;
 PLUMB_HD float fp4_min_amax() { return 6.f * bits_f32(0x00800000u); }

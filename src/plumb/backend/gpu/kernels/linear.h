@@ -19,11 +19,17 @@ struct LinearArgs {
   int64_t groups = 1, R = 0, K = 0;
   bool round_bf16 = false;
   bool round_w = false;  // each decoded weight value rounded to bf16 first (LinearOpts::bf16_weight)
+  bool quant_x = false;  // GEMV only: x is the raw input and the kernel applies act_fp8's round trip
+                         // (1x128 blocks of each group's K) itself; see gemv_quant_x_ok
 };
 
 // (a) one warp per weight row (up to 4 rows per warp), x staged in shared memory 8 rows at a time.
 // target_blocks: about how many blocks fill the device (rows per warp drop to 1 below it).
 gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_blocks, gpuStream_t s);
+// Whether linear_gemv can take a with quant_x: its x rows of a launch (<= 8) fit the kernel's
+// shared memory quantized, and no bf16 weight rounding. Otherwise act_fp8 is a separate
+// quant_blocks launch before the GEMV (the same values either way).
+bool gemv_quant_x_ok(const LinearArgs& a);
 // (b) tiled SIMT GEMM, exact f32 products and f32 accumulation.
 gpuError_t linear_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 // (c) bf16 operands (x rounded to nearest even, w decoded to bf16), f32 accumulation: mma.sync

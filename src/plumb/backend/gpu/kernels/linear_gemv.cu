@@ -27,6 +27,15 @@
 // (m = 0, 1, ...) in column order, element by element, one fmaf chain per (row, x row); then
 // warp_sum; then the S partials in warp order. RPW, U, N and the vector / element paths change
 // which warp or load does what, not that order.
+//
+// act_fp8 (LinearArgs::quant_x, QX): the kernel takes x unquantized and each block stages its
+// group's K columns of the launch's x rows in shared memory with the FP8 round trip applied
+// (act_quant.h: a lane quantizes one 16-column segment, the 8 lanes of a 128-block share its amax
+// by shuffles), instead of a quant_blocks launch writing a quantized copy first. The first batch's
+// weight loads are issued before the staging, so its ~0.5-1 us run under their latency. x is then
+// read from shared memory (swizzled: qx_offset) instead of through L1; the products and the order
+// of every sum are the same, so the result is bitwise the separate launch's.
+#include "plumb/backend/gpu/kernels/act_quant.h"
 #include "plumb/backend/gpu/kernels/linear.h"
 #include "plumb/backend/gpu/kernels/linear_common.h"
 
@@ -52,6 +61,62 @@ constexpr int unroll() {
 template <int NB>
 constexpr int min_blocks() { return NB <= 2 ? 2 : 1; }  // per SM: <= 128 registers, or <= 255
 
+// Shared memory for the quantized x of one launch (QX): row n at n * qx_row(K) floats, whole
+// 128-blocks. At most kQxSmemMax bytes, else linear() quantizes by a separate launch (N = 1: K up
+// to 24,576 on CUDA, 8,192 on HIP, where 2 blocks of 32 KB fill gfx90a's 64 KB of LDS).
+#ifdef PLUMB_CUDA
+constexpr int64_t kQxSmemMax = 96 * 1024;
+#else
+constexpr int64_t kQxSmemMax = 32 * 1024;
+#endif
+constexpr int64_t qx_row(int64_t K) { return quant_segments(K) * kQuantSeg; }
+// Where float4 q (0..3) of the segment at column c0 (a multiple of 16) lies in its staged row:
+// segment j at 16 j, its float4s swizzled by (j >> 1) & 3, so the 8 lanes of a quarter warp,
+// which read segments j0 .. j0 + 7 (j0 a multiple of 8) at the same q, hit distinct banks
+// (unswizzled, lanes 0, 2, 4 and 6 would share 4 banks).
+__device__ __forceinline__ int qx_offset(int64_t c0, int q) {
+  const int j = static_cast<int>(c0 >> 4);
+  return 16 * j + 4 * (q ^ ((j >> 1) & 3));
+}
+// 4 x values of row xr at columns c0 + 4q .. c0 + 4q + 3 (c0 a multiple of 16).
+template <bool QX>
+__device__ __forceinline__ float4 xload4(const float* xr, int64_t c0, int q) {
+  if constexpr (QX)
+    return *reinterpret_cast<const float4*>(xr + qx_offset(c0, q));
+  else
+    return *reinterpret_cast<const float4*>(xr + c0 + 4 * q);
+}
+template <bool QX>
+__device__ __forceinline__ float xload1(const float* xr, int64_t c) {
+  if constexpr (QX)
+    return xr[qx_offset(c & ~int64_t{15}, static_cast<int>((c >> 2) & 3)) + (c & 3)];
+  else
+    return xr[c];
+}
+
+// Stages the launch's x rows (group blockIdx.y's K columns) into xs, FP8 round trip applied: lane
+// by lane one 16-column segment (act_quant.h), all threads of the block (the caller synchronizes).
+// x4: x's rows and group columns 16-byte aligned (float4 loads).
+__device__ __forceinline__ void stage_quant_x(const LinearArgs& a, bool x4, float* xs) {
+  const int segs = static_cast<int>(quant_segments(a.K)), total = static_cast<int>(a.nrows) * segs;
+  const int64_t row = qx_row(a.K);
+  for (int u0 = 0; u0 < total; u0 += kThreads) {  // the same trip count in every thread (shuffles)
+    const int u = u0 + static_cast<int>(threadIdx.x);
+    const bool live = u < total;  // total and kThreads are multiples of 8: a 128-block's lanes agree
+    const int n = live ? u / segs : 0, j = live ? u % segs : 0;
+    float v[kQuantSeg];
+    load_segment(a.x + n * a.ldx + blockIdx.y * a.K, live ? a.K : 0, j, x4, v);
+    quant_segment_fp8(v);
+    if (live) {
+      float* p = xs + n * row;
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        *reinterpret_cast<float4*>(p + qx_offset(16 * static_cast<int64_t>(j), q)) =
+            make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+    }
+  }
+}
+
 // The segment's 16 values (wdecode16), bf16-rounded if RW.
 template <WFormat F, bool RW>
 __device__ __forceinline__ void decode(const WRaw<F>& g, const WeightRef& w, float (&wv)[kSeg]) {
@@ -73,7 +138,7 @@ __device__ __forceinline__ float fma4(const float* w, float4 x, float acc) {
 // One column position c0 (16 columns, whole, aligned) of the warp's rows, from loaded segments.
 // N <= 2: the 16 x values of each x row held, rows decoded one at a time (16 floats live);
 // N >= 4: all rows decoded (16 x RPW floats), then one x row's 16 values at a time.
-template <WFormat F, int NB, int RPW, bool RW>
+template <WFormat F, int NB, int RPW, bool RW, bool QX>
 __device__ __forceinline__ void column(const WRaw<F> (&g)[RPW], const WeightRef& w, const float* const (&xr)[NB],
                                        int64_t c0, float (&acc)[RPW][NB]) {
   if constexpr (NB <= 2) {
@@ -81,7 +146,7 @@ __device__ __forceinline__ void column(const WRaw<F> (&g)[RPW], const WeightRef&
 #pragma unroll
     for (int n = 0; n < NB; ++n)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) xv[n][q] = *reinterpret_cast<const float4*>(xr[n] + c0 + 4 * q);
+      for (int q = 0; q < 4; ++q) xv[n][q] = xload4<QX>(xr[n], c0, q);
 #pragma unroll
     for (int j = 0; j < RPW; ++j) {
       float wv[kSeg];
@@ -99,7 +164,7 @@ __device__ __forceinline__ void column(const WRaw<F> (&g)[RPW], const WeightRef&
     for (int n = 0; n < NB; ++n) {
       float4 xv[4];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) xv[q] = *reinterpret_cast<const float4*>(xr[n] + c0 + 4 * q);
+      for (int q = 0; q < 4; ++q) xv[q] = xload4<QX>(xr[n], c0, q);
 #pragma unroll
       for (int j = 0; j < RPW; ++j)
 #pragma unroll
@@ -109,24 +174,34 @@ __device__ __forceinline__ void column(const WRaw<F> (&g)[RPW], const WeightRef&
 }
 
 // The lane's nu (<= U) segments at c, c + kStep, ..., all whole: every load first, then the math.
-template <WFormat F, int NB, int RPW, int U, bool RW>
-__device__ __forceinline__ void batch_vec(const WeightRef& w, const int64_t (&row)[RPW], const float* const (&xr)[NB],
-                                          int64_t c, int nu, float (&acc)[RPW][NB]) {
-  WRaw<F> g[U][RPW];
+template <WFormat F, int RPW, int U>
+__device__ __forceinline__ void load_batch(const WeightRef& w, const int64_t (&row)[RPW], int64_t c, int nu,
+                                           WRaw<F> (&g)[U][RPW]) {
 #pragma unroll
   for (int u = 0; u < U; ++u)
     if (u < nu) {
 #pragma unroll
       for (int j = 0; j < RPW; ++j) g[u][j] = wraw16<F>(w, row[j], c + u * kStep);
     }
+}
+template <WFormat F, int NB, int RPW, int U, bool RW, bool QX>
+__device__ __forceinline__ void math_batch(const WRaw<F> (&g)[U][RPW], const WeightRef& w,
+                                           const float* const (&xr)[NB], int64_t c, int nu, float (&acc)[RPW][NB]) {
 #pragma unroll
   for (int u = 0; u < U; ++u)
-    if (u < nu) column<F, NB, RPW, RW>(g[u], w, xr, c + u * kStep, acc);
+    if (u < nu) column<F, NB, RPW, RW, QX>(g[u], w, xr, c + u * kStep, acc);
+}
+template <WFormat F, int NB, int RPW, int U, bool RW, bool QX>
+__device__ __forceinline__ void batch_vec(const WeightRef& w, const int64_t (&row)[RPW], const float* const (&xr)[NB],
+                                          int64_t c, int nu, float (&acc)[RPW][NB]) {
+  WRaw<F> g[U][RPW];
+  load_batch<F, RPW, U>(w, row, c, nu, g);
+  math_batch<F, NB, RPW, U, RW, QX>(g, w, xr, c, nu, acc);
 }
 
 // The same segments element by element (K not keeping 16-byte alignment, x or f32 scales
 // unaligned, or the row's last, partial segment): the same products in the same order.
-template <WFormat F, int NB, int RPW, bool RW>
+template <WFormat F, int NB, int RPW, bool RW, bool QX>
 __device__ __forceinline__ void batch_scalar(const WeightRef& w, const int64_t (&row)[RPW], const float* const (&xr)[NB],
                                              int64_t c, int nu, int64_t K, float (&acc)[RPW][NB]) {
 #pragma unroll 1
@@ -137,7 +212,7 @@ __device__ __forceinline__ void batch_scalar(const WeightRef& w, const int64_t (
       if (col >= K) return;  // only the last segment of a row can be partial
       float xv[NB];
 #pragma unroll
-      for (int n = 0; n < NB; ++n) xv[n] = xr[n][col];
+      for (int n = 0; n < NB; ++n) xv[n] = xload1<QX>(xr[n], col);
 #pragma unroll
       for (int j = 0; j < RPW; ++j) {
         float wv = wload<F>(w, row[j], col);
@@ -180,9 +255,11 @@ __device__ __forceinline__ void finish(const LinearArgs& a, int64_t r0, int lane
 }
 
 // The warp's RPW rows over split s's columns (lane by lane as in the header), then finish.
-template <WFormat F, int NB, int RPW, bool RW>
-__device__ __forceinline__ void gemv_rows(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok,
-                                          float (&part)[kWarps][RPW * NB]) {
+// QX: x staged quantized in xs by the whole block first (every thread reaches the barrier), with
+// the warp's first batch of weight loads already out.
+template <WFormat F, int NB, int RPW, bool RW, bool QX>
+__device__ __forceinline__ void gemv_rows(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, bool x4,
+                                          float (&part)[kWarps][RPW * NB], float* xs) {
   constexpr int U = unroll<F, NB, RPW>();
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, s = warp % splits;
   const int64_t g = blockIdx.y, R = a.R, K = a.K;
@@ -192,32 +269,60 @@ __device__ __forceinline__ void gemv_rows(const LinearArgs& a, const WeightRef& 
   for (int j = 0; j < RPW; ++j) row[j] = g * R + (r0 + j < R ? r0 + j : R - 1);
   const float* xr[NB];  // x rows past nrows read the last one (never stored)
 #pragma unroll
-  for (int n = 0; n < NB; ++n) xr[n] = a.x + (n < a.nrows ? n : a.nrows - 1) * a.ldx + g * K;
+  for (int n = 0; n < NB; ++n) {
+    const int64_t xn = n < a.nrows ? n : a.nrows - 1;
+    xr[n] = QX ? xs + xn * qx_row(K) : a.x + xn * a.ldx + g * K;
+  }
   const int64_t per = ((K + kStep - 1) / kStep + splits - 1) / splits * kStep;  // columns of a split
   const int64_t ce = K < (s + 1) * per ? K : (s + 1) * per;
   float acc[RPW][NB] = {};
+  int64_t c = s * per + lane * kSeg;
+  if constexpr (QX) {  // the first batch's loads, then the staging; the rest as below
+    WRaw<F> g0[U][RPW];
+    int nu = 0;
+    bool pre = false;
+    if (r0 < R && c < ce) {
+      const int64_t left = (ce - c + kStep - 1) / kStep;
+      nu = left < U ? static_cast<int>(left) : U;
+      pre = vec_ok && c + (nu - 1) * kStep + kSeg <= K;
+      if (pre) load_batch<F, RPW, U>(w, row, c, nu, g0);
+    }
+    stage_quant_x(a, x4, xs);
+    __syncthreads();
+    if (pre) {
+      math_batch<F, NB, RPW, U, RW, QX>(g0, w, xr, c, nu, acc);
+      c += U * kStep;
+    }
+  }
   if (r0 < R) {
 #pragma unroll 1
-    for (int64_t c = s * per + lane * kSeg; c < ce; c += U * kStep) {
+    for (; c < ce; c += U * kStep) {
       const int64_t left = (ce - c + kStep - 1) / kStep;  // this lane's segments left in the split
       const int nu = left < U ? static_cast<int>(left) : U;
       if (vec_ok && c + (nu - 1) * kStep + kSeg <= K)
-        batch_vec<F, NB, RPW, U, RW>(w, row, xr, c, nu, acc);
+        batch_vec<F, NB, RPW, U, RW, QX>(w, row, xr, c, nu, acc);
       else
-        batch_scalar<F, NB, RPW, RW>(w, row, xr, c, nu, K, acc);
+        batch_scalar<F, NB, RPW, RW, QX>(w, row, xr, c, nu, K, acc);
     }
   }
   finish<NB, RPW>(a, r0, lane, warp, splits, acc, part);
 }
 
 // Block: kWarps / splits row groups of RPW rows, each summed by `splits` consecutive warps.
-template <WFormat F, int NB, int RPW>
-__global__ void __launch_bounds__(kThreads, min_blocks<NB>()) gemv_kernel(LinearArgs a, WeightRef w, int splits, bool vec_ok) {
+// QX: x quantized into dynamic shared memory first (no bf16 weight rounding: linear() keeps
+// act_fp8 with bf16_weight on the separate launch).
+template <WFormat F, int NB, int RPW, bool QX>
+__global__ void __launch_bounds__(kThreads, min_blocks<NB>())
+    gemv_kernel(LinearArgs a, WeightRef w, int splits, bool vec_ok, bool x4) {
   __shared__ float part[kWarps][RPW * NB];
-  if (a.round_w)  // a template argument: a run-time test per segment costs registers
-    gemv_rows<F, NB, RPW, true>(a, w, splits, vec_ok, part);
-  else
-    gemv_rows<F, NB, RPW, false>(a, w, splits, vec_ok, part);
+  if constexpr (QX) {
+    extern __shared__ float4 qx_smem[];
+    gemv_rows<F, NB, RPW, false, true>(a, w, splits, vec_ok, x4, part, reinterpret_cast<float*>(qx_smem));
+  } else if (a.round_w) {  // a template argument: a run-time test per segment costs registers
+    gemv_rows<F, NB, RPW, true, false>(a, w, splits, vec_ok, x4, part, nullptr);
+  } else {
+    gemv_rows<F, NB, RPW, false, false>(a, w, splits, vec_ok, x4, part, nullptr);
+  }
 }
 
 struct Plan {
@@ -236,39 +341,59 @@ Plan plan_for(const LinearArgs& a, int64_t target_blocks) {
   return {rpw, s};
 }
 
-template <WFormat F, int NB, int RPW>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, gpuStream_t s) {
+template <WFormat F, int NB, int RPW, bool QX>
+gpuError_t launch(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, bool x4, gpuStream_t s) {
   const int64_t rows_per_block = static_cast<int64_t>(kWarps / splits) * RPW;
   const dim3 grid(static_cast<unsigned>((a.R + rows_per_block - 1) / rows_per_block), static_cast<unsigned>(a.groups));
-  gemv_kernel<F, NB, RPW><<<grid, kThreads, 0, s>>>(a, w, splits, vec_ok);
+  const std::size_t smem = QX ? static_cast<std::size_t>(a.nrows * qx_row(a.K)) * sizeof(float) : 0;
+#ifdef PLUMB_CUDA
+  if (smem > 48 * 1024) {  // past the default limit of dynamic shared memory: opt in (<= kQxSmemMax)
+    const gpuError_t e = cudaFuncSetAttribute(gemv_kernel<F, NB, RPW, QX>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(smem));
+    if (e != gpuSuccess) return e;
+  }
+#endif
+  gemv_kernel<F, NB, RPW, QX><<<grid, kThreads, smem, s>>>(a, w, splits, vec_ok, x4);
   return gpuGetLastError();
 }
 
+template <WFormat F, int NB, bool QX>
+gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, gpuStream_t s) {
+  if (p.rpw > 1) return launch<F, NB, rpw_for<F>(), QX>(a, w, p.splits, vec_ok, x4, s);
+  return launch<F, NB, 1, QX>(a, w, p.splits, vec_ok, x4, s);
+}
+
 template <WFormat F, int NB>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, gpuStream_t s) {
-  if (p.rpw > 1) return launch<F, NB, rpw_for<F>()>(a, w, p.splits, vec_ok, s);
-  return launch<F, NB, 1>(a, w, p.splits, vec_ok, s);
+gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, gpuStream_t s) {
+  return a.quant_x ? launch<F, NB, true>(a, w, p, vec_ok, x4, s) : launch<F, NB, false>(a, w, p, vec_ok, x4, s);
 }
 
 }  // namespace
 
+bool gemv_quant_x_ok(const LinearArgs& a) {
+  const int64_t rows = a.nrows < kMaxN ? a.nrows : kMaxN;
+  return !a.round_w && a.K > 0 && rows * qx_row(a.K) * static_cast<int64_t>(sizeof(float)) <= kQxSmemMax;
+}
+
 gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_blocks, gpuStream_t s) {
   if (a.nrows <= 0 || a.R <= 0 || a.groups <= 0) return gpuGetLastError();
+  if (a.quant_x && !gemv_quant_x_ok(a)) return gpuErrorNotSupported;  // linear() checks first
   const Plan p = plan_for(a, target_blocks);
-  // 16-byte loads need x's rows and group columns 4-float aligned and f32 scales 4-byte aligned.
+  // 16-byte loads need x's rows and group columns 4-float aligned and f32 scales 4-byte aligned
+  // (x staged in shared memory, quant_x, is aligned whatever the input).
   const bool x_ok = reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.ldx % 4 == 0 && a.K % 4 == 0;
   const bool scale_ok = !(w.format == WFormat::FP8 && w.scale_f32) || reinterpret_cast<uintptr_t>(w.scale) % 4 == 0;
-  const bool vec_ok = vec16_ok(w.format, a.K) && x_ok && scale_ok;
+  const bool vec_ok = vec16_ok(w.format, a.K) && (x_ok || a.quant_x) && scale_ok;
   for (int64_t n0 = 0; n0 < a.nrows; n0 += kMaxN) {  // forced GEMV on many rows: 8 rows a launch
     LinearArgs b = a;
     b.x = a.x + n0 * a.ldx;
     b.y = a.y + n0 * a.ldy;
     b.nrows = a.nrows - n0 < kMaxN ? a.nrows - n0 : kMaxN;
     const gpuError_t e = dispatch_format(w.format, [&]<WFormat F>() {
-      if (b.nrows == 1) return launch<F, 1>(b, w, p, vec_ok, s);
-      if (b.nrows == 2) return launch<F, 2>(b, w, p, vec_ok, s);
-      if (b.nrows <= 4) return launch<F, 4>(b, w, p, vec_ok, s);
-      return launch<F, 8>(b, w, p, vec_ok, s);
+      if (b.nrows == 1) return launch<F, 1>(b, w, p, vec_ok, x_ok, s);
+      if (b.nrows == 2) return launch<F, 2>(b, w, p, vec_ok, x_ok, s);
+      if (b.nrows <= 4) return launch<F, 4>(b, w, p, vec_ok, x_ok, s);
+      return launch<F, 8>(b, w, p, vec_ok, x_ok, s);
     });
     if (e != gpuSuccess) return e;
   }

@@ -31,6 +31,7 @@
 // the group, the slot or the number of tokens. Rows whose length is not a whole number of chunks
 // take the element-by-element path (wload) in the same order.
 #include "plumb/backend/gpu/gpu_numerics.h"
+#include "plumb/backend/gpu/kernels/act_quant.h"
 #include "plumb/backend/gpu/kernels/elementwise.h"
 #include "plumb/backend/gpu/kernels/linear_common.h"
 #include "plumb/backend/gpu/kernels/moe_grouped.h"
@@ -66,11 +67,31 @@ static_assert(staged_floats(WFormat::BF16, kGroupedMoeMaxVector) * 4 <= 48 * 102
 inline bool chunk_vec(WFormat f, int64_t n) { return n % chunk_elems(f) == 0; }
 
 // Stages v[0, n) chunk by chunk (padded), zeros up to the last chunk's end; the caller synchronizes.
+// quant: with act_fp8's round trip applied (1x128 blocks; act_quant.h), as quant_blocks would have
+// written it: thread t one 16-element segment (whole float4s of a chunk), 8 threads per 128-block.
 template <WFormat F>
-__device__ void stage(float* vs, const float* v, int n) {
+__device__ void stage(float* vs, const float* v, int n, bool quant) {
   constexpr unsigned C = chunk_elems(F), S = chunk_stride(F);
   const unsigned cn = (static_cast<unsigned>(n) + C - 1) / C * C;
-  for (unsigned i = threadIdx.x; i < cn; i += blockDim.x) vs[i / C * S + i % C] = i < static_cast<unsigned>(n) ? v[i] : 0.f;
+  if (!quant) {
+    for (unsigned i = threadIdx.x; i < cn; i += blockDim.x) vs[i / C * S + i % C] = i < static_cast<unsigned>(n) ? v[i] : 0.f;
+    return;
+  }
+  const int segs = static_cast<int>(quant_segments(n));  // a multiple of 8, as blockDim.x
+  const bool vec4 = reinterpret_cast<uintptr_t>(v) % 16 == 0;
+  for (int u0 = 0; u0 < segs; u0 += static_cast<int>(blockDim.x)) {  // the same trip count in every thread
+    const int j = u0 + static_cast<int>(threadIdx.x);
+    const bool live = j < segs;
+    float x[kQuantSeg];
+    load_segment(v, live ? n : 0, j, vec4, x);
+    quant_segment_fp8(x);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const unsigned i = static_cast<unsigned>(j) * kQuantSeg + 4u * q;  // C and S are multiples of 4
+      if (live && i < cn)
+        *reinterpret_cast<float4*>(vs + i / C * S + i % C) = make_float4(x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
+    }
+  }
 }
 
 template <WFormat F>
@@ -215,7 +236,8 @@ struct RowRef {
 };
 
 // One warp's dot products of `groups` groups of P rows (rows(g, p) -> RowRef) with the vector
-// v[0, n), which the whole block stages in vs (every warp of the block calls this exactly once:
+// v[0, n) (after act_fp8's round trip if quant), which the whole block stages in vs (every warp
+// of the block calls this exactly once:
 // its barrier is the block's); done(g, sums) gets group g's P sums (in every lane). Each row's sum: the lane's
 // chunks g = lane, lane + kWarp, ... in order, element by element (fmaf), then warp_sum; it
 // depends on n and the format only, never on P, U, the group or the slot.
@@ -223,12 +245,12 @@ struct RowRef {
 // step's loads are issued before the current one's math, so a lane always has one step in flight
 // (two while it waits), also across groups; the first step is in flight while v is staged.
 template <WFormat F, bool RW, int P, int U, class Rows, class Done>
-__device__ __forceinline__ void warp_dots(int groups, bool vec, const float* v, int n, float* vs, Rows rows,
+__device__ __forceinline__ void warp_dots(int groups, bool vec, const float* v, int n, bool quant, float* vs, Rows rows,
                                           Done done) {
   constexpr int C = chunk_elems(F), S = chunk_stride(F);
   const int lane = threadIdx.x % kWarp;
   if (!vec) {  // element by element (wload), the same order with chunks of C elements
-    stage<F>(vs, v, n);
+    stage<F>(vs, v, n, quant);
     __syncthreads();
 #pragma unroll 1
     for (int g = 0; g < groups; ++g) {
@@ -291,7 +313,7 @@ __device__ __forceinline__ void warp_dots(int groups, bool vec, const float* v, 
   };
   Chunk<F> a[P][U], b[P][U];
   if (steps > 0) load(a);
-  stage<F>(vs, v, n);
+  stage<F>(vs, v, n, quant);
   __syncthreads();
 #pragma unroll 1
   for (int k = 0; k < steps; k += 2) {
@@ -338,7 +360,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) up_kernel(GroupedMoeArgs
     if (lane == 2 * g) mine = gu[0];
     if (lane == 2 * g + 1) mine = gu[1];
   };
-  warp_dots<F, RW, 2, kUpU>(groups, a.vec_up, a.x + n * a.D, static_cast<int>(a.D), xs, rows, done);
+  warp_dots<F, RW, 2, kUpU>(groups, a.vec_up, a.x + n * a.D, static_cast<int>(a.D), a.quant_x, xs, rows, done);
   const float other = shfl_xor(mine, 1);
   if (lane % 2 != 0 || lane / 2 >= groups) return;
   const int64_t r = r0 + lane / 2 * kWarps;
@@ -378,7 +400,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) down_kernel(GroupedMoeAr
     for (int p = 0; p < kDownP; ++p)
       if (d + p < D) a.ys[s * D + d + p] = a.round_bf16 ? round_bf16(y[p]) : y[p];
   };
-  warp_dots<F, RW, kDownP, kDownU>(groups, a.vec_down, a.h + s * a.I, static_cast<int>(a.I), hs, rows, done);
+  warp_dots<F, RW, kDownP, kDownU>(groups, a.vec_down, a.h + s * a.I, static_cast<int>(a.I),
+                                   a.quant_h && !a.quant_h_launch, hs, rows, done);
 }
 
 // y[n] = bf16?(acc + shared[n]), acc the token's slots in (expert id, k) order from zero: the CPU
@@ -427,7 +450,7 @@ gpuError_t grouped_moe_experts(const GroupedMoeArgs& a, gpuStream_t s) {
     up_kernel<F, RW><<<up, kThreads, up_smem, s>>>(b);
     const gpuError_t e = gpuGetLastError();
     if (e != gpuSuccess) return e;
-    if (a.quant_h) {
+    if (a.quant_h && a.quant_h_launch) {
       const gpuError_t q = quant_blocks(a.h, a.h, S, a.I, a.I, 128, false, s);
       if (q != gpuSuccess) return q;
     }

@@ -17,7 +17,7 @@ struct GroupedMoeArgs {
   const WeightRef* table = nullptr;           // device [3E]: w1, w3, w2 of expert e at 3e, 3e+1, 3e+2
   const int32_t* experts = nullptr;           // device [N, K] routing (ids outside [0, E) are skipped)
   const float* weights = nullptr;             // device [N, K] routing weights
-  const float* x = nullptr;                   // device [N, D] (already act-quantized when the profile says so)
+  const float* x = nullptr;                   // device [N, D] (act-quantized by the caller unless quant_x)
   float* h = nullptr;                         // device [N*K, I] scratch
   float* ys = nullptr;                        // device [N*K, D] scratch
   float limit = 0.f;                          // swiglu_limit; <= 0: no clamp
@@ -26,7 +26,9 @@ struct GroupedMoeArgs {
   bool round_w = false;                       // MoeParams::bf16_weight
   bool weight_after = false;                  // MoeParams::weight_after
   bool accumulate_bf16 = false;               // MoeParams::accumulate
-  bool quant_h = false;                       // FP8 round trip of h before w2 (MoeParams::act_fp8)
+  bool quant_x = false;                       // the up kernel applies act_fp8's round trip to x as it stages it
+  bool quant_h = false;                       // FP8 round trip of h before w2 (MoeParams::act_fp8): by the down
+  bool quant_h_launch = false;                // kernel as it stages h, or (this) by a quant_blocks launch
   bool vec_up = false, vec_down = false;      // set by the launcher: 16-byte chunk loads fit rows of D / I
 };
 
