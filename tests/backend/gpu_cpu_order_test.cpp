@@ -51,18 +51,21 @@ TEST_F(GpuCpuOrder, LinearEveryFormatAndOption) {
 }
 
 TEST_F(GpuCpuOrder, RmsNorm) {
-  for (const Shape& s : {Shape{1, 4096}, Shape{6, 1024}, Shape{3, 8, 130}, Shape{4, 5}}) {
+  for (const Shape& s : {Shape{1, 4096}, Shape{6, 1024}, Shape{3, 8, 130}, Shape{4, 5}, Shape{2, 8192}, Shape{1, 9000}}) {
     const int64_t D = s.back(), n = backend::element_count(s);
     const std::vector<float> x = rnd(n, 2.f);
     std::vector<float> wv = rnd(D, 0.1f), xb = x;
     for (float& v : wv) v += 1.f;
     for (float& v : xb) v = bf16(v);
-    const OwnedWeight w = bf16_weight({D}, wv);
-    const WeightView view = w.view();
+    const OwnedWeight w = bf16_weight({D}, wv), wf = f32_weight({D}, wv);
+    const WeightView view = w.view(), fview = wf.view();
     const std::string shape = Tensor(nullptr, ElemType::F32, s).shape_str();
     for (Round r : {Round::None, Round::BF16}) {
       check_bitwise("rms_norm weighted " + shape, [&](Backend& be) {
         return be.rms_norm(up(be, x, s), &view, 1e-6f, NormMath::F32, r);
+      });
+      check_bitwise("rms_norm f32 weight " + shape, [&](Backend& be) {
+        return be.rms_norm(up(be, x, s), &fview, 1e-6f, NormMath::F32, r);
       });
       check_bitwise("rms_norm plain " + shape,
                     [&](Backend& be) { return be.rms_norm(up(be, x, s), nullptr, 1e-6f, NormMath::F32, r); });

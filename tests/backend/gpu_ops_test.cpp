@@ -111,6 +111,44 @@ TEST_F(GpuOps, RmsNormScaleAdd) {
   }
 }
 
+// rms_norm's kernel forms (elementwise.cu): a row's values in registers up to d = 4,096 and up to
+// 8,192, wider rows and FP8 weights through memory. In each, a row's bits do not depend on how
+// many rows share the call (the threads per row are a function of d only), and the result is the
+// CPU's within the f32 tolerance; bf16, f32 and FP8 weights, none, and bf16 steps.
+TEST_F(GpuOps, RmsNormRowIndependentOfRows) {
+  const int64_t N = 5;
+  for (int64_t D : {80, 512, 4096, 5000, 8192, 9000}) {
+    const std::vector<float> x = rnd(N * D, 2.f);
+    std::vector<float> wv = rnd(D, 0.1f), xb = x;
+    for (float& v : wv) v += 1.f;
+    for (float& v : xb) v = bf16(v);
+    const OwnedWeight wb = bf16_weight({D}, wv), wf = f32_weight({D}, wv), w8 = fp8_weight(1, D, wv);
+    const WeightView vb = wb.view(), vf = wf.view(), v8 = w8.view();
+    struct Form {
+      const char* name;
+      const WeightView* w;
+      NormMath math;
+    };
+    for (const Form& f : {Form{"bf16 weight", &vb, NormMath::F32}, Form{"f32 weight", &vf, NormMath::F32},
+                          Form{"fp8 weight", &v8, NormMath::F32}, Form{"plain", nullptr, NormMath::F32},
+                          Form{"bf16 steps", nullptr, NormMath::BF16Steps}})
+      for (Round r : {Round::None, Round::BF16}) {
+        if (f.math == NormMath::BF16Steps && r == Round::None) continue;
+        const std::vector<float>& in = f.math == NormMath::BF16Steps ? xb : x;
+        const std::string what = "rms_norm D=" + std::to_string(D) + " " + f.name + (r == Round::BF16 ? " bf16" : "");
+        const std::vector<float> all = host(*gpu, gpu->rms_norm(up(*gpu, in, {N, D}), f.w, 1e-6f, f.math, r));
+        for (int64_t n : {1, 2}) {
+          const std::vector<float> part(in.begin(), in.begin() + n * D);
+          const std::vector<float> got = host(*gpu, gpu->rms_norm(up(*gpu, part, {n, D}), f.w, 1e-6f, f.math, r));
+          expect_bitwise(what + ": the first " + std::to_string(n) + " rows alone vs in a call of 5", got,
+                         std::vector<float>(all.begin(), all.begin() + n * D));
+        }
+        check(what + " vs CPU", f.math == NormMath::BF16Steps ? 2 * kBf16Ulp : with_round(f32_tol(D), r),
+              [&](Backend& be) { return be.rms_norm(up(be, in, {N, D}), f.w, 1e-6f, f.math, r); });
+      }
+  }
+}
+
 TEST_F(GpuOps, LinearEveryFormatOptionAndPath) {
   const std::vector<LinearCase> cases = linear_cases();
   std::vector<std::string> unavailable;

@@ -70,32 +70,125 @@ __device__ float row_sum_squares(const float* v, int64_t d, bool bf16_steps, boo
   }
   __syncthreads();  // scratch may still be read by a previous call
   if (threadIdx.x == 0) {
+    // In index order; 16 loads issued before their adds (the add chain is the floor: d dependent
+    // adds, ~4 cycles each).
     float ss = 0.f;
-    for (int64_t i = 0; i < d; ++i) ss = add_rn(ss, sq(i));
+    int64_t i = 0;
+    for (; i + 16 <= d; i += 16) {
+      float t[16];
+#pragma unroll
+      for (int e = 0; e < 16; ++e) t[e] = sq(i + e);
+#pragma unroll
+      for (int e = 0; e < 16; ++e) ss = add_rn(ss, t[e]);
+    }
+    for (; i < d; ++i) ss = add_rn(ss, sq(i));
     scratch[0] = ss;
   }
   __syncthreads();
   return scratch[0];
 }
 
-__global__ void rms_norm_kernel(float* y, const float* x, int64_t rows, int64_t d, WeightRef w, bool has_weight,
-                                float eps, bool bf16_steps, bool round_out, bool cpu_order) {
+// Whether a norm weight's elements can be read as words: F32 and BF16 store element (i / cols,
+// i % cols) of the flat index i at (i / cols) * cols + i % cols = i, so for them (aligned) weight_at
+// is a word load at i. FP8 / FP4 need (r, c) for the scale (weight_at, 64-bit division).
+PLUMB_HD bool norm_weight_words(const WeightRef& w) {
+  return (w.format == WFormat::F32 && reinterpret_cast<uintptr_t>(w.data) % 4 == 0) ||
+         (w.format == WFormat::BF16 && reinterpret_cast<uintptr_t>(w.data) % 2 == 0);
+}
+
+// Element i of a norm weight as weight_at gives it (flat index i -> element (i / cols, i % cols)).
+__device__ __forceinline__ float norm_weight(const WeightRef& w, int64_t i) {
+  if (w.format == WFormat::F32) return load_f32(w.data + 4 * i);
+  if (w.format == WFormat::BF16) return bf16_to_f32(load_u16(w.data + 2 * i));
+  return w.rows == 1 ? weight_at(w, 0, i) : weight_at(w, i / w.cols, i % w.cols);
+}
+
+// Thread t's weights, elements t + k T (k < PER) below d (1 past it), for norm_weight_words:
+// PER independent word loads.
+template <int PER>
+__device__ __forceinline__ void norm_weights(const WeightRef& w, int t, int T, int d, float (&wv)[PER]) {
+  if (w.format == WFormat::F32) {
+    const float* p = reinterpret_cast<const float*>(w.data);
+#pragma unroll
+    for (int k = 0; k < PER; ++k) wv[k] = t + k * T < d ? p[t + k * T] : 1.f;
+  } else {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(w.data);
+#pragma unroll
+    for (int k = 0; k < PER; ++k) wv[k] = t + k * T < d ? bf16_to_f32(p[t + k * T]) : 1.f;
+  }
+}
+
+// One row of d values per block of T = norm_threads(d) threads (rows past the grid: grid-stride).
+// A row's arithmetic, whatever PER: thread t adds the squares of elements t, t + T, ... in that
+// order, then block_sum (or, in the CPU's order, thread 0 alone in index order); then
+// y = bf16?(w * (x * inv)) per element. PER > 0 (d <= PER * T, a weight only when
+// norm_weight_words): thread t's elements and weights
+// are loaded into registers at once, before the reduction, and the outputs come from them; so a
+// row costs one memory latency (x and the weight together) plus the reduction, where the element
+// loop over memory re-read x and loaded each weight after the previous element's store (the
+// compiler cannot move a load above a store that may alias it: ~PER dependent latencies, each
+// weight element as bytes behind a 64-bit division). PER == 0: any d, through memory as before.
+template <int PER>
+__global__ void __launch_bounds__(1024) rms_norm_kernel(float* y, const float* x, int64_t rows, int64_t d, WeightRef w,
+                                                        bool has_weight, float eps, bool bf16_steps, bool round_out,
+                                                        bool cpu_order) {
   __shared__ float scratch[1024 / 32];
   const float inv_d = 1.0f / static_cast<float>(d);
+  const bool weighted = has_weight && !bf16_steps;  // the bf16-steps form has no weight
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* v = x + r * d;
     float* o = y + r * d;
-    const float ss = row_sum_squares(v, d, bf16_steps, cpu_order, scratch);
-    if (bf16_steps) {
-      const float var = round_bf16(add_rn(round_bf16(mul_rn(ss, inv_d)), eps));
-      const float inv = round_bf16(1.0f / sqrtf(var));
-      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) o[i] = round_bf16(mul_rn(v[i], inv));
+    float ss, inv;
+    if constexpr (PER > 0) {  // 32-bit offsets: d <= PER * T <= 8192
+      const int ti = threadIdx.x, Ti = blockDim.x, di = static_cast<int>(d);
+      float xv[PER], wv[PER] = {};
+      if (!cpu_order) {  // every load first
+#pragma unroll
+        for (int k = 0; k < PER; ++k) xv[k] = ti + k * Ti < di ? v[ti + k * Ti] : 0.f;
+        if (weighted) norm_weights<PER>(w, ti, Ti, di, wv);
+        ss = 0.f;
+#pragma unroll
+        for (int k = 0; k < PER; ++k)
+          if (ti + k * Ti < di) {
+            const float p = mul_rn(xv[k], xv[k]);
+            ss = add_rn(ss, bf16_steps ? round_bf16(p) : p);
+          }
+        ss = block_sum(ss, scratch);
+      } else {  // the serial sum first (the loads would only wait for it)
+        ss = row_sum_squares(v, d, bf16_steps, true, scratch);
+#pragma unroll
+        for (int k = 0; k < PER; ++k) xv[k] = ti + k * Ti < di ? v[ti + k * Ti] : 0.f;
+        if (weighted) norm_weights<PER>(w, ti, Ti, di, wv);
+      }
+      if (bf16_steps) {
+        const float var = round_bf16(add_rn(round_bf16(mul_rn(ss, inv_d)), eps));
+        inv = round_bf16(1.0f / sqrtf(var));
+#pragma unroll
+        for (int k = 0; k < PER; ++k)
+          if (ti + k * Ti < di) o[ti + k * Ti] = round_bf16(mul_rn(xv[k], inv));
+      } else {
+        inv = 1.0f / sqrtf(add_rn(mul_rn(ss, inv_d), eps));
+#pragma unroll
+        for (int k = 0; k < PER; ++k)
+          if (ti + k * Ti < di) {
+            float p = mul_rn(xv[k], inv);
+            if (weighted) p = mul_rn(wv[k], p);
+            o[ti + k * Ti] = maybe_round(p, round_out);
+          }
+      }
     } else {
-      const float inv = 1.0f / sqrtf(add_rn(mul_rn(ss, inv_d), eps));
-      for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-        float t = mul_rn(v[i], inv);
-        if (has_weight) t = mul_rn(w.rows == 1 ? weight_at(w, 0, i) : weight_at(w, i / w.cols, i % w.cols), t);
-        o[i] = maybe_round(t, round_out);
+      ss = row_sum_squares(v, d, bf16_steps, cpu_order, scratch);
+      if (bf16_steps) {
+        const float var = round_bf16(add_rn(round_bf16(mul_rn(ss, inv_d)), eps));
+        inv = round_bf16(1.0f / sqrtf(var));
+        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) o[i] = round_bf16(mul_rn(v[i], inv));
+      } else {
+        inv = 1.0f / sqrtf(add_rn(mul_rn(ss, inv_d), eps));
+        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+          float p = mul_rn(v[i], inv);
+          if (weighted) p = mul_rn(norm_weight(w, i), p);
+          o[i] = maybe_round(p, round_out);
+        }
       }
     }
   }
@@ -233,9 +326,17 @@ unsigned norm_threads(int64_t d) {
 gpuError_t rms_norm(float* y, const float* x, int64_t rows, int64_t d, const WeightRef* weight, float eps,
                     bool bf16_steps, bool round_bf16, bool cpu_order, gpuStream_t s) {
   if (rows > 0 && d > 0) {
-    const unsigned grid = static_cast<unsigned>(rows > kMaxBlocks ? kMaxBlocks : rows);
-    rms_norm_kernel<<<grid, norm_threads(d), 0, s>>>(y, x, rows, d, weight ? *weight : WeightRef{}, weight != nullptr, eps,
-                                              bf16_steps, round_bf16, cpu_order);
+    const unsigned grid = static_cast<unsigned>(rows > kMaxBlocks ? kMaxBlocks : rows), threads = norm_threads(d);
+    const int64_t per = (d + threads - 1) / threads;  // elements per thread: <= 4 up to d = 4096
+    const WeightRef w = weight ? *weight : WeightRef{};
+    if (weight && !bf16_steps && !norm_weight_words(w))  // FP8 / FP4 (or unaligned) weights: the general kernel
+      rms_norm_kernel<0><<<grid, threads, 0, s>>>(y, x, rows, d, w, true, eps, bf16_steps, round_bf16, cpu_order);
+    else if (per <= 4)
+      rms_norm_kernel<4><<<grid, threads, 0, s>>>(y, x, rows, d, w, weight != nullptr, eps, bf16_steps, round_bf16, cpu_order);
+    else if (per <= 8)
+      rms_norm_kernel<8><<<grid, threads, 0, s>>>(y, x, rows, d, w, weight != nullptr, eps, bf16_steps, round_bf16, cpu_order);
+    else
+      rms_norm_kernel<0><<<grid, threads, 0, s>>>(y, x, rows, d, w, weight != nullptr, eps, bf16_steps, round_bf16, cpu_order);
   }
   return gpuGetLastError();
 }
