@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine (bundle carried): the shortest check-and-time round for a kernel change
+# when little device time is left. The synthetic checkpoint is written in the background while
+# the op tests run in QUICK_SHARDS gtest shards side by side (the op tests leave the GPU mostly
+# idle), then one bench of the batches in QUICK_BATCH and a prefill of QUICK_PREFILL tokens.
+# Prints a summary last; logs under $OUT.
+#   QUICK_FILTER='GpuOps*:GpuCpuOrder*' QUICK_BATCH=1,32 QUICK_PREFILL=4096 scripts/device/quick_round.sh
+set -uo pipefail
+OUT=${OUT:-/tmp/plumb-results}; mkdir -p "$OUT"
+CKPT=${CKPT:-/tmp/v4-flash-3layers}
+dev=/tmp/plumb-device
+[ -x $dev/bin/plumb_bench ] || { mkdir -p $dev && tar -C $dev -xJf .device/bundle.tar.xz; } || { echo "no bundle"; exit 1; }
+cat $dev/BUILD
+export LD_LIBRARY_PATH="$dev/lib:${LD_LIBRARY_PATH:-}" PATH="$dev/bin:$PATH"
+# The test binary resolves its fixtures and the plumb binary through build-machine paths.
+src=$(strings "$dev/bin/plumb_tests" | grep -m1 -oE '^/[^ ]*/tests/data$' | sed 's#/tests/data$##')
+[ -n "$src" ] && [ "$src" != "$(pwd)" ] && { mkdir -p "$(dirname "$src")"; ln -sfn "$(pwd)" "$src"; }
+bin=$(strings "$dev/bin/plumb_tests" | grep -m1 -oE '^/[^ ]*/plumb$')
+[ -n "$bin" ] && [ ! -e "$bin" ] && { mkdir -p "$(dirname "$bin")"; ln -sfn "$dev/bin/plumb" "$bin"; }
+synth=""
+if [ ! -f "$CKPT/config.json" ]; then
+  plumb synth --config bench/configs/v4-flash-3layers.json --out "$CKPT" --no-mtp --force > "$OUT/synth.log" 2>&1 &
+  synth=$!
+fi
+shards=${QUICK_SHARDS:-4}
+pids=()
+for i in $(seq 0 $((shards - 1))); do
+  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${QUICK_TEST_TIMEOUT:-240}" plumb_tests \
+    --gtest_filter="${QUICK_FILTER:-GpuOps*:GpuCpuOrder*}" > "$OUT/ops-$i.log" 2>&1 &
+  pids+=($!)
+done
+rcs=""
+for p in "${pids[@]}"; do wait "$p"; rcs="$rcs $?"; done
+grep -h -E '^\[  FAILED  \] [A-Za-z]' "$OUT"/ops-*.log | sort -u | head -20
+passed=$(grep -hoE '^\[  PASSED  \] [0-9]+' "$OUT"/ops-*.log | awk '{s+=$4} END {print s+0}')
+failed=$(grep -hoE '^\[  FAILED  \] [0-9]+ test' "$OUT"/ops-*.log | awk '{s+=$4} END {print s+0}')
+skipped=$(grep -hoE '^\[  SKIPPED \] [0-9]+' "$OUT"/ops-*.log | awk '{s+=$4} END {print s+0}')
+[ -n "$synth" ] && { wait "$synth" || tail -2 "$OUT/synth.log"; }
+bench="not run"
+if [ -f "$CKPT/config.json" ] && [ -n "${QUICK_BATCH:-1,32}" ]; then
+  timeout "${QUICK_BENCH_TIMEOUT:-150}" plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" \
+    --batch "${QUICK_BATCH:-1,32}" --context "${BENCH_CONTEXT:-512}" --steps "${BENCH_STEPS:-10}" \
+    --prefill "${QUICK_PREFILL:-4096}" --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+  bench="rc=$?"
+  grep -E '^\| [0-9]+ \| (step|head)|prefill' "$OUT/bench.log"
+fi
+echo "ops shards rc:$rcs; passed $passed, failed $failed, skipped $skipped; bench $bench" | tee "$OUT/summary.txt"
