@@ -4,44 +4,20 @@
 // preemption, and equal to the CPU backend's. Skips without a usable GPU.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <random>
 #include <string>
 
 #include <fmt/format.h>
 
 #include "engine_batching_util.h"
-#include "plumb/backend/backend.h"
+#include "gpu_test_env.h"
 
 namespace plumb::runtime {
 namespace {
 
 using namespace batching;
-
-// PLUMB_GPU_ORDER=cpu while a test makes its backends (the GPU backend reads it at creation).
-class CpuOrderOnGpu {
- public:
-  CpuOrderOnGpu() {
-    if (const char* v = std::getenv("PLUMB_GPU_ORDER")) saved_ = v, had_ = true;
-    setenv("PLUMB_GPU_ORDER", "cpu", 1);
-  }
-  ~CpuOrderOnGpu() { had_ ? (void)setenv("PLUMB_GPU_ORDER", saved_.c_str(), 1) : (void)unsetenv("PLUMB_GPU_ORDER"); }
-  CpuOrderOnGpu(const CpuOrderOnGpu&) = delete;
-  CpuOrderOnGpu& operator=(const CpuOrderOnGpu&) = delete;
-
- private:
-  std::string saved_;
-  bool had_ = false;
-};
-
-// The GPU backend's load options, or the reason it cannot run here.
-std::string gpu_or_skip_reason(LoadOptions& load, Numerics numerics) {
-  load.backend = backend::gpu_backend_name();
-  load.numerics = numerics;
-  if (load.backend.empty()) return "plumb was built without a GPU backend";
-  if (std::string why = backend::gpu_unavailable_reason(); !why.empty()) return "no usable GPU: " + why;
-  return "";
-}
+using testing::CpuOrderOnGpu;
+using testing::gpu_or_skip_reason;
 
 void batched_equals_alone_on_gpu(const std::string& dir, Numerics numerics, std::uint64_t seed) {
   LoadOptions gpu;

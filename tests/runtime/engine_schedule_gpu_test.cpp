@@ -1,0 +1,86 @@
+// Issue 15 item 6 without threads or timing: the steps the engine runs for three requests under a
+// 7-token budget (blocks of 128 positions; one request decoding beside the others' prefill
+// chunks), planned by the engine's own Scheduler and KvBlockManager (engine_schedule.h), fed to
+// the CPU backend and to the GPU backend in the CPU's order (PLUMB_GPU_ORDER=cpu), faithful
+// numerics. Per variant it reports three verdicts:
+//   gpu-vs-cpu     every tap and logit of every forward bitwise (else the first difference:
+//                  forward, tap, row, request, position): a GPU op that depends on the batch;
+//   batched-vs-alone on the CPU, and on the GPU: each request's logits as when it runs alone
+//                  (the property EngineBatchingGpu checks through the engine).
+// Variants: the default faithful storage (fp8 entries + fp4 keys), f32 storage (what
+// EngineBatchingGpu's engines store: EngineOptions::faithful is false there), one request alone
+// chunked by the same budget, two requests. Skips without a usable GPU.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine_schedule.h"
+#include "fake_engine_model.h"
+#include "gpu_test_env.h"
+
+namespace plumb::runtime {
+namespace {
+
+using namespace schedule;
+
+constexpr std::int64_t kBlock = 128, kBlocks = 64;
+
+struct Variant {
+  std::string name;
+  KvFormat format;
+  std::vector<Req> reqs;
+};
+
+// The requests that differed in EngineBatchingGpu's first configuration (workload seed 43:
+// requests 0, 1 and 5, prompts of 147, 53 and 26 tokens, priorities 1, 0, 0), arriving a few
+// steps apart so that the first decodes while the others prefill.
+std::vector<Req> three_requests(std::int64_t vocab) {
+  return {random_req(1, 147, 12, vocab, 0, 1), random_req(2, 53, 17, vocab, 2), random_req(3, 26, 9, vocab, 5)};
+}
+
+SchedulerConfig budget_of_7() {
+  SchedulerConfig c;
+  c.max_seqs = 3;
+  c.max_batch_tokens = 7;
+  return c;
+}
+
+TEST(EngineScheduleGpu, V4FaithfulCpuOrderScheduleEqualsCpuAndAlone) {
+  LoadOptions gpu;
+  if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
+  testing::CpuOrderOnGpu order;
+  const std::string dir = testing::kTinyKjv.string();
+  const std::int64_t vocab = load_model_config(dir).vocab_size;
+  const LoadOptions cpu{"cpu", 2, Numerics::Faithful};
+  const KvFormat faithful = default_kv_format(Arch::DeepseekV4, true), f32{};
+  const std::vector<Req> three = three_requests(vocab);
+  const std::vector<Variant> variants = {
+      {"3 requests, fp8+fp4 storage", faithful, three},
+      {"(a) 3 requests, f32 storage", f32, three},
+      {"(b) 1 request, same budget", faithful, {three[0]}},
+      {"(c) 2 requests", faithful, {three[0], three[1]}},
+  };
+  for (const Variant& v : variants) {
+    const std::vector<Step> steps = make_schedule(v.reqs, budget_of_7(), kBlock, kBlocks);
+    ScheduleRunner on_gpu(dir, gpu, v.format, kBlock, kBlocks), on_cpu(dir, cpu, v.format, kBlock, kBlocks);
+    const Lockstep run = lockstep(on_gpu, on_cpu, steps, v.reqs);
+    const std::string& d = run.first_difference;
+    std::printf("[schedule] %s: %zu forwards; gpu-vs-cpu: %s\n", v.name.c_str(), steps.size(),
+                d.empty() ? "bitwise" : ("DIFFER, " + d).c_str());
+    EXPECT_EQ(d, "") << v.name << ", GPU (cpu order) vs CPU on one schedule";
+    for (auto [name, runner, batched] : {std::tuple{"gpu", &on_gpu, &run.a}, std::tuple{"cpu", &on_cpu, &run.b}}) {
+      std::vector<std::vector<float>> alone;
+      for (const Req& r : v.reqs) alone.push_back(runner->run(alone_schedule(r, kBlock, kBlocks), {r})[0]);
+      const std::string diff = first_request_difference(*batched, alone, vocab);
+      std::printf("[schedule] %s: batched-vs-alone on the %s: %s\n", v.name.c_str(), name,
+                  diff.empty() ? "bitwise" : ("DIFFER, " + diff).c_str());
+      EXPECT_EQ(diff, "") << v.name << ", batched vs alone on the " << name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace plumb::runtime
