@@ -236,7 +236,9 @@ void add_attention(std::vector<TimedCase>& out) {
                      const backend::AttentionParams p{c.W, c.ratio, sink, 1.f / std::sqrt(static_cast<float>(c.Dh)),
                                                       c.bf16p, c.prob_block, c.out};
                      return [&be, w, q, kv, b, rings, comp, st, p, c] {
-                       be.sparse_attention(q, kv, b, rings, comp.cache, comp.tables, st.defined() ? &st : nullptr, p);
+                       backend::AttentionParams call = p;
+                       call.prefill = c.prefill;  // (a span: into this lambda's own copy of the case)
+                       be.sparse_attention(q, kv, b, rings, comp.cache, comp.tables, st.defined() ? &st : nullptr, call);
                      };
                    }});
   for (const MlaCase& c : mla_cases())

@@ -344,6 +344,49 @@ TEST_F(CpuAttnOps, SparseAttentionFollowsTheReleaseOnlineSoftmaxBlocks) {
   EXPECT_GT(rel_diff(got, global), 1e-4);
 }
 
+// A prefill of P = 12 positions (window part 12 slots of a 16-wide window, softmax blocks of 8, so
+// a row's compressed candidates share its last window block) fed in three chunks: given the
+// prefill length, every row is bitwise the one-call prefill's; without it, each chunk after the
+// first lays its rows out as decode steps (window part 16) and some row comes out different.
+TEST_F(CpuAttnOps, SparseAttentionGivenThePrefillDoesNotDependOnTheChunking) {
+  const int64_t H = 2, Dh = 8, W = 16, m = 4, P = 12;
+  const std::vector<float> q = randn(rng, P * H * Dh), kv = randn(rng, P * Dh), comp = randn(rng, (P / m) * Dh);
+  const OwnedWeight sink = f32_weight({H}, {0.5f, -1.f});
+  const WeightView sv = sink.view();
+  const Paged cache = paged(*be, {comp}, Dh, 2, 5);
+  backend::AttentionParams p;
+  p.window = W;
+  p.ratio = m;
+  p.sink = &sv;
+  p.scale = 0.35f;
+  p.bf16_probs = true;
+  p.prob_block = 8;
+  // Rows [start, start + len) in one call, the ring holding the positions before start.
+  auto call = [&](int64_t start, int64_t len, std::span<const int64_t> prefill) {
+    std::vector<float> ring(W * Dh, 0.f);
+    for (int64_t t = 0; t < start; ++t) std::copy_n(kv.begin() + t * Dh, Dh, ring.begin() + (t % W) * Dh);
+    backend::Batch b;
+    b.seqs = {{0, len, start}};
+    b.rows = len;
+    const std::vector<Tensor> rings = {upload(ring, {W, Dh})};
+    const std::vector<float> qs(q.begin() + start * H * Dh, q.begin() + (start + len) * H * Dh);
+    const std::vector<float> kvs(kv.begin() + start * Dh, kv.begin() + (start + len) * Dh);
+    p.prefill = prefill;
+    return host(*be, be->sparse_attention(upload(qs, {len, H, Dh}), upload(kvs, {len, Dh}), b, rings, cache.cache,
+                                          cache.tables, nullptr, p));
+  };
+  const std::vector<float> whole = call(0, P, {});
+  const int64_t given[] = {P};
+  std::vector<float> with_prefill, without;
+  for (auto [start, len] : {std::pair<int64_t, int64_t>{0, 5}, {5, 4}, {9, 3}}) {
+    const std::vector<float> a = call(start, len, given), b = call(start, len, {});
+    with_prefill.insert(with_prefill.end(), a.begin(), a.end());
+    without.insert(without.end(), b.begin(), b.end());
+  }
+  EXPECT_EQ(with_prefill, whole);
+  EXPECT_NE(without, whole);
+}
+
 TEST_F(CpuAttnOps, RoutingAndExperts) {
   const int64_t N = 6, D = 16, E = 5, K = 2, I = 12;
   const float limit = 1.0f, scale = 1.5f;

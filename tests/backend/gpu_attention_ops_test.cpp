@@ -197,6 +197,7 @@ TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
     p.bf16_probs = c.bf16p;
     p.prob_block = c.prob_block;
     p.out = c.out;
+    p.prefill = c.prefill;
     // Compressed entries in every storage format (window-only cases read none: f32 only).
     for (const backend::KvRowSpec& spec : c.ratio > 0 ? entry_formats(c.Dh >= 128 ? 64 : c.Dh / 3)
                                                       : std::vector<backend::KvRowSpec>{{}})

@@ -153,6 +153,7 @@ struct AttentionCase {
   // Not empty: the only selection slots that hold an entry (while visible entries last), instead
   // of the first visible ones with a gap every 7 slots.
   std::vector<int> sel_slots = {};
+  std::vector<int64_t> prefill = {};  // AttentionParams::prefill (empty: implied by the slices)
   std::string name() const { return what; }
 };
 inline std::vector<AttentionCase> sparse_attention_cases() {
@@ -161,6 +162,10 @@ inline std::vector<AttentionCase> sparse_attention_cases() {
       {64, 512, 128, 0, {0, 300, 1000}, {3, 1, 5}, 0, true, false, Round::None, "window only, ragged with rings"},
       {64, 512, 128, 4, {5, 700}, {2, 3}, 512, true, true, Round::BF16, "release softmax blocks of 64", 64},
       {4, 192, 128, 4, {0, 300}, {150, 1}, 40, true, true, Round::BF16, "release blocks: prefill > 64, decode", 64},
+      // chunks of prefills given their lengths (index_row.h): a chunk inside a 100-token prefill,
+      // one straddling the end of a 40-token one (its later rows laid out as decode steps)
+      {4, 192, 128, 4, {35, 30}, {20, 20}, 40, true, true, Round::BF16, "release blocks: chunks of given prefills", 64,
+       64, {}, {100, 40}},
       {2, 6, 8, 2, {0, 9}, {9, 1}, 0, true, true, Round::None, "release blocks of 2, all compressed", 2},
       {64, 512, 128, 4, {0, 300, 2100}, {3, 1, 4}, 512, true, false, Round::None, "compressed, top-512 selected"},
       {64, 512, 128, 128, {0, 300, 2100}, {3, 1, 4}, 0, true, false, Round::None, "compressed all, ratio 128"},

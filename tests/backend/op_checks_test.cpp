@@ -197,6 +197,7 @@ class BadCalls {
       std::vector<std::vector<int32_t>> ids{{1}};
       Shape selected;  // empty: no selection
       std::vector<int32_t> selection;
+      std::vector<int64_t> prefill;
     };
     auto run = [=](Backend& be, const Call& c, const WeightView* s) {
       std::vector<Tensor> r;
@@ -205,8 +206,10 @@ class BadCalls {
       Tensor sel;
       if (!c.selection.empty()) sel = be.from_host(c.selection.data(), c.selected);
       else if (!c.selected.empty()) sel = i(be, c.selected, -1);
+      backend::AttentionParams p{3, 4, s, 0.5f, false, 0, Round::None};
+      p.prefill = c.prefill;
       be.sparse_attention(f(be, c.q), f(be, c.kv), c.b, r, k, backend::make_block_tables(be, c.ids),
-                          sel.defined() ? &sel : nullptr, {3, 4, s, 0.5f, false, 0, Round::None});
+                          sel.defined() ? &sel : nullptr, p);
     };
     auto with = [](auto edit) {
       Call c;
@@ -226,6 +229,8 @@ class BadCalls {
     bad("sparse_attention: selection [3, 2] for 2 queries", with([](Call& c) { c.selected = {3, 2}; }), sink);
     bad("sparse_attention: sequence 0 (rows [1, +2) at position 6) lies outside the 2 rows of the batch",
         with([](Call& c) { c.b = batch(1, 2, 6, 2); }), sink);
+    bad("sparse_attention: 2 prefill lengths for 1 sequences", with([](Call& c) { c.prefill = {4, 4}; }), sink);
+    bad("sparse_attention: a prefill of -1 positions", with([](Call& c) { c.prefill = {-1}; }), sink);
     bad("sparse_attention: window ring [2, 4] must be [3, 4]", with([](Call& c) { c.rings = {{2, 4}}; }), sink);
     bad("sparse_attention: the compressed pool [3, 4] must be f32 [blocks * 2, 4]", with([](Call& c) { c.comp = {3, 4}; }),
         sink);

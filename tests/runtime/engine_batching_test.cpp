@@ -1,7 +1,8 @@
 // Correctness under batching on the real tiny model (models/tiny-kjv, CPU): a request's tokens and
 // logprobs are bitwise identical whether it runs alone or among others, under both schedulers,
 // at block sizes 128/256/512, small and large token budgets and chunk caps, under forced
-// preemption, with random arrival times. Greedy requests alone are also checked against
+// preemption, with random arrival times, in reference numerics and (one budget, preemption) in
+// faithful. Greedy requests alone are also checked against
 // ModelV4::generate, the model's own single-sequence loop. A V3 fixture (tests/data/golden/v3/
 // tiny-a, with tiny-kjv's tokenizer for the text) runs the same checks through the V3 adapter.
 #include <gtest/gtest.h>
@@ -73,6 +74,30 @@ TEST(EngineBatching, TokensSurvivePreemption) {
     EXPECT_EQ(b.stats.kv_blocks_used, 0);
   }
   EXPECT_GT(preemptions, 0) << "the workload did not force a preemption";
+}
+
+// faithful V4 lays out its attention's index row by the prompt length (backend/index_row.h),
+// which the engine passes with every chunk: under a 7-token budget with three sequences (the
+// configuration in which issue 15 item 6 was found on the GPU) and under preemption, a request
+// is still bitwise what it is alone.
+TEST(EngineBatching, FaithfulTokensDoNotDependOnTheCompany) {
+  LoadOptions faithful = kCpu;
+  faithful.numerics = Numerics::Faithful;
+  const std::vector<Request> reqs = workload(43, load_model_config(kV4).vocab_size);
+  const std::vector<RequestResult> alone = run_alone(reqs, kV4, faithful);
+  EngineOptions small;
+  small.kv_block_size = 128;
+  small.kv_cache_mib = 256;
+  small.scheduler.max_seqs = 3;
+  small.scheduler.max_batch_tokens = 7;
+  expect_same(alone, run_batched(reqs, small, 3, kV4, 3000, faithful).results, "faithful, budget 7");
+  EngineOptions tight = small;
+  tight.kv_blocks = 3;
+  tight.scheduler.max_seqs = 4;
+  tight.scheduler.max_batch_tokens = 64;
+  const Batched b = run_batched(reqs, tight, 4, kV4, 0, faithful);
+  expect_same(alone, b.results, "faithful, preemption");
+  EXPECT_GT(b.stats.preemptions_total, 0) << "the workload did not force a preemption";
 }
 
 TEST(EngineBatching, V3AloneMatchesItsLoopAndBatchedMatchesAlone) {

@@ -10,8 +10,8 @@
 //   - lockstep: two runners over one schedule, every tap and logit compared bitwise after every
 //     forward, the first difference named (forward, tap, row, request, position);
 //   - first_request_difference: each request's logits in two runs (batched and alone).
-// The runner drives model::Model as runtime::LoadedModel (engine_model.cpp) does: KV storage from
-// the engine's format and block ids.
+// The runner drives plumb::Model as runtime::LoadedModel (engine_model.cpp) does: KV storage from
+// the engine's format and block ids, each chunk given its request's prompt length as its prefill.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -154,7 +154,8 @@ class ScheduleRunner {
       st->blocks.ids = c.blocks;
       const Req& r = reqs[c.req];
       batch.push_back({st.get(), std::span<const TokenId>(r.tokens).subspan(static_cast<std::size_t>(c.start),
-                                                                            static_cast<std::size_t>(c.count))});
+                                                                            static_cast<std::size_t>(c.count)),
+                       r.prompt});
       row += c.count;
       if (c.completes) wanted.push_back(row - 1);
     }

@@ -68,6 +68,14 @@ TEST(EngineSchedule, TheScheduleMixesDecodeAndPrefillChunksUnderTheBudget) {
 
 TEST(EngineSchedule, ReferenceBatchedEqualsAlone) { EXPECT_EQ(batched_vs_alone(Numerics::Reference, {}), ""); }
 
+// faithful lays out the attention's index row by each request's prompt length (index_row.h), so
+// its chunks under the budget give the rows of one prefill (issue 15 item 6), in f32 storage and
+// in the default fp8 entries + fp4 keys.
+TEST(EngineSchedule, FaithfulBatchedEqualsAlone) {
+  EXPECT_EQ(batched_vs_alone(Numerics::Faithful, {}), "");
+  EXPECT_EQ(batched_vs_alone(Numerics::Faithful, default_kv_format(Arch::DeepseekV4, true)), "");
+}
+
 // Equal runs compare equal; runs that differ (reference vs faithful numerics: faithful rounds the
 // first attention input to bf16) are caught at the first forward, with the tap and row named.
 TEST(EngineSchedule, LockstepNamesTheFirstDifference) {

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "plumb/backend/index_row.h"
 #include "plumb/backend/kv_row.h"
 #include "plumb/backend/tensor.h"
 #include "plumb/format/weight_view.h"
@@ -147,16 +148,27 @@ struct AttentionParams {
   float scale = 1.f;
   bool bf16_probs = false;  // round exp(s - max) to bf16 before P.V (the release's kernel)
   // > 0: the release kernel's online softmax (inference/kernel.py sparse_attn_kernel) over blocks
-  // of prob_block slots. Slots: the window part first, min(len, W) slots wide for a slice that
-  // starts at position 0 (a prefill) and W wide otherwise, its positions oldest first from slot 0;
-  // the compressed candidates follow from that width on. Per block b, with m_b the running max:
-  // e_j = exp(s_j - m_b), alpha_b = exp(m_{b-1} - m_b), l = l * alpha_b + sum_b e_j,
-  // acc = acc * alpha_b + sum_b p_j v_j (p = bf16(e) with bf16_probs); o = acc / (l + exp(sink - m)).
-  // 0: one softmax with the row's global max.
+  // of prob_block slots. Slots: the window part first, its positions oldest first from slot 0,
+  // index_row_window_slots(t, P, W) wide (index_row.h: min(P, W) for a query inside its sequence's
+  // prefill of P positions, W otherwise); the compressed candidates follow from that width on. Per
+  // block b, with m_b the running max: e_j = exp(s_j - m_b), alpha_b = exp(m_{b-1} - m_b),
+  // l = l * alpha_b + sum_b e_j, acc = acc * alpha_b + sum_b p_j v_j (p = bf16(e) with
+  // bf16_probs); o = acc / (l + exp(sink - m)). 0: one softmax with the row's global max.
   int64_t prob_block = 0;
   Round out = Round::None;
   const RecentEntries* recent = nullptr;  // null: every compressed entry from the paged cache
+  // Per sequence of the batch, its prefill length P for prob_block's index row (0 for a sequence,
+  // or empty for all: implied_prefill, i.e. a slice from position 0 is the whole prefill). The
+  // serving engine gives each request's prompt length, so that a chunked prompt lays out every row
+  // as its one-call prefill would.
+  std::span<const int64_t> prefill = {};
 };
+
+// The prefill length sequence `si` (slice `s`) lays its index rows out by (AttentionParams::prefill,
+// checked by check_sparse_attention).
+inline int64_t prefill_of(const AttentionParams& p, std::size_t si, const SeqSlice& s) {
+  return !p.prefill.empty() && p.prefill[si] > 0 ? p.prefill[si] : implied_prefill(s.start, s.len);
+}
 
 struct Routing {
   Tensor experts;  // [N, k] i32

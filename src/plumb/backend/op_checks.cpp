@@ -281,6 +281,10 @@ AttentionDims check_sparse_attention(const Tensor& q, const Tensor& kv, const Ba
     fail("sparse_attention: selection {} for {} queries", selected->shape_str(), d.N);
   d.K = selected ? selected->dim(1) : 0;
   check_batch(b, d.N, "sparse_attention");
+  if (!p.prefill.empty() && p.prefill.size() != b.seqs.size())
+    fail("sparse_attention: {} prefill lengths for {} sequences", p.prefill.size(), b.seqs.size());
+  for (const int64_t P : p.prefill)
+    if (P < 0) fail("sparse_attention: a prefill of {} positions", P);
   for (std::size_t si = 0; si < rings.size(); ++si) {
     const SeqSlice& s = b.seqs[si];
     if (rings[si].rows() != W || rings[si].row_size() != d.Dh)

@@ -144,6 +144,7 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   ap.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(Dh)));
   ap.bf16_probs = st.faithful;
   ap.prob_block = st.faithful ? 64 : 0;  // the release kernel's online softmax blocks (kernel.py 290)
+  ap.prefill = st.prefill;
   ap.out = st.R;
   // --kv-bf16-recent: the recent entries in bf16, from this step's new ones and each ring.
   backend::RecentEntries recent;

@@ -10,6 +10,7 @@ namespace plumb::v4 {
 struct ForwardV4::Step {
   backend::Batch batch;
   std::vector<SequenceState*> states;  // batch order
+  std::vector<int64_t> prefill;        // batch order: SequenceStep::prefill
   backend::BlockTables tables;         // the states' KV blocks (kv_pool.h), uploaded once
   backend::Tensor ids;                 // [N] i32
   backend::Tensor positions;           // [N] i32

@@ -109,6 +109,7 @@ Tensor ForwardV4::forward(std::span<const SequenceStep> batch, std::span<const i
   st.R = st.faithful ? Round::BF16 : Round::None;
   st.batch = std::move(layout.batch);
   st.states = states_of<SequenceState>(batch, "the V4 model");
+  for (const SequenceStep& s : batch) st.prefill.push_back(s.prefill);
   for (const SequenceState* s : st.states)
     if (static_cast<int64_t>(s->layers.size()) != cfg_.num_hidden_layers)
       fail("forward: sequence state has {} layers, the model {}", s->layers.size(), cfg_.num_hidden_layers);

@@ -58,6 +58,11 @@ class SequenceState {
 struct SequenceStep {
   SequenceState* state = nullptr;  // advanced by the call
   std::span<const TokenId> tokens;
+  // The length of the sequence's prefill (its prompt); 0: the tokens of a call from position 0
+  // are the whole prefill. V4's faithful attention lays out the release's index row by it
+  // (backend/index_row.h), so a caller that feeds a prompt in chunks (the serving engine) gives
+  // its length to get the rows of one prefill call.
+  int64_t prefill = 0;
 };
 
 // What one layer keeps per sequence, in f32 values, so that a cache manager can size its pools:

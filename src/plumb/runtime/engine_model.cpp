@@ -48,7 +48,7 @@ class LoadedModel final : public EngineModel {
       if (c.tokens.empty()) fail("engine model: chunk {} of the batch has no tokens", i);
       SequenceState* state = static_cast<Seq*>(c.seq)->state.get();
       state->blocks.ids.assign(c.blocks.begin(), c.blocks.end());
-      steps[i] = SequenceStep{state, c.tokens};
+      steps[i] = SequenceStep{state, c.tokens, c.prefill};
       const int64_t n = static_cast<int64_t>(c.tokens.size());
       if (c.all_logits)
         for (int64_t r = 0; r < n; ++r) wanted.push_back(row + r);

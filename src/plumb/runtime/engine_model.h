@@ -34,6 +34,8 @@ class EngineModel {
     bool last_logits = false;               // logits of the last row (the next token)
     std::span<const std::int32_t> blocks;   // the sequence's KV block table (KvBlockManager),
                                             // covering every position up to the chunk's last
+    std::int64_t prefill = 0;  // the request's prompt length (SequenceStep::prefill: a row's
+                               // value does not depend on how the prompt was chunked)
   };
 
   virtual ~EngineModel() = default;

@@ -262,7 +262,7 @@ void LocalEngine::step() {
       const auto prompt = static_cast<std::int64_t>(a.request->prompt.size());
       all_rows.push_back(a.out->wants_prompt_rows() && c.start < prompt - 1);
       chunks.push_back({a.seq.get(), std::span(a.tokens).subspan(c.start, c.count), all_rows.back(), c.completes,
-                        blocks_.table(c.id)});
+                        blocks_.table(c.id), prompt});
     }
   } catch (const std::exception& e) {  // a fork failed (out of memory): the step does not run
     if (prefix_) prefix_->unpin_all();

@@ -156,6 +156,7 @@ class LeadModel final : public EngineModel {
       w.put(static_cast<std::uint8_t>(c.last_logits));
       w.put_span(c.tokens);
       w.put_span(c.blocks);
+      w.put(c.prefill);
       c.seq = &lead(*c.seq).local();
     }
     return mirrored(Op::kForward, w, [&] { return local_->forward(local); });
@@ -212,6 +213,7 @@ ForwardCall read_forward(Reader& r, const std::map<std::uint64_t, std::unique_pt
     c.last_logits = r.get<std::uint8_t>() != 0;
     f.tokens.push_back(r.get_vector<std::uint32_t>());
     f.blocks.push_back(r.get_vector<std::int32_t>());
+    c.prefill = r.get<std::int64_t>();
     f.chunks.push_back(c);
   }
   for (std::size_t i = 0; i < f.chunks.size(); ++i) {  // the vectors no longer move

@@ -101,14 +101,13 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
       return ring_r + (e % R) * Dh;
     };
 
-    // The release's window part: min(len, W) slots in a prefill (start 0), W in a decode step.
-    const int64_t wslots = s.start == 0 ? std::min(s.len, W) : W;
+    const int64_t prefill = prefill_of(p, si, s);  // the index row's window part (index_row.h)
     pool().parallel_for(s.len, 1, [&](int64_t i0, int64_t i1) {
       std::vector<const float*> cand;
       std::vector<float> sc, acc(static_cast<std::size_t>(Dh)), part(acc.size());
       SlotLayout layout{{}, p.prob_block};
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t t = s.start + i, row = s.row + i;
+        const int64_t t = s.start + i, row = s.row + i, wslots = index_row_window_slots(t, prefill, W);
         cand.clear();
         layout.slot.clear();
         for (int64_t j = std::max<int64_t>(0, t - W + 1); j <= t; ++j) {

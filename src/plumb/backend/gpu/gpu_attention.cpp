@@ -79,6 +79,7 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
     seqs[si].row = s.row;
     seqs[si].start = s.start;
     seqs[si].len = s.len;
+    seqs[si].prefill = prefill_of(p, si, s);
     if (m > 0 && p.recent) {
       seqs[si].recent = dev_f32(p.recent->rings[si], "recent ring");
       seqs[si].recent_rows = p.recent->rings[si].rows();

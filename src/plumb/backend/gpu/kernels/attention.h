@@ -18,6 +18,7 @@ struct AttnSeq {
   int64_t recent_rows = 0;
   const int32_t* blocks = nullptr;  // the sequence's block table row (device), null without entries
   int64_t row = 0, start = 0, len = 0;
+  int64_t prefill = 0;  // backend::prefill_of: the index row's window part (index_row.h)
 };
 
 // Reported by sparse_attention when a selected index is not visible to its query (first one

@@ -7,6 +7,7 @@
 // batches) compute every value in the same order, so either is bitwise the CPU's.
 #include "plumb/backend/gpu/kernels/attention.h"
 #include "plumb/backend/gpu/kernels/block_reduce.h"
+#include "plumb/backend/index_row.h"
 
 namespace plumb::gpu::k::attn {
 
@@ -23,7 +24,7 @@ PLUMB_HD int64_t padded_dim(int64_t Dh) { return (Dh + 31) / 32 * 32 + 8; }
 struct RowCtx {
   AttnSeq sq;
   int64_t row, t, lo, nwin, visible, nc;
-  int64_t wslots;  // the release's window part of the index row: min(len, W) in a prefill, else W
+  int64_t wslots;  // the release's window part of the index row (index_row.h)
 };
 
 __device__ inline RowCtx row_ctx(const SparseAttnArgs& a, int64_t row) {
@@ -35,7 +36,7 @@ __device__ inline RowCtx row_ctx(const SparseAttnArgs& a, int64_t row) {
   c.nwin = c.t - c.lo + 1;
   c.visible = a.ratio > 0 ? (c.t + 1) / a.ratio : 0;
   c.nc = c.nwin + (a.ratio > 0 ? (a.selected ? a.K : c.visible) : 0);
-  c.wslots = c.sq.start == 0 ? (c.sq.len < a.W ? c.sq.len : a.W) : a.W;
+  c.wslots = backend::index_row_window_slots(c.t, c.sq.prefill, a.W);
   return c;
 }
 
