@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <tuple>
 #include <vector>
 
@@ -350,6 +352,201 @@ TEST_F(GpuOps, GemvActQuantFusedBitwise) {
         expect_bitwise(what + ": fused vs quant_fp8 then linear", fused, manual);
         if (c.cpu)
           check(what + " vs CPU", f32_tol(c.K), [&](Backend& be) { return be.linear(up(be, x, {N, Kx}), view, act); });
+      }
+    }
+  }
+  set_path(TestLinearPath::Auto);
+}
+
+// PLUMB_GPU_FP8_DECODE for a scope: the GEMV's FP8 decode by the hardware conversion (hw: CUDA
+// sm_89+; elsewhere the kernel decodes by integers anyway) or by the integer decode ("int").
+class Fp8DecodeScope {
+ public:
+  explicit Fp8DecodeScope(bool hw) {
+    if (const char* e = std::getenv(kName)) had_ = true, old_ = e;
+    if (hw)
+      unsetenv(kName);
+    else
+      setenv(kName, "int", 1);
+  }
+  ~Fp8DecodeScope() {
+    if (had_)
+      setenv(kName, old_.c_str(), 1);
+    else
+      unsetenv(kName);
+  }
+
+ private:
+  static constexpr const char* kName = "PLUMB_GPU_FP8_DECODE";
+  bool had_ = false;
+  std::string old_;
+};
+
+// Equal floats (+0 and -0 alike: a GEMV sum starts at +0) or both NaN (any payload).
+inline bool same_value(float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+
+// The GEMV's FP8 decode, code by code: all 256 e4m3 codes at every position of a 16-byte segment,
+// under ue8m0 scales 2^-127 (the subnormal scale) .. 2^127 and the NaN scale (ue8m0 code 255), and
+// f32 scales (negative, subnormal, huge, +-inf, NaN, 0), read out through the GEMV one column at a
+// time: x row j is one-hot at column j, so output (j, r) is w[r][j] itself (the other products are
+// +-0), or NaN when row r holds a NaN or an infinite weight (NaN * 0, inf * 0). Expected: the CPU's
+// decode, codecs.h's e4m3_to_f32(code) * scale (weight_at). Both decodes (the hardware conversion
+// where there is one, and the integer decode with its slow path for NaN codes and scales >= 2^8)
+// must give it, and the same bits as each other; through the 1-, 2-, 4- and 8-row kernels, R =
+// 1,664 (1 row a warp on the H200) and 8,192 (4 rows a warp). Rows come in groups of 256 (two
+// 128-row scale blocks): row r of a group holds code list[(r + c) % n] at column c (list: the 254
+// non-NaN codes, or under a scale that would overflow at 448, the n = 128 codes below 2 in
+// magnitude), so every column sees every code; in every seventh group, rows 0..127 each hold one
+// NaN code (0x7F or 0xFF).
+TEST_F(GpuOps, GemvFp8DecodeEveryCode) {
+  if (!set_path(TestLinearPath::Gemv)) GTEST_SKIP() << "the GEMV path is not selectable in this build";
+  constexpr int64_t K = 256;
+  std::vector<uint8_t> codes, small;
+  for (int c = 0; c < 256; ++c) {
+    if ((c & 0x7F) != 0x7F) codes.push_back(static_cast<uint8_t>(c));
+    if ((c & 0x7F) < 0x40) small.push_back(static_cast<uint8_t>(c));  // |value| < 2
+  }
+  ASSERT_EQ(codes.size(), 254u);
+  ASSERT_EQ(small.size(), 128u);
+  // Scale lists, in pairs (a 256-row group's two column blocks); the pairs that would overflow
+  // at 448 last: ue8m0 2^-127 (code 0, the subnormal scale) .. 2^127, the integer decode's slow
+  // path from 2^8 (135) on, NaN (255); f32 negative, subnormal, non-powers of two, 0, NaN, +-inf.
+  constexpr int kScales = 14;
+  const uint8_t ue[kScales] = {0, 1, 100, 120, 127, 134, 135, 136, 200, 255, 247, 254, 127, 127};
+  const float fs[kScales] = {1.f,   -1.5f,  0x1p-140f, 3.0e-39f,  0.7f * 0x1p-10f, 1.3e30f,  0x1p8f,
+                             0.f, -2.5e-20f, NAN,       0x1p120f, 3.0e38f,        INFINITY, -INFINITY};
+  std::vector<float> eye(K * K, 0.f);
+  for (int64_t j = 0; j < K; ++j) eye[j * K + j] = 1.f;
+  // Scale block (rb, cb): entry (2 * (rb / 2) + cb) % kScales of a list (K / 128 = 2 blocks a row).
+  const auto pick = [&](int64_t rb, int64_t cb) { return (2 * (rb / 2) + cb) % kScales; };
+  const auto huge = [&](int64_t e) { return std::fabs(448.f * ue8m0_to_f32(ue[e])) > 3.4e38f || std::fabs(448.f * fs[e]) > 3.4e38f; };
+  for (int64_t R : {1664, 8192}) {
+    OwnedWeight w;
+    w.format = WeightFormat::FP8Block128;
+    w.dtype = DType::F8_E4M3;
+    w.shape = {R, K};
+    w.scale_shape = {(R + 127) / 128, K / 128};
+    w.data.resize(R * K);
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < K; ++c) {
+        const int64_t i = r % 256, grp = r / 256;
+        const bool h = huge(pick(r / 128, 0)) || huge(pick(r / 128, 1));
+        uint8_t code = h ? small[(i + c) % 128] : codes[(i + c) % 254];
+        if (grp % 7 == 6 && i < 128 && c == i) code = i % 2 ? 0xFF : 0x7F;
+        w.data[r * K + c] = code;
+      }
+    const int64_t nsc = w.scale_shape[0] * w.scale_shape[1];
+    std::vector<uint8_t> ue_sc(nsc), f32_sc(4 * nsc);
+    for (int64_t b = 0; b < nsc; ++b) {
+      ue_sc[b] = ue[pick(b / 2, b % 2)];
+      std::memcpy(f32_sc.data() + 4 * b, &fs[pick(b / 2, b % 2)], 4);
+    }
+    for (bool f32 : {false, true}) {
+      w.scale = f32 ? f32_sc : ue_sc;
+      const WeightView view = f32 ? f32_scaled_view(w) : w.view();
+      // Expected: row r's output for x row j (weight_at on the CPU; NaN if the row is not finite).
+      std::vector<float> expect(K * R);
+      for (int64_t r = 0; r < R; ++r) {
+        bool finite = true;
+        std::vector<float> row(K);
+        for (int64_t c = 0; c < K; ++c) {
+          const int64_t b = (r / 128) * (K / 128) + c / 128;
+          float s;
+          if (f32)
+            std::memcpy(&s, f32_sc.data() + 4 * b, 4);
+          else
+            s = ue8m0_to_f32(ue_sc[b]);
+          row[c] = e4m3_to_f32(w.data[r * K + c]) * s;
+          finite = finite && std::isfinite(row[c]);
+        }
+        for (int64_t j = 0; j < K; ++j) expect[j * R + r] = finite ? row[j] : NAN;
+      }
+      const std::string wname = std::string(f32 ? "f32 scales" : "ue8m0 scales") + " R=" + std::to_string(R);
+      if (R == 1664 && !f32) {  // the test's construction, against the CPU backend's linear
+        const std::vector<float> cpu_y = host(*cpu, cpu->linear(up(*cpu, eye, {K, K}), view, LinearOpts{}));
+        int64_t bad = 0;
+        for (std::size_t i = 0; i < cpu_y.size(); ++i) bad += !same_value(cpu_y[i], expect[i]);
+        EXPECT_EQ(bad, 0) << ctx(wname + ": the CPU backend's one-hot outputs are not the decoded weights");
+      }
+      std::vector<float> by_decode[2];
+      for (bool hw : {true, false}) {
+        const Fp8DecodeScope scope(hw);
+        std::vector<float>& got = by_decode[hw];
+        got.assign(K * R, -1.f);
+        for (int64_t n : {1, 2, 4, 8}) {
+          int64_t bad = 0, first = -1;
+          for (int64_t j0 = 0; j0 < K; j0 += n) {
+            const std::vector<float> xs(eye.begin() + j0 * K, eye.begin() + (j0 + n) * K);
+            const std::vector<float> y = host(*gpu, gpu->linear(up(*gpu, xs, {n, K}), view, LinearOpts{}));
+            ASSERT_EQ(y.size(), static_cast<std::size_t>(n * R));
+            for (int64_t i = 0; i < n * R; ++i) {
+              if (!same_value(y[i], expect[j0 * R + i]) && bad++ == 0) first = j0 * R + i;
+              got[j0 * R + i] = y[i];
+            }
+          }
+          if (bad == 0) continue;
+          char detail[160];
+          std::snprintf(detail, sizeof detail, "first at x row %ld, weight row %ld (code 0x%02x): got %a, expected %a",
+                        static_cast<long>(first / R), static_cast<long>(first % R),
+                        w.data[(first % R) * K + first / R], got[first], expect[first]);
+          ADD_FAILURE() << ctx(wname + (hw ? ", hardware decode" : ", integer decode") + ", " + std::to_string(n) +
+                               " x rows a call: " + std::to_string(bad) + " outputs differ from the CPU's decode, " +
+                               detail);
+        }
+      }
+      int64_t differ = 0;
+      for (int64_t i = 0; i < K * R; ++i)
+        differ += !(std::isnan(by_decode[0][i]) && std::isnan(by_decode[1][i])) &&
+                  std::memcmp(&by_decode[0][i], &by_decode[1][i], 4) != 0;
+      EXPECT_EQ(differ, 0) << ctx(wname + ": the hardware and the integer decode differ in " + std::to_string(differ) +
+                                  " outputs");
+    }
+  }
+  set_path(TestLinearPath::Auto);
+}
+
+// The FP8 / FP4 GEMV's ring of raw loads against the CPU: shapes where a block walks one tile or
+// several (R = 32,772 at K = 1,024: wq_b's shape plus 4 rows, ~4 tiles a block on the H200), the
+// last tile partial (R not a multiple of a tile's rows), K = 1,024 / 4,096 / 7,168 (7,168: 14 warp
+// steps, so split-K with a short last split, and for R = 333 an empty one), 8 groups of 130 rows;
+// random non-zero weights and x, N = 1, 2, 5, 8 (the 1-, 2- and 8-row kernels), with and without
+// act_fp8 (x staged and quantized by the kernel); FP8 with both decodes, which must agree bitwise.
+TEST_F(GpuOps, GemvRingShapes) {
+  if (!set_path(TestLinearPath::Gemv)) GTEST_SKIP() << "the GEMV path is not selectable in this build";
+  struct Case {
+    int64_t R, K, G;
+    bool all_formats;
+  };
+  for (const Case& c : {Case{4100, 1024, 1, true}, Case{32772, 1024, 1, false}, Case{1030, 4096, 1, true},
+                        Case{2050, 7168, 1, true}, Case{333, 7168, 1, true}, Case{130, 1024, 8, true}}) {
+    const int64_t Kx = c.G * c.K;
+    const std::vector<float> wv = rnd(c.G * c.R * c.K, 0.05f);
+    std::vector<FormatWeight> formats;
+    formats.push_back({"fp8", fp8_weight(c.G * c.R, c.K, wv)});
+    if (c.all_formats) {
+      formats.push_back({"fp8 f32-scale", fp8_weight_f32_scales(c.G * c.R, c.K, wv, rng)});
+      formats.push_back({"fp4", fp4_weight(c.G * c.R, c.K, wv)});
+    }
+    for (int64_t N : {1, 2, 5, 8}) {
+      if (!c.all_formats && N > 2) continue;  // the large shape: its CPU reference is slow
+      const std::vector<float> x = rnd(N * Kx);
+      for (const FormatWeight& fw : formats) {
+        const WeightView view = fw.view();
+        for (bool act : {false, true}) {
+          const LinearOpts o{c.G, act, Round::None};
+          const std::string what = "R=" + std::to_string(c.R) + " K=" + std::to_string(c.K) + " G=" +
+                                   std::to_string(c.G) + " N=" + std::to_string(N) + " " + fw.name +
+                                   (act ? " act_fp8" : "");
+          check(what, f32_tol(c.K), [&](Backend& be) { return be.linear(up(be, x, {N, Kx}), view, o); });
+          if (fw.name.rfind("fp8", 0) == 0) {
+            std::vector<float> y[2];
+            for (bool hw : {false, true}) {
+              const Fp8DecodeScope scope(hw);
+              y[hw] = host(*gpu, gpu->linear(up(*gpu, x, {N, Kx}), view, o));
+            }
+            expect_bitwise(what + ": hardware vs integer FP8 decode", y[1], y[0]);
+          }
+        }
       }
     }
   }

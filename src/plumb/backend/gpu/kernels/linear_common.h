@@ -44,6 +44,33 @@ __device__ __forceinline__ float fp4_top_to_f32(uint32_t top, float k) {
   return bits_f32(static_cast<uint32_t>(static_cast<int32_t>(top) >> 6) & 0x81C00000u) * k;
 }
 
+// The hardware FP8 decode (CUDA sm_89+: cvt.rn.f16x2.e4m3x2), for wdecode4<FP8, true>. Elsewhere
+// (HIP gfx90a, CUDA sm_80 and the compute_80 PTX) the integer decode above serves both.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+#define PLUMB_FP8_CVT 1
+// The 4 e4m3 codes of u (element 0 in the low byte) times s, exactly as e4m3_to_f32(code) * s: an
+// e4m3 value (at most 448, at least 2^-9 in magnitude, 3 mantissa bits) is an f16 normal, so the
+// conversion to f16 is exact, f16 -> f32 is exact, and the one rounding is the f32 product, the
+// CPU's lut[code] * s. Any scale (2^-127, >= 2^8, NaN) takes this same path: no k = s * 2^120 to
+// overflow. A NaN code gives an f16 NaN, then an f32 NaN, then NaN * s: a NaN, as the integer
+// path's slow branch gives (and any sum with a NaN term is NaN). +-0 keep their sign.
+__device__ __forceinline__ void fp8x4_cvt(uint32_t u, float s, float* out) {
+  uint32_t h01, h23;  // f16x2: elements 0 and 1, 2 and 3 (lower half first)
+  asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %2;\n\tcvt.rn.f16x2.e4m3x2 %0, lo;\n\tcvt.rn.f16x2.e4m3x2 %1, hi;\n\t}"
+      : "=r"(h01), "=r"(h23)
+      : "r"(u));
+  float f[4];
+  asm("{\n\t.reg .b16 a, b, c, d;\n\tmov.b32 {a, b}, %4;\n\tmov.b32 {c, d}, %5;\n\tcvt.f32.f16 %0, a;\n\tcvt.f32.f16 %1, "
+      "b;\n\tcvt.f32.f16 %2, c;\n\tcvt.f32.f16 %3, d;\n\t}"
+      : "=f"(f[0]), "=f"(f[1]), "=f"(f[2]), "=f"(f[3])
+      : "r"(h01), "r"(h23));
+#pragma unroll
+  for (int i = 0; i < 4; ++i) out[i] = f[i] * s;
+}
+#else
+#define PLUMB_FP8_CVT 0
+#endif
+
 // A 16-element segment's stored bytes and scale, loaded by wraw16 and decoded later by
 // wdecode16: a lane can keep many segments' loads in flight in few registers (FP8: 16 bytes + a
 // scale in 5 registers, where the 16 decoded floats take 16), which is what a memory-bound GEMV
@@ -82,55 +109,56 @@ __device__ __forceinline__ WRaw<F> wraw16(const WeightRef& w, int64_t r, int64_t
   return raw;
 }
 
-// The 16 values of a segment wraw16 loaded from w, exactly weight_at's.
-template <WFormat F>
-__device__ __forceinline__ void wdecode16(const WRaw<F>& raw, const WeightRef& w, float* out) {
+// Values 4q .. 4q + 3 of a segment wraw16 loaded from w, exactly weight_at's (the GEMV decodes a
+// segment a quarter at a time: 4 floats live instead of 16). HW: FP8 by the hardware conversion
+// where there is one (PLUMB_FP8_CVT), else (and for !HW) by the integer decode.
+template <WFormat F, bool HW = false>
+__device__ __forceinline__ void wdecode4(const WRaw<F>& raw, const WeightRef& w, int q, float* out) {
+  const uint4 v0 = raw.v[0];
+  const uint32_t u0[4] = {v0.x, v0.y, v0.z, v0.w};
   if constexpr (F == WFormat::F32) {
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const uint4 v = raw.v[q];
-      out[4 * q] = bits_f32(v.x), out[4 * q + 1] = bits_f32(v.y), out[4 * q + 2] = bits_f32(v.z),
-      out[4 * q + 3] = bits_f32(v.w);
-    }
+    const uint4 v = raw.v[q];
+    out[0] = bits_f32(v.x), out[1] = bits_f32(v.y), out[2] = bits_f32(v.z), out[3] = bits_f32(v.w);
   } else if constexpr (F == WFormat::BF16) {
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const uint4 v = raw.v[q];
-      const uint32_t u[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        out[8 * q + 2 * j] = bits_f32(u[j] << 16);
-        out[8 * q + 2 * j + 1] = bits_f32(u[j] & 0xFFFF0000u);
-      }
-    }
+    const uint4 v = raw.v[q / 2];
+    const uint32_t a = q % 2 ? v.z : v.x, b = q % 2 ? v.w : v.y;
+    out[0] = bits_f32(a << 16), out[1] = bits_f32(a & 0xFFFF0000u);
+    out[2] = bits_f32(b << 16), out[3] = bits_f32(b & 0xFFFF0000u);
+#if PLUMB_FP8_CVT
+  } else if constexpr (F == WFormat::FP8 && HW) {
+    fp8x4_cvt(u0[q], weight_scale_from_bits<F>(w, raw.sbits), out);
+#endif
   } else if constexpr (F == WFormat::FP8) {
-    // Fast exact decode (fp8_top_to_f32; the GEMV is ALU-bound otherwise). NaN codes (magnitude
-    // 0x7F) and scales >= 2^8 (s * 2^120 would overflow) take the slow path.
-    const uint32_t u[4] = {raw.v[0].x, raw.v[0].y, raw.v[0].z, raw.v[0].w};
-    const float s = weight_scale_from_bits<F>(w, raw.sbits);
-    uint32_t nan = 0;  // bit 7 of a byte set iff its low 7 bits are all ones
-#pragma unroll
-    for (int j = 0; j < 4; ++j) nan |= ((u[j] & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
-    const float k = s * 0x1p120f;
+    // Fast exact decode (fp8_top_to_f32; the GEMV is ALU-bound otherwise). A word with a NaN code
+    // (magnitude 0x7F) and scales >= 2^8 (s * 2^120 would overflow) take the slow path.
+    const uint32_t u = u0[q];
+    const float s = weight_scale_from_bits<F>(w, raw.sbits), k = s * 0x1p120f;
+    const uint32_t nan = ((u & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;  // bit 7 of a byte: its low 7 all ones
     if (nan == 0 && fabsf(k) < 0x1p127f) {
 #pragma unroll
-      for (int j = 0; j < 16; ++j) out[j] = fp8_top_to_f32(u[j / 4] << (24 - 8 * (j % 4)), k);
+      for (int i = 0; i < 4; ++i) out[i] = fp8_top_to_f32(u << (24 - 8 * i), k);
     } else {
 #pragma unroll
-      for (int j = 0; j < 16; ++j) out[j] = e4m3_to_f32(static_cast<uint8_t>(u[j / 4] >> (8 * (j % 4)))) * s;
+      for (int i = 0; i < 4; ++i) out[i] = e4m3_to_f32(static_cast<uint8_t>(u >> (8 * i))) * s;
     }
-  } else {  // FP4 (fp4_top_to_f32)
-    const uint32_t u[2] = {raw.v[0].x, raw.v[0].y};
-    const float s = weight_scale_from_bits<F>(w, raw.sbits);
-    const float k = s * 0x1p126f;
+  } else {  // FP4 (fp4_top_to_f32): nibbles 4q .. 4q + 3, element 2j in the low nibble of byte j
+    const uint32_t u = u0[q / 2] >> (16 * (q % 2));
+    const float s = weight_scale_from_bits<F>(w, raw.sbits), k = s * 0x1p126f;
     if (fabsf(k) < 0x1p127f) {
 #pragma unroll
-      for (int j = 0; j < 16; ++j) out[j] = fp4_top_to_f32(u[j / 8] << (28 - 4 * (j % 8)), k);
+      for (int i = 0; i < 4; ++i) out[i] = fp4_top_to_f32(u << (28 - 4 * i), k);
     } else {
 #pragma unroll
-      for (int j = 0; j < 16; ++j) out[j] = fp4_value(u[j / 8] >> (4 * (j % 8))) * s;
+      for (int i = 0; i < 4; ++i) out[i] = fp4_value(u >> (4 * i)) * s;
     }
   }
+}
+
+// All 16 values of the segment (wdecode4 four times).
+template <WFormat F, bool HW = false>
+__device__ __forceinline__ void wdecode16(const WRaw<F>& raw, const WeightRef& w, float* out) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) wdecode4<F, HW>(raw, w, q, out + 4 * q);
 }
 
 // Whether rows of K elements keep 16-element segments aligned for wraw16.

@@ -4,18 +4,27 @@
 // previous kernel kept far less (121-128 registers holding 16 decoded floats per segment, <= 4 x
 // 16 B per lane, x staged behind __syncthreads in 4096-column chunks): wo_b at 16%.
 //
-// A lane's batch: first the raw loads of its warp's RPW rows at U warp steps (wraw16: the bytes
-// and the scale's bits, undecoded: FP8 5 registers; a scale decoded at its load would stall the
-// loop on each one), ~128 B: FP8 8 x 16 B, bf16 4 x 32 B, f32 2 x 64 B, FP4
-// 8 x 8 B. Then column by column: x by float4 loads, not staged (no barrier; the warps of an SM
-// walk the same columns, so L1 hits), reused by the RPW rows (FP8, 4 rows, N 1: 1 B of x per
-// weight byte, from L1); wdecode16 and fmaf. N <= 2: <= 128 registers (ptxas spends what it may
-// on hoisting loads, and spills at 80), 2 blocks = 16 warps/SM: up to 16 x 32 x 128 B = 64 KB in
-// flight per SM, 2x the need, so a warp's decode need not overlap its own loads. N 4 / 8: 4 x N
-// accumulators + 64 decoded floats, up to 255 registers, 1 block/SM (32 KB), N FMAs per weight.
-// FP8 decode is ~3.5 integer ops per weight (16-lane integer pipe: ~6 us for 33.5 M weights on
-// 132 SMs), close to the memory time: expected FP8 N = 1 at ~65-80% of the copy rate (wo_b
-// ~11-12 us), bf16 at ~85-90% (head ~280 us), weights that fit in flight in one wave ~3-4 us.
+// A lane's batch: the raw loads of its warp's RPW rows at U warp steps (wraw16: the bytes and the
+// scale's bits, undecoded: FP8 5 registers; a scale decoded at its load would stall the loop on
+// each one). Then column by column, a quarter (4 columns) at a time: x by float4 loads, not staged
+// (no barrier; the warps of an SM walk the same columns, so L1 hits), reused by the RPW rows (FP8,
+// 4 rows, N 1: 1 B of x per weight byte, from L1); wdecode4 and fmaf (4 + 4 N floats live).
+//
+// v8, the ring (issue 17: v6's FP8 GEMVs ran at ~1.4 TB/s, 23.8 us for wq_b's 33.5 MB): v6's
+// warps issued a batch (~128 B a lane), waited, decoded, summed and only then issued the next, or
+// exited (wq_b, K = 1024: one batch a warp, 1,024 blocks in ~4 waves), so the memory pipe idled
+// through every decode and block turnover. Now FP8 and FP4 keep a ring of 3 batches per lane
+// (stages()):
+// while a lane sums one, the next two are in flight (FP8, 4 rows, U = 1: 2 x 64 B), and a block
+// walks several tiles of rows (a grid of at most the resident blocks), the ring running on across
+// tiles. In flight: 16 warps x 32 lanes x 128 B = 64 KB per SM, steadily (Little's law at 4.2 TB/s
+// and 1-1.5 us: 32-48 KB). F32 / BF16 keep a ring of 1 (v6's form: the bf16 head ran at 92% of
+// its floor). N <= 2: <= 128 registers, 2 blocks/SM; N 4 / 8: <= 255, 1 block/SM.
+// FP8 decode: on CUDA sm_89+ the hardware conversion (fp8x4_cvt: cvt e4m3x2 -> f16x2, f16 -> f32,
+// times the scale; exact, so the same floats): per weight 1/2 F2FP + 1 HADD2.F32-class convert +
+// 1 FMUL on the float pipes, where the integer decode (HIP gfx90a, CUDA sm_80 / compute_80, or
+// PLUMB_GPU_FP8_DECODE=int) costs ~3.5 integer ops on the half-rate integer pipe (~6-7 us for
+// 33.5 M weights on 132 SMs, as much as the memory time).
 //
 // Split-K (few rows): S warps of a block share RPW rows, each summing a contiguous range of whole
 // warp steps of K; partials added in shared memory in warp order (no atomics). plan_for: RPW 4
@@ -25,16 +34,22 @@
 // A row's summation order depends on (R, K, groups, format, device) only, never on N or on how N
 // is split into launches of <= 8: lane l of split s adds its segments s * P + l * 16 + m * kStep
 // (m = 0, 1, ...) in column order, element by element, one fmaf chain per (row, x row); then
-// warp_sum; then the S partials in warp order. RPW, U, N and the vector / element paths change
-// which warp or load does what, not that order.
+// warp_sum; then the S partials in warp order. RPW, U, N, the ring, the grid (tiles per block),
+// the FP8 decode (exact either way) and the vector / element paths change which warp or load does
+// what, not that order.
 //
 // act_fp8 (LinearArgs::quant_x, QX): the kernel takes x unquantized and each block stages its
 // group's K columns of the launch's x rows in shared memory with the FP8 round trip applied
 // (act_quant.h: a lane quantizes one 16-column segment, the 8 lanes of a 128-block share its amax
-// by shuffles), instead of a quant_blocks launch writing a quantized copy first. The first batch's
-// weight loads are issued before the staging, so its ~0.5-1 us run under their latency. x is then
+// by shuffles), instead of a quant_blocks launch writing a quantized copy first, once per block (a
+// block walks several tiles of the same group). The ring's first 2 batches of weight loads are
+// issued before the staging (FP8 / FP4), so its ~0.5-1 us run under their latency. x is then
 // read from shared memory (swizzled: qx_offset) instead of through L1; the products and the order
 // of every sum are the same, so the result is bitwise the separate launch's.
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
 #include "plumb/backend/gpu/kernels/act_quant.h"
 #include "plumb/backend/gpu/kernels/linear.h"
 #include "plumb/backend/gpu/kernels/linear_common.h"
@@ -47,16 +62,28 @@ constexpr int kWarps = kThreads / kWarp;
 constexpr int kMaxN = 8;                 // x rows per launch
 constexpr int kSeg = 16;                 // weight elements of one raw load
 constexpr int kStep = kWarp * kSeg;      // columns a warp covers per step (512; 1024 on HIP)
+// Lambdas of the kernel body inlined like __forceinline__ functions (hipcc kept the ring of raw
+// loads in scratch memory when it called the walk's step lambda out of line).
+#define PLUMB_INLINE __attribute__((always_inline))
 
 // Rows per warp of a full-size shape (plan_for may take 1): f32 segments are 4x FP8's registers.
 template <WFormat F>
 constexpr int rpw_for() { return F == WFormat::F32 ? 2 : 4; }
-// Warp steps per batch: ~128 B of raw loads per lane over RPW rows; for N 4 / 8 counted as if 4
-// rows even with 1 (ptxas hoists a batch's x loads, N x 16 floats a column, and spills beyond).
+// Batches in a lane's ring (S): S - 1 batches of raw loads stay in flight while the lane sums one.
+// FP8 / FP4 (short segments, a decode per weight): 3. F32 / BF16: 1, the form before the ring
+// (every load of a batch, then its math; the bf16 head ran at 92% of its floor so).
+template <WFormat F, int NB>
+constexpr int stages() { return F == WFormat::FP8 || F == WFormat::FP4 ? 3 : 1; }
+// Warp steps per batch (U): ~128 B of raw loads per lane over RPW rows in one batch (S = 1: F32
+// 2 x 64 B, BF16 4 x 32 B) or ~128 B (FP8) / ~64 B (FP4) in the S - 1 batches ahead of the one
+// summed (S > 1; at most 2 steps: 1 row per warp, N 2 spills at 4); for N 4 / 8 counted as if 4
+// rows even with 1 (ptxas hoists x loads, and spills beyond). FP8, 4 rows: U = 1, a ring of 3 x 4
+// segments (60 registers) with 2 x 64 B ahead.
 template <WFormat F, int NB, int RPW>
 constexpr int unroll() {
-  constexpr int b = F == WFormat::F32 ? 2 : F == WFormat::BF16 ? 4 : 8, r = NB <= 2 ? RPW : 4;
-  return b / r > 1 ? b / r : 1;
+  constexpr int S = stages<F, NB>(), b = F == WFormat::F32 ? 2 : F == WFormat::BF16 ? 4 : 8;
+  constexpr int r = (NB <= 2 ? RPW : 4) * (S > 1 ? S - 1 : 1), u = b / r > 1 ? b / r : 1;
+  return S > 1 && u > 2 ? 2 : u;
 }
 template <int NB>
 constexpr int min_blocks() { return NB <= 2 ? 2 : 1; }  // per SM: <= 128 registers, or <= 255
@@ -117,63 +144,42 @@ __device__ __forceinline__ void stage_quant_x(const LinearArgs& a, bool x4, floa
   }
 }
 
-// The segment's 16 values (wdecode16), bf16-rounded if RW.
-template <WFormat F, bool RW>
-__device__ __forceinline__ void decode(const WRaw<F>& g, const WeightRef& w, float (&wv)[kSeg]) {
-  wdecode16<F>(g, w, wv);
-  if constexpr (RW) {
-#pragma unroll
-    for (int e = 0; e < kSeg; ++e) wv[e] = round_bf16(wv[e]);
-  }
-}
-
-// acc += w[e] * x[e] for e = 0..3, in turn.
-__device__ __forceinline__ float fma4(const float* w, float4 x, float acc) {
+// acc[j][n] += w[e] * x[n][e] for e = 0..3, in turn.
+__device__ __forceinline__ float fma4(const float (&w)[4], float4 x, float acc) {
   acc = fmaf(w[0], x.x, acc);
   acc = fmaf(w[1], x.y, acc);
   acc = fmaf(w[2], x.z, acc);
   return fmaf(w[3], x.w, acc);
 }
 
-// One column position c0 (16 columns, whole, aligned) of the warp's rows, from loaded segments.
-// N <= 2: the 16 x values of each x row held, rows decoded one at a time (16 floats live);
-// N >= 4: all rows decoded (16 x RPW floats), then one x row's 16 values at a time.
-template <WFormat F, int NB, int RPW, bool RW, bool QX>
+// One column position c0 (16 columns, whole, aligned) of the warp's rows, from loaded segments, a
+// quarter (4 columns) at a time: the NB x rows' 4 values, then each row's 4 decoded weights
+// (wdecode4; HW: the hardware FP8 decode; bf16-rounded if RW) into its N sums. Each (row, x row)
+// sum still takes its 16 products in column order; 4 + 4 NB floats live, not 16 + 16 NB.
+template <WFormat F, int NB, int RPW, bool RW, bool HW, bool QX>
 __device__ __forceinline__ void column(const WRaw<F> (&g)[RPW], const WeightRef& w, const float* const (&xr)[NB],
                                        int64_t c0, float (&acc)[RPW][NB]) {
-  if constexpr (NB <= 2) {
-    float4 xv[NB][4];
 #pragma unroll
-    for (int n = 0; n < NB; ++n)
+  for (int q = 0; q < 4; ++q) {
+    float4 xv[NB];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) xv[n][q] = xload4<QX>(xr[n], c0, q);
+    for (int n = 0; n < NB; ++n) xv[n] = xload4<QX>(xr[n], c0, q);
 #pragma unroll
     for (int j = 0; j < RPW; ++j) {
-      float wv[kSeg];
-      decode<F, RW>(g[j], w, wv);
+      float wv[4];
+      wdecode4<F, HW>(g[j], w, q, wv);
+      if constexpr (RW) {
 #pragma unroll
-      for (int n = 0; n < NB; ++n)
+        for (int e = 0; e < 4; ++e) wv[e] = round_bf16(wv[e]);
+      }
 #pragma unroll
-        for (int q = 0; q < 4; ++q) acc[j][n] = fma4(wv + 4 * q, xv[n][q], acc[j][n]);
-    }
-  } else {
-    float wv[RPW][kSeg];
-#pragma unroll
-    for (int j = 0; j < RPW; ++j) decode<F, RW>(g[j], w, wv[j]);
-#pragma unroll
-    for (int n = 0; n < NB; ++n) {
-      float4 xv[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) xv[q] = xload4<QX>(xr[n], c0, q);
-#pragma unroll
-      for (int j = 0; j < RPW; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) acc[j][n] = fma4(wv[j] + 4 * q, xv[q], acc[j][n]);
+      for (int n = 0; n < NB; ++n) acc[j][n] = fma4(wv, xv[n], acc[j][n]);
     }
   }
 }
 
-// The lane's nu (<= U) segments at c, c + kStep, ..., all whole: every load first, then the math.
+// The raw loads of a lane's batch: nu (<= U) segments of the RPW rows at c, c + kStep, ..., all
+// whole (load_batch), and their math once they are in (sum_batch).
 template <WFormat F, int RPW, int U>
 __device__ __forceinline__ void load_batch(const WeightRef& w, const int64_t (&row)[RPW], int64_t c, int nu,
                                            WRaw<F> (&g)[U][RPW]) {
@@ -184,19 +190,12 @@ __device__ __forceinline__ void load_batch(const WeightRef& w, const int64_t (&r
       for (int j = 0; j < RPW; ++j) g[u][j] = wraw16<F>(w, row[j], c + u * kStep);
     }
 }
-template <WFormat F, int NB, int RPW, int U, bool RW, bool QX>
-__device__ __forceinline__ void math_batch(const WRaw<F> (&g)[U][RPW], const WeightRef& w,
-                                           const float* const (&xr)[NB], int64_t c, int nu, float (&acc)[RPW][NB]) {
+template <WFormat F, int NB, int RPW, int U, bool RW, bool HW, bool QX>
+__device__ __forceinline__ void sum_batch(const WRaw<F> (&g)[U][RPW], const WeightRef& w, const float* const (&xr)[NB],
+                                          int64_t c, int nu, float (&acc)[RPW][NB]) {
 #pragma unroll
   for (int u = 0; u < U; ++u)
-    if (u < nu) column<F, NB, RPW, RW, QX>(g[u], w, xr, c + u * kStep, acc);
-}
-template <WFormat F, int NB, int RPW, int U, bool RW, bool QX>
-__device__ __forceinline__ void batch_vec(const WeightRef& w, const int64_t (&row)[RPW], const float* const (&xr)[NB],
-                                          int64_t c, int nu, float (&acc)[RPW][NB]) {
-  WRaw<F> g[U][RPW];
-  load_batch<F, RPW, U>(w, row, c, nu, g);
-  math_batch<F, NB, RPW, U, RW, QX>(g, w, xr, c, nu, acc);
+    if (u < nu) column<F, NB, RPW, RW, HW, QX>(g[u], w, xr, c + u * kStep, acc);
 }
 
 // The same segments element by element (K not keeping 16-byte alignment, x or f32 scales
@@ -223,50 +222,67 @@ __device__ __forceinline__ void batch_scalar(const WeightRef& w, const int64_t (
     }
 }
 
-// Warp sums, the S partials of a row added in warp order (shared memory), outputs stored.
+// Warp sums, the S partials of a row added in warp order (shared memory), outputs stored; acc is
+// zeroed for the next tile. Every thread of the block calls it (a barrier when splits > 1) once
+// per tile; part alternates between two buffers by tile, so a warp writing tile i + 1's partials
+// cannot overwrite tile i's before they are read (the barrier of tile i + 1 lies between).
 template <int NB, int RPW>
 __device__ __forceinline__ void finish(const LinearArgs& a, int64_t r0, int lane, int warp, int splits,
                                        float (&acc)[RPW][NB], float (&part)[kWarps][RPW * NB]) {
 #pragma unroll
   for (int i = 0; i < RPW * NB; ++i) acc[i / NB][i % NB] = warp_sum(acc[i / NB][i % NB]);
+  bool store = true;
   if (splits > 1) {
     if (lane == 0) {
 #pragma unroll
       for (int i = 0; i < RPW * NB; ++i) part[warp][i] = acc[i / NB][i % NB];
     }
     __syncthreads();
-    if (warp % splits != 0) return;
+    store = warp % splits == 0;
+    if (store) {
+#pragma unroll
+      for (int i = 0; i < RPW * NB; ++i) {
+        float v = part[warp][i];
+        for (int t = 1; t < splits; ++t) v += part[warp + t][i];
+        acc[i / NB][i % NB] = v;
+      }
+    }
+  }
+  if (store) {
 #pragma unroll
     for (int i = 0; i < RPW * NB; ++i) {
-      float v = part[warp][i];
-      for (int t = 1; t < splits; ++t) v += part[warp + t][i];
-      acc[i / NB][i % NB] = v;
+      const int64_t r = r0 + i / NB;
+      const int n = i % NB;
+      if (lane == i % kWarp && r < a.R && n < a.nrows) {
+        const float v = acc[i / NB][n];
+        a.y[n * a.ldy + blockIdx.y * a.R + r] = a.round_bf16 ? round_bf16(v) : v;
+      }
     }
   }
 #pragma unroll
-  for (int i = 0; i < RPW * NB; ++i) {
-    const int64_t r = r0 + i / NB;
-    const int n = i % NB;
-    if (lane == i % kWarp && r < a.R && n < a.nrows) {
-      const float v = acc[i / NB][n];
-      a.y[n * a.ldy + blockIdx.y * a.R + r] = a.round_bf16 ? round_bf16(v) : v;
-    }
-  }
+  for (int i = 0; i < RPW * NB; ++i) acc[i / NB][i % NB] = 0.f;
 }
 
-// The warp's RPW rows over split s's columns (lane by lane as in the header), then finish.
-// QX: x staged quantized in xs by the whole block first (every thread reaches the barrier), with
-// the warp's first batch of weight loads already out.
-template <WFormat F, int NB, int RPW, bool RW, bool QX>
+// The block's tiles (blockIdx.x, + gridDim.x, ...: a tile is kWarps / splits row groups of RPW
+// rows), each warp its row group's RPW rows over split s's columns (lane by lane as in the
+// header), then finish. A lane walks its batches of every tile as one sequence, tile after tile:
+// position p is batch p % nbt of the block's tile p / nbt, with nbt the batches of the block's
+// longest lane (a lane with fewer, or a row group past R, or a batch for the element path, has
+// empty positions: nothing loaded, nothing summed). The raw loads of position p go to ring slot
+// p % S, issued S - 1 positions ahead: while the lane sums one batch, the next S - 1 are in
+// flight, across tiles too (a tile's finish runs with the next tile's first loads out). The
+// positions and the finish calls are the same in every thread of the block (barriers); the
+// summation order is the one in the header whatever S, U or the grid. QX: x staged quantized in xs
+// by the whole block once (every thread reaches the barrier), with the ring's first S - 1
+// positions of weight loads already out (S = 1: none).
+template <WFormat F, int NB, int RPW, bool RW, bool HW, bool QX>
 __device__ __forceinline__ void gemv_rows(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, bool x4,
-                                          float (&part)[kWarps][RPW * NB], float* xs) {
-  constexpr int U = unroll<F, NB, RPW>();
+                                          float (&part)[2][kWarps][RPW * NB], float* xs) {
+  constexpr int U = unroll<F, NB, RPW>(), S = stages<F, NB>();
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, s = warp % splits;
   const int64_t g = blockIdx.y, R = a.R, K = a.K;
-  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / splits) + warp / splits) * RPW;
-  int64_t row[RPW];  // rows past R read row R - 1 (never stored)
-#pragma unroll
-  for (int j = 0; j < RPW; ++j) row[j] = g * R + (r0 + j < R ? r0 + j : R - 1);
+  const int groups_per_tile = kWarps / splits;
+  const int tiles = static_cast<int>((R + groups_per_tile * RPW - 1) / (groups_per_tile * RPW));
   const float* xr[NB];  // x rows past nrows read the last one (never stored)
 #pragma unroll
   for (int n = 0; n < NB; ++n) {
@@ -275,53 +291,96 @@ __device__ __forceinline__ void gemv_rows(const LinearArgs& a, const WeightRef& 
   }
   const int64_t per = ((K + kStep - 1) / kStep + splits - 1) / splits * kStep;  // columns of a split
   const int64_t ce = K < (s + 1) * per ? K : (s + 1) * per;
+  const int64_t c0 = s * per + lane * kSeg;                                        // the lane's first column
+  const int nseg = c0 < ce ? static_cast<int>((ce - c0 + kStep - 1) / kStep) : 0;  // its segments a row
+  const int nb = (nseg + U - 1) / U;                                               // its batches a tile
+  const int nbt = static_cast<int>((per / kStep + U - 1) / U);                     // split 0, lane 0's
+  // Batch b of tile t: its first row (rows past R read row R - 1, never stored), first column,
+  // segments, and whether it takes the vector path (raw loads ahead) or the element path.
+  const auto first_row = [&](int t) PLUMB_INLINE { return (static_cast<int64_t>(t) * groups_per_tile + warp / splits) * RPW; };
+  const auto rows_of = [&](int64_t r0, int64_t (&row)[RPW]) PLUMB_INLINE {
+#pragma unroll
+    for (int j = 0; j < RPW; ++j) row[j] = g * R + (r0 + j < R ? r0 + j : R - 1);
+  };
+  const auto col_of = [&](int b) PLUMB_INLINE { return c0 + static_cast<int64_t>(b) * (U * kStep); };
+  const auto nu_of = [&](int b) PLUMB_INLINE { return nseg - b * U < U ? nseg - b * U : U; };
+  const auto vec = [&](int64_t c, int nu) PLUMB_INLINE { return vec_ok && c + (nu - 1) * kStep + kSeg <= K; };
+
+  WRaw<F> ring[S][U][RPW];
+  // The raw loads of position (tile t, batch b) into buf: nothing past the block's tiles, for a
+  // row group past R, past the lane's batches or for the element path.
+  const auto issue = [&](int t, int b, WRaw<F>(&buf)[U][RPW]) PLUMB_INLINE {
+    const int64_t r0 = first_row(t);
+    const int64_t c = col_of(b);
+    const int nu = nu_of(b);
+    if (t < tiles && r0 < R && b < nb && vec(c, nu)) {
+      int64_t row[RPW];
+      rows_of(r0, row);
+      load_batch<F, RPW, U>(w, row, c, nu, buf);
+    }
+  };
   float acc[RPW][NB] = {};
-  int64_t c = s * per + lane * kSeg;
-  if constexpr (QX) {  // the first batch's loads, then the staging; the rest as below
-    WRaw<F> g0[U][RPW];
-    int nu = 0;
-    bool pre = false;
-    if (r0 < R && c < ce) {
-      const int64_t left = (ce - c + kStep - 1) / kStep;
-      nu = left < U ? static_cast<int>(left) : U;
-      pre = vec_ok && c + (nu - 1) * kStep + kSeg <= K;
-      if (pre) load_batch<F, RPW, U>(w, row, c, nu, g0);
+  int t = blockIdx.x, b = 0, parity = 0;  // the position to sum
+  // Sums position (t, b) from buf (or by the element path), after issuing position + S - 1 into
+  // slot; at a tile's last batch, finish.
+  const auto step = [&](const WRaw<F>(&buf)[U][RPW], WRaw<F>(&slot)[U][RPW]) PLUMB_INLINE {
+    {
+      int ib = b + S - 1, it = t;
+      while (ib >= nbt) ib -= nbt, it += gridDim.x;
+      issue(it, ib, slot);
     }
-    stage_quant_x(a, x4, xs);
-    __syncthreads();
-    if (pre) {
-      math_batch<F, NB, RPW, U, RW, QX>(g0, w, xr, c, nu, acc);
-      c += U * kStep;
-    }
-  }
-  if (r0 < R) {
-#pragma unroll 1
-    for (; c < ce; c += U * kStep) {
-      const int64_t left = (ce - c + kStep - 1) / kStep;  // this lane's segments left in the split
-      const int nu = left < U ? static_cast<int>(left) : U;
-      if (vec_ok && c + (nu - 1) * kStep + kSeg <= K)
-        batch_vec<F, NB, RPW, U, RW, QX>(w, row, xr, c, nu, acc);
-      else
+    const int64_t r0 = first_row(t);
+    if (r0 < R && b < nb) {
+      const int64_t c = col_of(b);
+      const int nu = nu_of(b);
+      if (vec(c, nu)) {
+        sum_batch<F, NB, RPW, U, RW, HW, QX>(buf, w, xr, c, nu, acc);
+      } else {
+        int64_t row[RPW];
+        rows_of(r0, row);
         batch_scalar<F, NB, RPW, RW, QX>(w, row, xr, c, nu, K, acc);
+      }
     }
-  }
-  finish<NB, RPW>(a, r0, lane, warp, splits, acc, part);
+    if (++b == nbt) {  // the tile's last position, the same in every thread
+      finish<NB, RPW>(a, r0, lane, warp, splits, acc, part[parity]);
+      b = 0, t += gridDim.x, parity ^= 1;
+    }
+  };
+
+  // The ring's slots are named by constants (a fold over k, not a loop the compiler may leave
+  // rolled: hipcc then kept the ring in scratch memory).
+  [&]<int... k>(std::integer_sequence<int, k...>) PLUMB_INLINE {
+    const auto first = [&](int p, WRaw<F>(&slot)[U][RPW]) PLUMB_INLINE {
+      int ib = p, it = blockIdx.x;  // position p < S - 1: tile blockIdx.x unless nbt < S - 1
+      while (ib >= nbt) ib -= nbt, it += gridDim.x;
+      issue(it, ib, slot);
+    };
+    ((k + 1 < S ? first(k, ring[k]) : void()), ...);
+    if constexpr (QX) {
+      stage_quant_x(a, x4, xs);
+      __syncthreads();
+    }
+#pragma unroll 1
+    while (t < tiles)  // the same trip count in every thread of the block
+      ((t < tiles ? step(ring[k], ring[(k + S - 1) % S]) : void()), ...);
+  }(std::make_integer_sequence<int, S>{});
 }
 
-// Block: kWarps / splits row groups of RPW rows, each summed by `splits` consecutive warps.
+// Block: a grid-stride walk over tiles of kWarps / splits row groups of RPW rows, each summed by
+// `splits` consecutive warps. HW: the FP8 decode by the hardware conversion (PLUMB_FP8_CVT).
 // QX: x quantized into dynamic shared memory first (no bf16 weight rounding: linear() keeps
 // act_fp8 with bf16_weight on the separate launch).
-template <WFormat F, int NB, int RPW, bool QX>
+template <WFormat F, int NB, int RPW, bool HW, bool QX>
 __global__ void __launch_bounds__(kThreads, min_blocks<NB>())
     gemv_kernel(LinearArgs a, WeightRef w, int splits, bool vec_ok, bool x4) {
-  __shared__ float part[kWarps][RPW * NB];
+  __shared__ float part[2][kWarps][RPW * NB];
   if constexpr (QX) {
     extern __shared__ float4 qx_smem[];
-    gemv_rows<F, NB, RPW, false, true>(a, w, splits, vec_ok, x4, part, reinterpret_cast<float*>(qx_smem));
+    gemv_rows<F, NB, RPW, false, HW, true>(a, w, splits, vec_ok, x4, part, reinterpret_cast<float*>(qx_smem));
   } else if (a.round_w) {  // a template argument: a run-time test per segment costs registers
-    gemv_rows<F, NB, RPW, true, false>(a, w, splits, vec_ok, x4, part, nullptr);
+    gemv_rows<F, NB, RPW, true, HW, false>(a, w, splits, vec_ok, x4, part, nullptr);
   } else {
-    gemv_rows<F, NB, RPW, false, false>(a, w, splits, vec_ok, x4, part, nullptr);
+    gemv_rows<F, NB, RPW, false, HW, false>(a, w, splits, vec_ok, x4, part, nullptr);
   }
 }
 
@@ -341,31 +400,64 @@ Plan plan_for(const LinearArgs& a, int64_t target_blocks) {
   return {rpw, s};
 }
 
-template <WFormat F, int NB, int RPW, bool QX>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, bool x4, gpuStream_t s) {
-  const int64_t rows_per_block = static_cast<int64_t>(kWarps / splits) * RPW;
-  const dim3 grid(static_cast<unsigned>((a.R + rows_per_block - 1) / rows_per_block), static_cast<unsigned>(a.groups));
+// Grid: every tile for a format without a ring (S = 1: one tile per block, as before the ring);
+// with one, at most the blocks resident at once (target_blocks is 2 per SM; 1 per SM for N 4 / 8),
+// so each block walks several tiles with its loads in flight across them (and QX stages x once).
+template <WFormat F, int NB, int RPW, bool HW, bool QX>
+gpuError_t launch(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, bool x4, int64_t target_blocks,
+                  gpuStream_t s) {
+  const int64_t rows_per_tile = static_cast<int64_t>(kWarps / splits) * RPW, tiles = (a.R + rows_per_tile - 1) / rows_per_tile;
+  int64_t bx = tiles;
+  if constexpr (stages<F, NB>() > 1) {
+    const int64_t resident = target_blocks / 2 * min_blocks<NB>(), per_group = (resident + a.groups - 1) / a.groups;
+    bx = tiles < per_group ? tiles : (per_group > 0 ? per_group : 1);
+  }
+  const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(a.groups));
   const std::size_t smem = QX ? static_cast<std::size_t>(a.nrows * qx_row(a.K)) * sizeof(float) : 0;
 #ifdef PLUMB_CUDA
   if (smem > 48 * 1024) {  // past the default limit of dynamic shared memory: opt in (<= kQxSmemMax)
-    const gpuError_t e = cudaFuncSetAttribute(gemv_kernel<F, NB, RPW, QX>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(smem));
+    const gpuError_t e = cudaFuncSetAttribute(gemv_kernel<F, NB, RPW, HW, QX>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != gpuSuccess) return e;
   }
 #endif
-  gemv_kernel<F, NB, RPW, QX><<<grid, kThreads, smem, s>>>(a, w, splits, vec_ok, x4);
+  gemv_kernel<F, NB, RPW, HW, QX><<<grid, kThreads, smem, s>>>(a, w, splits, vec_ok, x4);
   return gpuGetLastError();
 }
 
+template <WFormat F, int NB, bool HW, bool QX>
+gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, int64_t target_blocks,
+                  gpuStream_t s) {
+  if (p.rpw > 1) return launch<F, NB, rpw_for<F>(), HW, QX>(a, w, p.splits, vec_ok, x4, target_blocks, s);
+  return launch<F, NB, 1, HW, QX>(a, w, p.splits, vec_ok, x4, target_blocks, s);
+}
+
+// The FP8 decode: the hardware conversion where the device has one (the kernel falls back to the
+// integer decode where it does not), unless PLUMB_GPU_FP8_DECODE=int asks for the integer decode
+// (an A/B of the two in one process; both are exact, so the results are the same bits). Read at
+// each call, so a test can switch it. HIP has the integer decode only.
+#ifndef PLUMB_HIP
+bool fp8_hw_decode() {
+  const char* e = std::getenv("PLUMB_GPU_FP8_DECODE");
+  return !(e && std::strcmp(e, "int") == 0);
+}
+#endif
+
 template <WFormat F, int NB, bool QX>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, gpuStream_t s) {
-  if (p.rpw > 1) return launch<F, NB, rpw_for<F>(), QX>(a, w, p.splits, vec_ok, x4, s);
-  return launch<F, NB, 1, QX>(a, w, p.splits, vec_ok, x4, s);
+gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, int64_t target_blocks,
+                  gpuStream_t s) {
+#ifndef PLUMB_HIP
+  if constexpr (F == WFormat::FP8)
+    if (fp8_hw_decode()) return launch<F, NB, true, QX>(a, w, p, vec_ok, x4, target_blocks, s);
+#endif
+  return launch<F, NB, false, QX>(a, w, p, vec_ok, x4, target_blocks, s);
 }
 
 template <WFormat F, int NB>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, gpuStream_t s) {
-  return a.quant_x ? launch<F, NB, true>(a, w, p, vec_ok, x4, s) : launch<F, NB, false>(a, w, p, vec_ok, x4, s);
+gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, int64_t target_blocks,
+                  gpuStream_t s) {
+  return a.quant_x ? launch<F, NB, true>(a, w, p, vec_ok, x4, target_blocks, s)
+                   : launch<F, NB, false>(a, w, p, vec_ok, x4, target_blocks, s);
 }
 
 }  // namespace
@@ -390,10 +482,10 @@ gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_b
     b.y = a.y + n0 * a.ldy;
     b.nrows = a.nrows - n0 < kMaxN ? a.nrows - n0 : kMaxN;
     const gpuError_t e = dispatch_format(w.format, [&]<WFormat F>() {
-      if (b.nrows == 1) return launch<F, 1>(b, w, p, vec_ok, x_ok, s);
-      if (b.nrows == 2) return launch<F, 2>(b, w, p, vec_ok, x_ok, s);
-      if (b.nrows <= 4) return launch<F, 4>(b, w, p, vec_ok, x_ok, s);
-      return launch<F, 8>(b, w, p, vec_ok, x_ok, s);
+      if (b.nrows == 1) return launch<F, 1>(b, w, p, vec_ok, x_ok, target_blocks, s);
+      if (b.nrows == 2) return launch<F, 2>(b, w, p, vec_ok, x_ok, target_blocks, s);
+      if (b.nrows <= 4) return launch<F, 4>(b, w, p, vec_ok, x_ok, target_blocks, s);
+      return launch<F, 8>(b, w, p, vec_ok, x_ok, target_blocks, s);
     });
     if (e != gpuSuccess) return e;
   }
