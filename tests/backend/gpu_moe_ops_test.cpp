@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <numeric>
 #include <vector>
 
@@ -265,6 +267,100 @@ TEST_F(GpuOps, MoeRealDims) {
   const std::vector<MoeCase> cases = moe_real_cases();
   ASSERT_EQ(cases.size(), params.size());
   for (std::size_t i = 0; i < cases.size(); ++i) run_moe_case(*this, cases[i], params[i], check);
+}
+
+// Issue 17: the prefill's routed experts as grouped bf16 GEMMs (GpuBackend::moe_prefill, one
+// launch per projection for every expert whose own linear() calls take the bf16 GEMM) must give
+// every output bit of the per-expert path (MoePath::PerExpert), and the CPU reference's values
+// within the usual tolerance. Skewed routing (expert e drawn with weight ~ 1 / (1 + e % 8)) gives
+// experts of many row counts: > 64 (grouped under the Auto linear path, several row tiles and a
+// partial last one), <= 64 (their GEMV, as per expert, amid grouped ones) and 0 (expert 5 is
+// never chosen); some slots route outside [0, E). Both the Auto linear path and the bf16 GEMM
+// forced (every used expert grouped, FP8 experts too on Hopper); MoePath::GroupedGemm below the
+// decode kernels' slot limit, and MoePath::Auto above it (the path a prefill takes).
+TEST_F(GpuOps, MoeGroupedGemmIsPerExpert) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+  if (!dev) GTEST_SKIP() << "the grouped GEMM is a GpuBackend path (PLUMB_GPU_OPS_ON_CPU runs no GPU backend)";
+  using MP = plumb::gpu::GpuBackend::MoePath;
+  struct Case {
+    int64_t N, D, I, E, K, distinct;
+    const char* format;
+    MP path;  // the grouped form's MoePath
+  };
+  const Case cases[] = {
+      {300, 256, 128, 16, 4, 16, "fp4", MP::GroupedGemm},
+      {300, 256, 192, 64, 6, 8, "fp8", MP::GroupedGemm},
+      {300, 192, 160, 32, 4, 6, "bf16", MP::GroupedGemm},
+      {200, 256, 128, 16, 4, 5, "fp8f32", MP::GroupedGemm},
+      {520, 256, 128, 16, 4, 8, "fp4", MP::Auto},  // 2,080 slots: more than the decode kernels take
+  };
+  for (const Case& c : cases) {
+    const int64_t N = c.N, D = c.D, I = c.I, E = c.E, K = c.K;
+    std::vector<ExpertSet> sets;
+    sets.reserve(static_cast<std::size_t>(c.distinct + 1));
+    for (int64_t s = 0; s <= c.distinct; ++s)
+      sets.push_back(make_expert(s == c.distinct && std::string(c.format) != "fp8f32" ? "fp8" : c.format, D, I,
+                                 rnd(I * D, 0.05f), rnd(D * I, 0.05f), rnd(I * D, 0.05f), rng));
+    for (auto& s : sets) s.make_views();
+    std::vector<backend::SwiGluWeights> experts;
+    for (int64_t e = 0; e < E; ++e) {
+      const ExpertSet& s = sets[static_cast<std::size_t>(e % c.distinct)];
+      experts.push_back({&s.v1, &s.v2, &s.v3});
+    }
+    const backend::SwiGluWeights shared{&sets.back().v1, &sets.back().v2, &sets.back().v3};
+    std::vector<int32_t> ex;
+    std::vector<float> wt;
+    std::vector<int64_t> count(static_cast<std::size_t>(E), 0);
+    for (int64_t n = 0; n < N; ++n) {
+      std::vector<double> pw(static_cast<std::size_t>(E));
+      for (int64_t e = 0; e < E; ++e) pw[e] = e == 5 ? 0.0 : 1.0 / (1 + e % 8);
+      for (int64_t k = 0; k < K; ++k) {
+        const int32_t e = static_cast<int32_t>(std::discrete_distribution<int>(pw.begin(), pw.end())(rng));
+        pw[e] = 0.0;  // K distinct experts per token
+        ex.push_back(n % 29 == 3 && k == 1 ? -1 : (n % 31 == 7 && k == 0 ? static_cast<int32_t>(E) : e));
+        wt.push_back(0.2f + std::fabs(rnd(1, 0.5f)[0]));
+        if (ex.back() >= 0 && ex.back() < E) ++count[ex.back()];
+      }
+    }
+    const std::vector<float> x = rnd(N * D, 2.f);
+    const int64_t big = std::count_if(count.begin(), count.end(), [](int64_t m) { return m > 64; });
+    const int64_t small = std::count_if(count.begin(), count.end(), [](int64_t m) { return m > 0 && m <= 64; });
+    const std::string what = std::string("moe grouped gemm ") + c.format + " N " + std::to_string(N) + " E " +
+                             std::to_string(E) + " top-" + std::to_string(K) + " (" + std::to_string(big) +
+                             " experts > 64 rows, " + std::to_string(small) + " <= 64)";
+    std::vector<backend::MoeParams> params;
+    if (std::string(c.format) == "fp8f32")
+      params = v3_params();
+    else
+      params = {{10.f, true, true, Round::BF16}, {0.f, false, true, Round::None}, {0.5f, true, false, Round::BF16}};
+    for (const TestLinearPath lp : {TestLinearPath::Auto, TestLinearPath::Mma})
+      for (const backend::MoeParams& p : params) {
+        const std::string w = what + describe(p) + " linear " + path_name(lp);
+        auto run = [&](Backend& be) {
+          const backend::Routing r{up(be, ex, {N, K}), up(be, wt, {N, K})};
+          return host(be, be.moe(up(be, x, {N, D}), r, experts, shared, p));
+        };
+        ASSERT_TRUE(set_path(lp));
+        dev->set_moe_path(MP::PerExpert);
+        const std::vector<float> per = run(*gpu);
+        dev->set_moe_path(c.path);
+        const std::vector<float> grp = run(*gpu);
+        dev->set_moe_path(MP::Auto);
+        set_path(TestLinearPath::Auto);
+        ASSERT_EQ(per.size(), grp.size()) << ctx(w);
+        int64_t bad = 0, first = -1;
+        for (std::size_t i = 0; i < per.size(); ++i)
+          if (std::memcmp(&per[i], &grp[i], 4) != 0 && bad++ == 0) first = static_cast<int64_t>(i);
+        EXPECT_EQ(bad, 0) << ctx(w) << ": grouped vs per-expert, " << bad << " of " << per.size()
+                          << " elements differ, first at flat index " << first << " (grouped "
+                          << (first >= 0 ? grp[first] : 0.f) << ", per-expert " << (first >= 0 ? per[first] : 0.f)
+                          << ")";
+        expect_close(w + " vs CPU", grp, run(*cpu), {N, D}, moe_tolerance(p, D, I, K));
+      }
+  }
+#else
+  GTEST_SKIP() << "plumb was built without a GPU backend";
+#endif
 }
 
 }  // namespace

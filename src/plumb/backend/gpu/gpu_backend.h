@@ -101,10 +101,18 @@ class GpuBackend final : public Backend {
   // or the bf16 tensor-core GEMM (faithful profile); tests and benchmarks can force one.
   enum class LinearPath { Auto, Gemv, Simt, Mma, Fp8, CpuOrder };
   void set_linear_path(LinearPath p) { linear_path_ = p; }
+  // The kernel linear_on(x, w, o, path) runs for N rows of x against wr (K columns, R rows per
+  // group): path itself unless Auto, else the choice by size, format and order described there.
+  LinearPath resolve_linear_path(LinearPath path, int64_t N, const WeightRef& wr, const LinearOpts& o, int64_t K,
+                                 int64_t R) const;
   // moe()'s routed experts: Auto runs the grouped kernels (routing read on the device, one
   // launch per projection for all experts) for at most kGroupedMoeMaxSlots token slots in the
-  // fast order, else expert by expert; tests can force the per-expert path.
-  enum class MoePath { Auto, PerExpert };
+  // fast order; for more, the grouped GEMMs (moe_prefill: one bf16 GEMM launch per projection for
+  // every expert whose own linear() would take the bf16 GEMM, bitwise the same values), the other
+  // experts one by one; else expert by expert. PerExpert: always expert by expert (each expert's
+  // GEMMs through linear()); GroupedGemm: the grouped GEMMs at any slot count, never the decode
+  // kernels (tests; PLUMB_GPU_MOE=auto|per-expert|grouped-gemm at start).
+  enum class MoePath { Auto, PerExpert, GroupedGemm };
   void set_moe_path(MoePath p) { moe_path_ = p; }
   // sparse_attention(): the split kernels for decode-sized batches (default), or the one-kernel
   // form always (tests cover both; PLUMB_GPU_ATTN=one-kernel at start, for A/B measurements).
@@ -192,6 +200,12 @@ class GpuBackend final : public Backend {
   const ExpertTable* grouped_table(int64_t N, int64_t K, int64_t D, std::span<const SwiGluWeights> experts);
   Tensor moe_grouped(const Tensor& x, const Routing& r, const ExpertTable& t, const backend::MoeDims& d,
                      const SwiGluWeights& shared, const MoeParams& p);
+  // The per-expert path's routed sum into acc [N, D] (zeroed), with the experts whose GEMMs all
+  // take the bf16 GEMM grouped into one launch per projection (gpu_moe.cpp). false (nothing done)
+  // when none does.
+  struct SlotGroups;
+  bool moe_prefill(const float* xp, const SlotGroups& sg, std::span<const SwiGluWeights> experts,
+                   const backend::MoeDims& d, const MoeParams& p, Tensor& acc);
 
   struct OwnedWeight {
     WeightRef ref;

@@ -52,6 +52,17 @@ bool GpuBackend::fp8_tensor_cores() const {
   return fp8_tensor_cores_ && k::fp8_mma_built() && info_.arch.rfind("sm_9", 0) == 0;
 }
 
+GpuBackend::LinearPath GpuBackend::resolve_linear_path(LinearPath path, int64_t N, const WeightRef& wr,
+                                                       const LinearOpts& o, int64_t K, int64_t R) const {
+  if (path == LinearPath::Auto && cpu_order(kLinear)) return LinearPath::CpuOrder;
+  if (path != LinearPath::Auto) return path;
+  const bool faithful = o.act_fp8 || o.out == Round::BF16;
+  if (N <= kGemvMaxRows) return LinearPath::Gemv;
+  if (fp8_tensor_cores() && fp8_eligible(wr, o, K, R)) return LinearPath::Fp8;
+  if (N <= kGemvLoopMaxRows) return LinearPath::Gemv;
+  return faithful && (bf16_exact(wr) || o.bf16_weight) ? LinearPath::Mma : LinearPath::Simt;
+}
+
 Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts& o) { return linear_on(x, w, o, linear_path_); }
 
 Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearOpts& o, LinearPath path) {
@@ -77,18 +88,7 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
   a.round_w = o.bf16_weight;
 
   const bool fp8_ok = fp8_tensor_cores() && fp8_eligible(wr, o, K, R);
-  if (path == LinearPath::Auto && cpu_order(kLinear)) path = LinearPath::CpuOrder;
-  if (path == LinearPath::Auto) {
-    const bool faithful = o.act_fp8 || o.out == Round::BF16;
-    if (N <= kGemvMaxRows)
-      path = LinearPath::Gemv;
-    else if (fp8_ok)
-      path = LinearPath::Fp8;
-    else if (N <= kGemvLoopMaxRows)
-      path = LinearPath::Gemv;
-    else
-      path = faithful && (bf16_exact(wr) || o.bf16_weight) ? LinearPath::Mma : LinearPath::Simt;
-  }
+  path = resolve_linear_path(path, N, wr, o, K, R);
   if (path == LinearPath::Fp8) {
     if (!fp8_ok)
       fail("linear: the FP8 tensor-core path needs an sm_90 device (this is {}), act_fp8 without bf16_weight, an FP8 "

@@ -144,9 +144,11 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
   sync_each_op_ = s && std::strcmp(s, "0") != 0;
   if (const char* order = std::getenv("PLUMB_GPU_ORDER"); order && *order) cpu_order_sites_ = parse_order(order);
   if (const char* moe = std::getenv("PLUMB_GPU_MOE"); moe && *moe) {  // for A/B measurements
-    if (std::strcmp(moe, "auto") != 0 && std::strcmp(moe, "per-expert") != 0)
-      fail("PLUMB_GPU_MOE is '{}': expected 'auto' or 'per-expert'", moe);
-    moe_path_ = std::strcmp(moe, "auto") == 0 ? MoePath::Auto : MoePath::PerExpert;
+    if (std::strcmp(moe, "auto") != 0 && std::strcmp(moe, "per-expert") != 0 && std::strcmp(moe, "grouped-gemm") != 0)
+      fail("PLUMB_GPU_MOE is '{}': expected 'auto', 'per-expert' or 'grouped-gemm'", moe);
+    moe_path_ = std::strcmp(moe, "auto") == 0         ? MoePath::Auto
+                : std::strcmp(moe, "per-expert") == 0 ? MoePath::PerExpert
+                                                      : MoePath::GroupedGemm;
   }
   if (const char* attn = std::getenv("PLUMB_GPU_ATTN"); attn && *attn) {  // for A/B measurements
     if (std::strcmp(attn, "auto") != 0 && std::strcmp(attn, "one-kernel") != 0)

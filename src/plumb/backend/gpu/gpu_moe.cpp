@@ -6,12 +6,16 @@
 // gathered rows through linear() (which applies act_fp8 and the rounding like the CPU's GEMMs),
 // and accumulates the expert outputs into one f32 sum per token in expert-id order, then adds the
 // shared expert. For few tokens (decode) in the fast order it runs the grouped kernels instead
-// (kernels/moe_grouped.cu): the same function with the routing read on the device.
+// (kernels/moe_grouped.cu): the same function with the routing read on the device. For many
+// (prefill), the experts whose linear() calls would all take the bf16 GEMM (path (c)) run as one
+// grouped GEMM launch per projection (moe_prefill, k::linear_mma_grouped), bitwise the same.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "plumb/backend/gpu/gpu_backend.h"
+#include "plumb/backend/gpu/kernels/elementwise.h"
+#include "plumb/backend/gpu/kernels/linear.h"
 #include "plumb/backend/gpu/kernels/memory.h"
 #include "plumb/backend/gpu/kernels/moe.h"
 #include "plumb/backend/gpu/kernels/moe_grouped.h"
@@ -123,7 +127,7 @@ const GpuBackend::ExpertTable& GpuBackend::expert_table(std::span<const SwiGluWe
 // the layer makes no host round trip and three launches for all its routed experts.
 const GpuBackend::ExpertTable* GpuBackend::grouped_table(int64_t N, int64_t K, int64_t D,
                                                          std::span<const SwiGluWeights> experts) {
-  if (cpu_order(kLinear) || moe_path_ == MoePath::PerExpert || experts.empty()) return nullptr;
+  if (cpu_order(kLinear) || moe_path_ != MoePath::Auto || experts.empty()) return nullptr;
   if (N * K > kGroupedMoeMaxSlots || D > k::kGroupedMoeMaxVector) return nullptr;
   for (const SwiGluWeights& e : experts)  // an absent expert (allowed while no row selects it)
     if (!e.w1 || !e.w2 || !e.w3) return nullptr;
@@ -167,6 +171,148 @@ Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTa
   return y;
 }
 
+// The routing grouped on the host (moe()): slots of expert e are [begin[e], begin[e+1]), (token,
+// k) ascending within an expert; device copies of each slot's token row and routing weight, and of
+// each token's slots in accumulation order.
+struct GpuBackend::SlotGroups {
+  int64_t N = 0, K = 0, E = 0, T = 0;
+  std::vector<int64_t> begin;      // [E + 1]
+  const int32_t* rows = nullptr;   // device [T]: token of each slot
+  const float* weights = nullptr;  // device [T]: routing weight of each slot
+  const int32_t* order = nullptr;  // device [N, K]: the token's slots by ascending (expert, k), -1 after
+};
+
+namespace {
+
+// Scratch of one pass of the grouped experts: x rows and outputs [slots, D], g, u, h [slots, I].
+// A prefill's slots beyond this many bytes of it run in several passes, each over whole experts.
+constexpr int64_t kPrefillPassBytes = int64_t{1} << 30;
+constexpr int64_t kTileRows = 64;  // the bf16 GEMM's row tile (linear_gemm.cu kMBM)
+
+}  // namespace
+
+// The grouped form of the per-expert loop below (issue 17): an expert with M rows is grouped when
+// its own linear() calls would take the bf16 GEMM (resolve_linear_path: many rows, the faithful
+// profile, a weight bf16 holds exactly, no FP8 tensor cores for it, or the path forced to Mma);
+// the others keep their per-expert GEMMs (GEMV for few rows). Per pass over a range of experts:
+// one gather of every slot's x row (after the act_fp8 round trip of x, which quantizes each row on
+// its own exactly as linear() quantizes the gathered rows), one w1+w3 launch, one SwiGLU over all
+// slots (elementwise per slot, with the slot's routing weight), the act_fp8 round trip of h (per
+// row), one w2 launch, the ungrouped experts one by one (their output rows copied into the pass's
+// buffer), and one accumulation of the pass's slots into acc in expert-id order. Each step
+// computes every value with the same operations on the same inputs as the per-expert path.
+bool GpuBackend::moe_prefill(const float* xp, const SlotGroups& sg, std::span<const SwiGluWeights> experts,
+                             const MoeDims& d, const MoeParams& p, Tensor& acc) {
+  const int64_t N = d.N, D = d.D, K = sg.K, E = sg.E;
+  if (moe_path_ == MoePath::PerExpert || sg.T == 0 || cpu_order(kLinear)) return false;
+  if (linear_path_ != LinearPath::Auto && linear_path_ != LinearPath::Mma) return false;
+  for (const SwiGluWeights& e : experts)
+    if (!e.w1 || !e.w2 || !e.w3) return false;
+  const ExpertTable& t = expert_table(experts, D);
+  if (!t.uniform || t.width == 0) return false;
+  const int64_t I = t.width;
+  const Tensor table = t.table;  // kept alive: the per-expert linear() calls below may drop t
+  const auto* table_d = static_cast<const WeightRef*>(dev_ptr(table));
+  const WFormat format = t.format;
+  LinearOpts lo;
+  lo.act_fp8 = p.act_fp8;
+  lo.bf16_weight = p.bf16_weight;
+  lo.out = p.round;
+  std::vector<uint8_t> grouped(static_cast<std::size_t>(E), 0);
+  bool any = false;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t M = sg.begin[e + 1] - sg.begin[e];
+    if (M == 0) continue;
+    const SwiGluWeights& w = experts[static_cast<std::size_t>(e)];
+    const bool g = resolve_linear_path(linear_path_, M, weight(*w.w1), lo, D, I) == LinearPath::Mma &&
+                   resolve_linear_path(linear_path_, M, weight(*w.w3), lo, D, I) == LinearPath::Mma &&
+                   resolve_linear_path(linear_path_, M, weight(*w.w2), lo, I, D) == LinearPath::Mma;
+    grouped[static_cast<std::size_t>(e)] = g;
+    any = any || g;
+  }
+  if (!any) return false;
+  const bool matrix = mma_matrix_ok();  // as linear()'s path Mma: MFMA only after its self-check
+
+  // Passes over whole experts, and each grouped expert's row tiles ({e, first, end} relative to
+  // its pass's first slot), all uploaded at once.
+  struct Pass {
+    int64_t e_lo, e_hi, tile_lo, tile_hi;
+  };
+  std::vector<Pass> passes;
+  std::vector<int32_t> tiles;
+  const int64_t slot_bytes = (2 * D + 3 * I) * 4, pass_slots = std::max<int64_t>(kPrefillPassBytes / slot_bytes, 1);
+  for (int64_t e = 0; e < E;) {
+    Pass ps{e, e, static_cast<int64_t>(tiles.size() / 3), 0};
+    while (ps.e_hi < E && (ps.e_hi == ps.e_lo || sg.begin[ps.e_hi + 1] - sg.begin[ps.e_lo] <= pass_slots)) ++ps.e_hi;
+    for (int64_t x = ps.e_lo; x < ps.e_hi; ++x) {
+      if (!grouped[static_cast<std::size_t>(x)]) continue;
+      for (int64_t r = sg.begin[x]; r < sg.begin[x + 1]; r += kTileRows)
+        tiles.insert(tiles.end(), {static_cast<int32_t>(x), static_cast<int32_t>(r - sg.begin[ps.e_lo]),
+                                   static_cast<int32_t>(std::min(r + kTileRows, sg.begin[x + 1]) - sg.begin[ps.e_lo])});
+    }
+    ps.tile_hi = static_cast<int64_t>(tiles.size() / 3);
+    if (sg.begin[ps.e_hi] > sg.begin[ps.e_lo]) passes.push_back(ps);
+    e = ps.e_hi;
+  }
+  const Tensor tiles_t = upload(tiles.data(), tiles.size() * 4);
+  const int32_t* tiles_d = dev_i32(tiles_t);
+
+  // The FP8 round trip of x (1x128 blocks per row), as linear() gives each expert's w1 and w3.
+  Tensor xq;
+  const float* xsrc = xp;
+  if (p.act_fp8) {
+    xq = alloc(ElemType::F32, {N, D});
+    check_launch(k::quant_blocks(dev_f32(xq), xp, N, D, D, 128, false, stream_), "moe act_fp8 (x)");
+    xsrc = dev_f32(xq);
+  }
+  const bool round = p.round == Round::BF16;
+  for (const Pass& ps : passes) {
+    const int64_t s_lo = sg.begin[ps.e_lo], s_hi = sg.begin[ps.e_hi], S = s_hi - s_lo;
+    Tensor ys = alloc(ElemType::F32, {S, D});
+    if (ps.tile_hi > ps.tile_lo) {
+      Tensor h = alloc(ElemType::F32, {S, I});
+      {
+        Tensor xs = alloc(ElemType::F32, {S, D});
+        check_launch(k::gather_rows(xsrc, D, sg.rows + s_lo, S, dev_f32(xs), stream_), "moe gather (grouped)");
+        Tensor g = alloc(ElemType::F32, {S, I}), u = alloc(ElemType::F32, {S, I});
+        k::GroupedGemmArgs a;
+        a.x = dev_f32(xs), a.ldx = D;
+        a.y0 = dev_f32(g), a.y1 = dev_f32(u), a.ldy = I;
+        a.table = table_d, a.table_stride = 3, a.which0 = 0, a.which1 = 1, a.projections = 2;
+        a.tiles = tiles_d + 3 * ps.tile_lo, a.tile_count = ps.tile_hi - ps.tile_lo;
+        a.R = I, a.K = D, a.round_bf16 = round;
+        check_launch(k::linear_mma_grouped(a, format, matrix, stream_), "moe w1, w3 (grouped bf16 mma)");
+        // Rows of ungrouped experts hold garbage here; their h rows are never read.
+        check_launch(k::swiglu(dev_f32(g), dev_f32(u), S, I, p.weight_after ? nullptr : sg.weights + s_lo,
+                               p.swiglu_limit, p.silu_out == Round::BF16, round, dev_f32(h), stream_),
+                     "moe swiglu (grouped)");
+      }
+      if (p.act_fp8)  // linear()'s round trip of w2's input, per row, in place
+        check_launch(k::quant_blocks(dev_f32(h), dev_f32(h), S, I, I, 128, false, stream_), "moe act_fp8 (h)");
+      k::GroupedGemmArgs a;
+      a.x = dev_f32(h), a.ldx = I;
+      a.y0 = dev_f32(ys), a.ldy = D;
+      a.table = table_d, a.table_stride = 3, a.which0 = 2, a.projections = 1;
+      a.tiles = tiles_d + 3 * ps.tile_lo, a.tile_count = ps.tile_hi - ps.tile_lo;
+      a.R = D, a.K = I, a.round_bf16 = round;
+      check_launch(k::linear_mma_grouped(a, format, matrix, stream_), "moe w2 (grouped bf16 mma)");
+    }
+    for (int64_t e = ps.e_lo; e < ps.e_hi; ++e) {  // the others through linear(), as the per-expert path
+      const int64_t M = sg.begin[e + 1] - sg.begin[e];
+      if (M == 0 || grouped[static_cast<std::size_t>(e)]) continue;
+      Tensor xs = alloc(ElemType::F32, {M, D});
+      check_launch(k::gather_rows(xp, D, sg.rows + sg.begin[e], M, dev_f32(xs), stream_), "moe gather");
+      const SwiGluWeights& w = experts[static_cast<std::size_t>(e)];
+      const Tensor y = swiglu(*this, w, I, xs, M, sg.weights + sg.begin[e], p.swiglu_limit, p);
+      copy_rows(ys, sg.begin[e] - s_lo, y, 0, M);
+    }
+    check_launch(k::accumulate_slots(dev_f32(acc), dev_f32(ys), sg.order, p.weight_after ? sg.weights : nullptr,
+                                     p.accumulate == Round::BF16, N, K, D, s_lo, s_hi, stream_),
+                 "moe accumulate (grouped)");
+  }
+  return true;
+}
+
 Tensor GpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGluWeights> experts,
                        const SwiGluWeights& shared, const MoeParams& p) {
   const MoeDims d = check_moe(x, r, shared);
@@ -184,45 +330,58 @@ Tensor GpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGlu
 
   // Slots grouped by expert id, (token, k) ascending within an expert: the CPU's order. Ids
   // outside [0, E) are skipped, as the CPU's loop over expert ids skips them.
-  std::vector<int64_t> begin(static_cast<std::size_t>(E + 1), 0);
+  SlotGroups sg;
+  sg.N = N, sg.K = K, sg.E = E;
+  std::vector<int64_t>& begin = sg.begin;
+  begin.assign(static_cast<std::size_t>(E + 1), 0);
   for (const int32_t e : ex)
     if (e >= 0 && e < E) ++begin[e + 1];
   for (int64_t e = 0; e < E; ++e) begin[e + 1] += begin[e];
-  const int64_t T = begin[E];
-  // One upload: T row indices, then the T routing weights' bits.
-  std::vector<int32_t> packed(static_cast<std::size_t>(2 * T));
+  const int64_t T = sg.T = begin[E];
+  // One upload: T row indices, the T routing weights' bits, then per token its slots in the
+  // accumulation order (ascending expert id, then k; -1 after the last), which moe_prefill's
+  // accumulation reads.
+  std::vector<int32_t> packed(static_cast<std::size_t>(2 * T + N * K), -1);
   {
     std::vector<int64_t> next(begin.begin(), begin.end() - 1);
-    for (int64_t n = 0; n < N; ++n)
+    std::vector<std::pair<int32_t, int32_t>> mine;  // (expert, slot) of one token
+    for (int64_t n = 0; n < N; ++n) {
+      mine.clear();
       for (int64_t k = 0; k < K; ++k) {
         const int32_t e = ex[n * K + k];
         if (e < 0 || e >= E) continue;
         const int64_t at = next[e]++;
         packed[at] = static_cast<int32_t>(n);
         std::memcpy(&packed[T + at], &wt[n * K + k], 4);
+        mine.emplace_back(e, static_cast<int32_t>(at));  // slots of one expert grow with k
       }
+      std::sort(mine.begin(), mine.end());
+      for (std::size_t j = 0; j < mine.size(); ++j) packed[2 * T + n * K + static_cast<int64_t>(j)] = mine[j].second;
+    }
   }
   const Tensor index = upload(packed.data(), packed.size() * 4);
   const int32_t* rows_d = T > 0 ? dev_i32(index) : nullptr;
   const float* ws_d = T > 0 ? reinterpret_cast<const float*>(rows_d + T) : nullptr;
+  sg.rows = rows_d, sg.weights = ws_d, sg.order = packed.empty() ? nullptr : dev_i32(index) + 2 * T;
 
   const Tensor x2 = x.reshaped({N, D});
   Tensor acc = alloc(ElemType::F32, {N, D});
   check_launch(k::fill_f32(dev_f32(acc), N * D, 0.f, stream()), "moe zero");
   // Expert by expert in id order (one stream: each accumulation follows the previous one).
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t M = begin[e + 1] - begin[e];
-    if (M == 0) continue;
-    Tensor xs = alloc(ElemType::F32, {M, D});
-    check_launch(k::gather_rows(xp, D, rows_d + begin[e], M, dev_f32(xs), stream()), "moe gather");
-    const SwiGluWeights& w = experts[static_cast<std::size_t>(e)];
-    const Tensor ys = swiglu(*this, w, check_swiglu(w, D, fmt::format("routed expert {}", e)), xs, M, ws_d + begin[e],
-                             p.swiglu_limit, p);
-    check_launch(k::accumulate_rows(dev_f32(acc), dev_f32(ys, "expert output"), rows_d + begin[e],
-                                    p.weight_after ? ws_d + begin[e] : nullptr, p.accumulate == Round::BF16, M, D,
-                                    stream()),
-                 "moe accumulate");
-  }
+  if (!moe_prefill(xp, sg, experts, d, p, acc))
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t M = begin[e + 1] - begin[e];
+      if (M == 0) continue;
+      Tensor xs = alloc(ElemType::F32, {M, D});
+      check_launch(k::gather_rows(xp, D, rows_d + begin[e], M, dev_f32(xs), stream()), "moe gather");
+      const SwiGluWeights& w = experts[static_cast<std::size_t>(e)];
+      const Tensor ys = swiglu(*this, w, check_swiglu(w, D, fmt::format("routed expert {}", e)), xs, M,
+                               ws_d + begin[e], p.swiglu_limit, p);
+      check_launch(k::accumulate_rows(dev_f32(acc), dev_f32(ys, "expert output"), rows_d + begin[e],
+                                      p.weight_after ? ws_d + begin[e] : nullptr, p.accumulate == Round::BF16, M, D,
+                                      stream()),
+                   "moe accumulate");
+    }
   const Tensor ys = swiglu(*this, shared, d.shared_I, x2, N, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p);
   check_launch(k::add_round(dev_f32(acc), dev_f32(ys, "shared expert output"), N * D, p.round == Round::BF16,
                             dev_f32(y), stream()),

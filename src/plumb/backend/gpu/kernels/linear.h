@@ -39,6 +39,31 @@ gpuError_t linear_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 // (c) with the SIMT loop on every target (same tiles, same numerics, accumulation order aside):
 // the fallback when the matrix-core kernel fails the self-check, and that check's reference.
 gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
+// (c) for many weights of one format and shape at once (the MoE prefill's routed experts, from
+// gpu_moe.cpp): for each row tile i < tile_count, tiles[3i..3i+2] = {e, first, end}: rows [first,
+// end) of x (end - first <= 64) times weight table[e * table_stride + which_z] (R rows of K)
+// into rows [first, end) of y_z, for projections z < `projections` (1 or 2: w1 and w3 in one
+// launch). Row tiles start at a multiple of 64 from their expert's first row, as that expert's
+// own linear_mma launch tiles them: every output is bitwise linear_mma's on that expert's rows
+// (linear_gemm.cu says why). matrix: the matrix-core tile (linear_mma) or the SIMT loop
+// (linear_mma_simt), the caller's choice by the same rule (GpuBackend::mma_matrix_ok).
+struct GroupedGemmArgs {
+  const float* x = nullptr;  // device [rows, ldx], bf16-rounded in the tile load like linear_mma's x
+  int64_t ldx = 0;
+  float* y0 = nullptr;  // device [rows, ldy] per projection
+  float* y1 = nullptr;
+  int64_t ldy = 0;
+  const WeightRef* table = nullptr;  // device
+  int64_t table_stride = 1;
+  int32_t which0 = 0, which1 = 0;
+  int32_t projections = 1;
+  const int32_t* tiles = nullptr;  // device [tile_count, 3]
+  int64_t tile_count = 0;
+  int64_t R = 0, K = 0;  // every weight's rows and columns
+  bool round_bf16 = false;
+  bool vec = false;  // set by the launcher: 16-element weight segment loads
+};
+gpuError_t linear_mma_grouped(const GroupedGemmArgs& a, WFormat format, bool matrix, gpuStream_t s);
 // (e) every output summed in the CPU backend's order (cpu_order.h): bitwise the CPU's; slow.
 gpuError_t linear_cpu_order(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 

@@ -241,33 +241,111 @@ using MatrixTile = MfmaTile;
 using MatrixTile = SimtTile;
 #endif
 
-// kMatrix: the matrix-core tile where this target has one (MatrixTile), else the SIMT loop; the
-// SIMT instance (kMatrix false) is the run-time fallback and the self-check's reference.
-template <WFormat F, bool kMatrix>
-__global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef w) {
+// One 64x64 output tile of path (c): rows [n0, n0 + 64) of x (xg: row 0, ldx apart; rows from
+// nrows on read as 0), weight rows wr0 + [r0, r0 + 64) (rows from R on read as 0), k-tiles of kMBK
+// over K; st(n, r, v) receives every accumulated value (bounds-checked by the caller). Both
+// mma_kernel (one weight) and mma_grouped_kernel (a routed expert per row tile) run exactly this
+// code, so a given (x row, weight row) pair gives the same bits through either.
+// vec (FP8 / FP4 / BF16 weights, K % 16 == 0: vec_tiles, checked by the launcher): each thread
+// loads one 16-element segment of the weight tile with wraw16 and decodes it with wdecode16
+// (exactly weight_at's values, as wload's) instead of 16 element loads, each with its own scale
+// load for FP8 / FP4; the bf16 operands in shared memory are the same bits either way.
+template <WFormat F, bool kMatrix, typename Store>
+__device__ __forceinline__ void mma_tile(BTile* xs, BTile* ws, const float* xg, int64_t ldx, int64_t nrows,
+                                         const WeightRef& w, int64_t wr0, int64_t R, int64_t K, int64_t n0, int64_t r0,
+                                         bool vec, Store&& st) {
   using Tile = std::conditional_t<kMatrix, MatrixTile, SimtTile>;
-  __shared__ __align__(16) uint16_t xs[kMBM][kMLd];  // bf16 bits, row = x row, k contiguous
-  __shared__ __align__(16) uint16_t ws[kMBN][kMLd];  // bf16 bits, row = weight row, k contiguous
+  static_assert(kMBN * kMBK == 16 * kMThreads, "one 16-element weight segment per thread");
+  constexpr bool kVecFormat = F == WFormat::FP8 || F == WFormat::FP4 || F == WFormat::BF16;
   const int t = threadIdx.x;
-  const int64_t g = blockIdx.z, R = a.R, K = a.K;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kMBM, r0 = static_cast<int64_t>(blockIdx.x) * kMBN;
-  const float* xg = a.x + g * K;
   Tile tile(t);
   for (int64_t k0 = 0; k0 < K; k0 += kMBK) {
     __syncthreads();
+    if (kVecFormat && vec) {
 #pragma unroll 4
-    for (int i = 0; i < kMBM * kMBK / kMThreads; ++i) {
-      const int idx = t + i * kMThreads, m = idx / kMBK, kk = idx % kMBK;
-      const int64_t n = n0 + m, r = r0 + m, k = k0 + kk;
-      xs[m][kk] = bf16_bits((n < a.nrows && k < K) ? xg[n * a.ldx + k] : 0.f);
-      ws[m][kk] = bf16_bits((r < R && k < K) ? wload<F>(w, g * R + r, k) : 0.f);
+      for (int i = 0; i < kMBM * kMBK / kMThreads; ++i) {
+        const int idx = t + i * kMThreads, m = idx / kMBK, kk = idx % kMBK;
+        const int64_t n = n0 + m, k = k0 + kk;
+        xs[m][kk] = bf16_bits((n < nrows && k < K) ? xg[n * ldx + k] : 0.f);
+      }
+      const int m = t / 2, c = 16 * (t % 2);
+      const int64_t r = r0 + m, k = k0 + c;
+      float v[16];
+      if (r < R && k < K) {  // K % 16 == 0: the whole segment lies below K
+        wdecode16<F>(wraw16<F>(w, wr0 + r, k), w, v);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 16; ++j) v[j] = 0.f;
+      }
+      uint32_t p[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) p[j] = bf16_bits(v[2 * j]) | (static_cast<uint32_t>(bf16_bits(v[2 * j + 1])) << 16);
+      uint4* dst = reinterpret_cast<uint4*>(&ws[m][c]);  // 16-byte aligned: rows of 80 bytes, c of 0 or 32
+      dst[0] = make_uint4(p[0], p[1], p[2], p[3]);
+      dst[1] = make_uint4(p[4], p[5], p[6], p[7]);
+    } else {
+#pragma unroll 4
+      for (int i = 0; i < kMBM * kMBK / kMThreads; ++i) {
+        const int idx = t + i * kMThreads, m = idx / kMBK, kk = idx % kMBK;
+        const int64_t n = n0 + m, r = r0 + m, k = k0 + kk;
+        xs[m][kk] = bf16_bits((n < nrows && k < K) ? xg[n * ldx + k] : 0.f);
+        ws[m][kk] = bf16_bits((r < R && k < K) ? wload<F>(w, wr0 + r, k) : 0.f);
+      }
     }
     __syncthreads();
     tile.step(xs, ws);
   }
-  tile.store(n0, r0, [&](int64_t n, int64_t r, float v) {
+  tile.store(n0, r0, st);
+}
+
+// kMatrix: the matrix-core tile where this target has one (MatrixTile), else the SIMT loop; the
+// SIMT instance (kMatrix false) is the run-time fallback and the self-check's reference.
+template <WFormat F, bool kMatrix>
+__global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef w, bool vec) {
+  __shared__ __align__(16) uint16_t xs[kMBM][kMLd];  // bf16 bits, row = x row, k contiguous
+  __shared__ __align__(16) uint16_t ws[kMBN][kMLd];  // bf16 bits, row = weight row, k contiguous
+  const int64_t g = blockIdx.z, R = a.R, K = a.K;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kMBM, r0 = static_cast<int64_t>(blockIdx.x) * kMBN;
+  mma_tile<F, kMatrix>(xs, ws, a.x + g * K, a.ldx, a.nrows, w, g * R, R, K, n0, r0, vec, [&](int64_t n, int64_t r, float v) {
     if (n < a.nrows && r < R) a.y[n * a.ldy + g * R + r] = a.round_bf16 ? round_bf16(v) : v;
   });
+}
+
+// Path (c) for many routed experts at once (the MoE prefill; GroupedGemmArgs in linear.h): block
+// (x, y, z) = row tile x of the tile list (one expert's rows, at most 64 of them, starting at a
+// multiple of 64 from that expert's first row, as that expert's own mma_kernel launch tiles
+// them), weight row tile y, projection z. Why the values are bitwise the per-expert launch's: an
+// output (n, r) is sum_k x[n][k] * w[r][k] accumulated by mma_tile over the same k-tiles in the
+// same order, from the same bf16 operands; the matrix instruction (mma.sync m16n8k16 / MFMA
+// 16x16x16) and the SIMT loop compute each element of D from its own A row and B column only, and
+// the row tile puts every row at the same position in the tile as the per-expert launch does, so
+// neither the other rows sharing the launch nor the other experts change any value.
+// CUDA: at most 64 registers (8 blocks of 128 per SM; 72 without the bound for FP4, 7 blocks);
+// the matrix-core instances fit without spills (ptxas), and the SIMT instance never runs there.
+#if defined(PLUMB_CUDA)
+#define PLUMB_GROUPED_BOUNDS __launch_bounds__(kMThreads, 8)
+#else
+#define PLUMB_GROUPED_BOUNDS __launch_bounds__(kMThreads)
+#endif
+template <WFormat F, bool kMatrix>
+__global__ void PLUMB_GROUPED_BOUNDS mma_grouped_kernel(GroupedGemmArgs a) {
+  __shared__ __align__(16) uint16_t xs[kMBM][kMLd];
+  __shared__ __align__(16) uint16_t ws[kMBN][kMLd];
+  const int32_t* tl = a.tiles + 3 * static_cast<int64_t>(blockIdx.x);
+  const int64_t e = tl[0], first = tl[1], rows = tl[2] - first;
+  const int z = blockIdx.z;
+  const WeightRef w = a.table[e * a.table_stride + (z ? a.which1 : a.which0)];
+  float* const y = (z ? a.y1 : a.y0) + first * a.ldy;
+  const int64_t R = a.R, r0 = static_cast<int64_t>(blockIdx.y) * kMBN;
+  mma_tile<F, kMatrix>(xs, ws, a.x + first * a.ldx, a.ldx, rows, w, 0, R, a.K, 0, r0, a.vec, [&](int64_t n, int64_t r, float v) {
+    if (n < rows && r < R) y[n * a.ldy + r] = a.round_bf16 ? round_bf16(v) : v;
+  });
+}
+
+// mma_tile's segment loads: 16-byte-aligned whole segments (K % 16 == 0 also for BF16, whose
+// vec16_ok asks only K % 8, so that no segment crosses K).
+bool vec_tiles(WFormat f, int64_t K) {
+  return (f == WFormat::FP8 || f == WFormat::FP4 || f == WFormat::BF16) && vec16_ok(f, K) && K % 16 == 0;
 }
 
 dim3 grid_of(const LinearArgs& a, int bm, int bn) {
@@ -290,7 +368,7 @@ template <bool kMatrix>
 gpuError_t launch_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
   if (a.nrows <= 0 || a.R <= 0 || a.groups <= 0) return gpuGetLastError();
   return dispatch_format(w.format, [&]<WFormat F>() {
-    mma_kernel<F, kMatrix><<<grid_of(a, kMBM, kMBN), kMThreads, 0, s>>>(a, w);
+    mma_kernel<F, kMatrix><<<grid_of(a, kMBM, kMBN), kMThreads, 0, s>>>(a, w, vec_tiles(F, a.K) && w.cols == a.K);
     return gpuGetLastError();
   });
 }
@@ -300,6 +378,22 @@ gpuError_t linear_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s) { 
 
 gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
   return launch_mma<false>(a, w, s);
+}
+
+gpuError_t linear_mma_grouped(const GroupedGemmArgs& a, WFormat format, bool matrix, gpuStream_t s) {
+  if (a.tile_count <= 0 || a.R <= 0 || a.projections <= 0) return gpuGetLastError();
+  if (a.tile_count > 0x7FFFFFFF || (a.R + kMBN - 1) / kMBN > 65535 || a.projections > 2) return gpuErrorNotSupported;
+  const dim3 grid(static_cast<unsigned>(a.tile_count), static_cast<unsigned>((a.R + kMBN - 1) / kMBN),
+                  static_cast<unsigned>(a.projections));
+  GroupedGemmArgs b = a;
+  b.vec = vec_tiles(format, a.K);  // the table's weights are [R, K] (the host checks)
+  return dispatch_format(format, [&]<WFormat F>() {
+    if (matrix)
+      mma_grouped_kernel<F, true><<<grid, kMThreads, 0, s>>>(b);
+    else
+      mma_grouped_kernel<F, false><<<grid, kMThreads, 0, s>>>(b);
+    return gpuGetLastError();
+  });
 }
 
 }  // namespace plumb::gpu::k

@@ -138,6 +138,26 @@ __global__ void accumulate_rows_kernel(float* acc, const float* ys, const int32_
   }
 }
 
+// Thread per (token, column): the same term and sum expressions as accumulate_rows_kernel.
+__global__ void accumulate_slots_kernel(float* acc, const float* ys, const int32_t* order, const float* slot_weight,
+                                        bool bf16, int64_t N, int64_t K, int64_t D, int64_t s_lo, int64_t s_hi) {
+  const int64_t total = N * D;
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = e / D, d = e % D;
+    float* a = acc + e;
+    float v = *a;
+    for (int64_t j = 0; j < K; ++j) {
+      const int64_t s = order[n * K + j];
+      if (s < s_lo || s >= s_hi) continue;
+      const float y = ys[(s - s_lo) * D + d];
+      const float t = slot_weight ? __fmul_rn(y, slot_weight[s]) : y;
+      v = bf16 ? round_bf16(__fadd_rn(v, round_bf16(t))) : __fadd_rn(v, t);
+    }
+    *a = v;
+  }
+}
+
 __global__ void add_round_kernel(const float* a, const float* b, int64_t n, bool bf16_out, float* y) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -173,6 +193,14 @@ gpuError_t swiglu(const float* g, const float* u, int64_t M, int64_t I, const fl
 gpuError_t accumulate_rows(float* acc, const float* ys, const int32_t* rows, const float* row_weight, bool bf16,
                            int64_t M, int64_t D, gpuStream_t s) {
   if (M * D > 0) accumulate_rows_kernel<<<blocks_for(M * D), kThreads, 0, s>>>(acc, ys, rows, row_weight, bf16, M, D);
+  return gpuGetLastError();
+}
+
+gpuError_t accumulate_slots(float* acc, const float* ys, const int32_t* order, const float* slot_weight, bool bf16,
+                            int64_t N, int64_t K, int64_t D, int64_t s_lo, int64_t s_hi, gpuStream_t s) {
+  if (N * D > 0 && s_hi > s_lo)
+    accumulate_slots_kernel<<<blocks_for(N * D), kThreads, 0, s>>>(acc, ys, order, slot_weight, bf16, N, K, D, s_lo,
+                                                                    s_hi);
   return gpuGetLastError();
 }
 

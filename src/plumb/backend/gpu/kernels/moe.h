@@ -34,6 +34,14 @@ gpuError_t swiglu(const float* g, const float* u, int64_t M, int64_t I, const fl
 gpuError_t accumulate_rows(float* acc, const float* ys, const int32_t* rows, const float* row_weight, bool bf16,
                            int64_t M, int64_t D, gpuStream_t s);
 
+// For each token n < N and d < D, in order of j < K: s = order[n*K + j]; if s lies in [s_lo, s_hi),
+// acc[n][d] += t with t = ys[s - s_lo][d] * slot_weight[s] (slot_weight null: ys[..][d]) and
+// accumulate_rows' arithmetic (bf16: acc = bf16(acc + bf16(t))). order lists each token's slots
+// by ascending (expert id, k), so calls over consecutive slot ranges in expert order add exactly
+// the terms accumulate_rows adds expert by expert, in the same order.
+gpuError_t accumulate_slots(float* acc, const float* ys, const int32_t* order, const float* slot_weight, bool bf16,
+                            int64_t N, int64_t K, int64_t D, int64_t s_lo, int64_t s_hi, gpuStream_t s);
+
 // y = bf16?(a + b) over n values.
 gpuError_t add_round(const float* a, const float* b, int64_t n, bool bf16_out, float* y, gpuStream_t s);
 
