@@ -415,7 +415,10 @@ gpuError_t launch(const LinearArgs& a, const WeightRef& w, int splits, bool vec_
   const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(a.groups));
   const std::size_t smem = QX ? static_cast<std::size_t>(a.nrows * qx_row(a.K)) * sizeof(float) : 0;
 #ifdef PLUMB_CUDA
-  if (smem > 48 * 1024) {  // past the default limit of dynamic shared memory: opt in (<= kQxSmemMax)
+  // The default limit (48 KB) counts the kernel's static part[] too: past it, opt in (<= kQxSmemMax).
+  // (K = 4,096 at N = 3 stages exactly 48 KB of x: without part[] in the sum the launch failed.)
+  constexpr std::size_t kStaticSmem = sizeof(float) * 2 * kWarps * RPW * NB;
+  if (smem > 0 && smem + kStaticSmem > 48 * 1024) {
     const gpuError_t e = cudaFuncSetAttribute(gemv_kernel<F, NB, RPW, HW, QX>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != gpuSuccess) return e;
