@@ -5,6 +5,7 @@
 # idle), then one bench of the batches in QUICK_BATCH and a prefill of QUICK_PREFILL tokens.
 # Prints a summary last; logs under $OUT.
 #   QUICK_FILTER='GpuOps*:GpuCpuOrder*' QUICK_BATCH=1,32 QUICK_PREFILL=4096 scripts/device/quick_round.sh
+# QUICK_AB (below) repeats the bench under switches for an A/B in the same lease.
 set -uo pipefail
 OUT=${OUT:-/tmp/plumb-results}; mkdir -p "$OUT"
 CKPT=${CKPT:-/tmp/v4-flash-3layers}
@@ -36,6 +37,17 @@ passed=$(grep -hoE '^\[  PASSED  \] [0-9]+' "$OUT"/ops-*.log | awk '{s+=$4} END 
 failed=$(grep -hoE '^\[  FAILED  \] [0-9]+ test' "$OUT"/ops-*.log | awk '{s+=$4} END {print s+0}')
 skipped=$(grep -hoE '^\[  SKIPPED \] [0-9]+' "$OUT"/ops-*.log | awk '{s+=$4} END {print s+0}')
 [ -n "$synth" ] && { wait "$synth" || tail -2 "$OUT/synth.log"; }
+# The lease's copy bandwidth, for the floor ratios (as bench.sh measures it, copy only).
+python3 - <<'PY' 2>&1 | tee "$OUT/ceilings.txt"
+import torch
+x = torch.randint(0, 255, (1 << 30,), dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
+ts = []
+for i in range(13):
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record(); y.copy_(x); b.record(); torch.cuda.synchronize()
+    if i >= 3: ts.append(a.elapsed_time(b))
+print(f"torch copy: {2 * x.numel() / sorted(ts)[len(ts) // 2] / 1e6:.0f} GB/s (read+write)")
+PY
 bench="not run"
 if [ -f "$CKPT/config.json" ] && [ -n "${QUICK_BATCH:-1,32}" ]; then
   timeout "${QUICK_BENCH_TIMEOUT:-150}" plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" \
@@ -44,4 +56,16 @@ if [ -f "$CKPT/config.json" ] && [ -n "${QUICK_BATCH:-1,32}" ]; then
   bench="rc=$?"
   grep -E '^\| [0-9]+ \| (step|head)|prefill' "$OUT/bench.log"
 fi
+# A/B: the same bench again under each switch of QUICK_AB ('A=x;B=y': one bench per assignment),
+# batches QUICK_AB_BATCH, e.g. QUICK_AB='PLUMB_GPU_FP8_DECODE=int;PLUMB_GPU_MOE=per-expert'.
+IFS=';' read -ra switches <<< "${QUICK_AB:-}"
+for sw in "${switches[@]}"; do
+  [ -f "$CKPT/config.json" ] && [ -n "$sw" ] || continue
+  tag=$(echo "$sw" | tr -c 'A-Za-z0-9=\n_-' _ | tr = -)
+  env "$sw" timeout "${QUICK_AB_TIMEOUT:-90}" plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" \
+    --batch "${QUICK_AB_BATCH:-1,32}" --context "${BENCH_CONTEXT:-512}" --steps "${BENCH_STEPS:-10}" \
+    --prefill "${QUICK_PREFILL:-4096}" --json "$OUT/bench-$tag.json" > "$OUT/bench-$tag.log" 2>&1
+  echo "A/B $sw: rc=$?"
+  grep -E '^\| [0-9]+ \| (step|head)|prefill' "$OUT/bench-$tag.log"
+done
 echo "ops shards rc:$rcs; passed $passed, failed $failed, skipped $skipped; bench $bench" | tee "$OUT/summary.txt"

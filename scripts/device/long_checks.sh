@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs ON the GPU machine (bundle carried), best right after quick_round.sh in the same warm lease
+# (it reuses /tmp/plumb-device and the synthetic at $CKPT): the long checks that leave the GPU
+# mostly idle, side by side, each under its own timeout, logs under $OUT:
+#   RACE_FILTER   compute-sanitizer racecheck, one process per test of this gtest filter (issue 19
+#                 item 4: racecheck serializes shared-memory accesses, one test can take minutes)
+#   KVQ_CONTEXTS  plumb_kv_quality on $KVQ_IDS random ids of the synthetic at these contexts
+#                 (issue 15 item 7), Markdown in $OUT/kvq.md
+#   STEP17=1      the release's inference code on the block-aligned fixture (issue 13 item 1; carry
+#                 .device/inference), record in $OUT/step17/
+# LONG_TIMEOUT bounds every job (default 500 s). Prints a summary last.
+set -uo pipefail
+OUT=${OUT:-/tmp/plumb-results}; mkdir -p "$OUT"
+CKPT=${CKPT:-/tmp/v4-flash-3layers}
+dev=/tmp/plumb-device
+[ -x $dev/bin/plumb_tests ] || { mkdir -p $dev && tar -C $dev -xJf .device/bundle.tar.xz; } || { echo "no bundle"; exit 1; }
+export LD_LIBRARY_PATH="$dev/lib:${LD_LIBRARY_PATH:-}" PATH="$dev/bin:$PATH"
+src=$(strings "$dev/bin/plumb_tests" | grep -m1 -oE '^/[^ ]*/tests/data$' | sed 's#/tests/data$##')
+[ -n "$src" ] && [ "$src" != "$(pwd)" ] && { mkdir -p "$(dirname "$src")"; ln -sfn "$(pwd)" "$src"; }
+limit=${LONG_TIMEOUT:-500}
+declare -A jobs=()
+if [ -n "${RACE_FILTER:-}" ]; then
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for t in $(plumb_tests --gtest_list_tests --gtest_filter="$RACE_FILTER" | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
+    log="$OUT/race-$(echo "$t" | tr -c 'A-Za-z0-9_.\n' _).log"
+    timeout "$limit" "$cs" --tool racecheck --error-exitcode 9 plumb_tests --gtest_filter="$t" > "$log" 2>&1 &
+    jobs[race $t]=$!
+  done
+fi
+if [ -n "${KVQ_CONTEXTS:-}" ] && [ -f "$CKPT/config.json" ]; then
+  timeout "$limit" plumb_kv_quality --model "$CKPT" --backend cuda --numerics "${KVQ_NUMERICS:-reference}" \
+    --random-ids "${KVQ_IDS:-65536}" --contexts "$KVQ_CONTEXTS" --chunk "${KVQ_CHUNK:-2048}" \
+    --markdown "$OUT/kvq.md" --json "$OUT/kvq.json" > "$OUT/kvq.log" 2>&1 &
+  jobs[kv-quality]=$!
+fi
+if [ "${STEP17:-0}" = 1 ]; then
+  PYTHONUNBUFFERED=1 timeout "$limit" python3 tools/golden/release_step17.py --release-dir .device/inference \
+    --ckpt tests/data/golden/v4-release/aligned --out "$OUT/step17" > "$OUT/step17.log" 2>&1 &
+  jobs[step17]=$!
+fi
+for name in "${!jobs[@]}"; do
+  wait "${jobs[$name]}"
+  rc=$?
+  detail=""
+  case $name in
+    race*) log="$OUT/race-$(echo "${name#race }" | tr -c 'A-Za-z0-9_.\n' _).log"
+           detail="$(grep -m1 -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$log") $(grep -m1 -E '^\[  (PASSED|FAILED) ' "$log")" ;;
+    kv-quality) detail="$(tail -1 "$OUT/kvq.log")" ;;
+    step17) detail="$(tail -1 "$OUT/step17.log")" ;;
+  esac
+  echo "$name rc=$rc $detail"
+done | sort | tee "$OUT/long-summary.txt"
