@@ -67,14 +67,13 @@ void RequestOutput::prompt_row(std::int64_t pos, std::span<const float> logits) 
 
 std::uint32_t RequestOutput::pick(std::span<const float> logits) {
   require_finite(logits, "logits (a NaN or infinity in the weights?)");
+  // An id without text (a padding row of the head) would end the request at detokenization.
   const std::vector<std::uint32_t>& unknown = vocab_.unknown_ids();
-  if (!request_.constraint && unknown.empty()) return sampler_.sample(logits);
+  if (!request_.constraint) return sampler_.sample(logits, unknown);
   const std::size_t n = vocab_.size();
   std::vector<float>& masked = vocab_.masked_;
   masked.assign(logits.begin(), logits.end());
-  // An id without text (a padding row of the head) would end the request at detokenization.
   for (std::uint32_t id : unknown) masked[id] = -std::numeric_limits<float>::infinity();
-  if (!request_.constraint) return sampler_.sample(masked);
   if (!vocab_.allowed_) vocab_.allowed_.reset(new bool[n]);
   bool* allowed = vocab_.allowed_.get();
   std::fill(allowed, allowed + n, true);

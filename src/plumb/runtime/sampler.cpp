@@ -15,53 +15,125 @@
 namespace plumb {
 namespace {
 
-constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+// The tokens a draw can still pick, in index order, with their tempered logits. Every filter
+// below works on this list instead of the whole vocabulary (129,280 entries for V4): a token
+// outside it is one whose logit is -inf, and the sums come out bit for bit as over the whole
+// vocabulary, because an entry at -inf adds exp(-inf) = +0 to a non-negative double sum, which
+// leaves it unchanged. tests/runtime/sampler_reference.h keeps the whole-vocabulary form, and
+// Sampler.FastFiltersEqualTheWholeVocabularyForm checks the two against each other.
+struct Kept {
+  std::vector<std::uint32_t> ids;
+  std::vector<double> logits;
 
-// exp(x - max) normalized; -inf entries get 0.
-std::vector<double> softmax(const std::vector<double>& logits) {
-  double max = *std::max_element(logits.begin(), logits.end());
-  std::vector<double> p(logits.size());
+  void keep_if(const std::vector<char>& keep) {  // keeps the order
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      if (keep[i]) ids[out] = ids[i], logits[out] = logits[i], ++out;
+    ids.resize(out);
+    logits.resize(out);
+  }
+};
+
+// Calls f(i) for every index in [0, n) not in `excluded` (ascending), in order.
+template <class F>
+void for_each_included(std::size_t n, std::span<const std::uint32_t> excluded, F&& f) {
+  std::size_t next = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    if (next < excluded.size() && excluded[next] == i) {
+      ++next;
+      continue;
+    }
+    f(i);
+  }
+}
+
+// The tempered logits that are not -inf (masked tokens and filtered ones never come back); the
+// excluded ids count as -inf.
+Kept tempered(std::span<const float> scores, std::span<const std::uint32_t> excluded, float temperature) {
+  Kept k;
+  k.ids.reserve(scores.size());
+  k.logits.reserve(scores.size());
+  for_each_included(scores.size(), excluded, [&](std::uint32_t i) {
+    const double x = static_cast<double>(scores[i]) / temperature;
+    if (x != -std::numeric_limits<double>::infinity()) k.ids.push_back(i), k.logits.push_back(x);
+  });
+  if (k.ids.empty()) fail("every token's logit is -inf: nothing to sample");
+  return k;
+}
+
+// exp(x - max) normalized, summed in index order.
+std::vector<double> softmax(const Kept& k) {
+  const double max = *std::max_element(k.logits.begin(), k.logits.end());
+  std::vector<double> p(k.logits.size());
   double sum = 0;
-  for (std::size_t i = 0; i < logits.size(); ++i) sum += p[i] = std::exp(logits[i] - max);
+  for (std::size_t i = 0; i < p.size(); ++i) sum += p[i] = std::exp(k.logits[i] - max);
   for (double& x : p) x /= sum;
   return p;
 }
 
-// Keeps the k largest logits; those equal to the k-th largest are kept too (as HF does).
-void keep_top_k(std::vector<double>& logits, int k) {
-  if (k <= 0 || static_cast<std::size_t>(k) >= logits.size()) return;
-  std::vector<double> sorted = logits;
+// Keeps the k largest logits; those equal to the k-th largest are kept too (as HF does). With k
+// at least the kept count, the k-th largest of the vocabulary is -inf or below every kept logit.
+void keep_top_k(Kept& kept, int k) {
+  if (k <= 0 || static_cast<std::size_t>(k) >= kept.ids.size()) return;
+  std::vector<double> sorted = kept.logits;
   std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(), std::greater<>());
-  double kth = sorted[k - 1];
-  for (double& x : logits)
-    if (x < kth) x = kMinusInf;
+  const double kth = sorted[k - 1];
+  std::vector<char> keep(kept.ids.size());
+  for (std::size_t i = 0; i < keep.size(); ++i) keep[i] = kept.logits[i] >= kth;
+  kept.keep_if(keep);
 }
 
-// Keeps the most likely tokens while the mass before each is below top_p (at least one).
-void keep_top_p(std::vector<double>& logits, double top_p) {
+// Keeps the most likely tokens while the mass before each is below top_p (at least one): ranks by
+// probability, ties by index (what a stable sort of the index order gives), sorted only as far as
+// the cut needs: the first 1,024 ranks (a peaked distribution's cut is there), else all.
+void keep_top_p(Kept& kept, double top_p) {
   if (top_p >= 1.0) return;
-  std::vector<double> p = softmax(logits);
-  std::vector<std::uint32_t> order(p.size());
-  std::iota(order.begin(), order.end(), 0u);
-  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return p[a] > p[b]; });
-  double mass_before = 0;
-  for (std::size_t rank = 0; rank < order.size(); ++rank) {
-    if (rank > 0 && mass_before >= top_p) logits[order[rank]] = kMinusInf;
-    mass_before += p[order[rank]];
+  const std::vector<double> p = softmax(kept);
+  const std::size_t n = p.size();
+  // (probability, position in `kept`, whose order is the index order), contiguous for the sort.
+  std::vector<std::pair<double, std::uint32_t>> order(n);
+  for (std::uint32_t i = 0; i < n; ++i) order[i] = {p[i], i};
+  const auto before = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  std::size_t cut = n, sorted = 0;  // order[0, sorted) holds the top ranks in order
+  for (std::size_t m = std::min<std::size_t>(n, 1024);; m = n) {
+    if (m < n)
+      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(m), order.end(), before);
+    else
+      std::sort(order.begin() + static_cast<std::ptrdiff_t>(sorted), order.end(), before);
+    sorted = m;
+    double mass_before = 0;
+    std::size_t rank = 0;
+    for (; rank < m && !(rank > 0 && mass_before >= top_p); ++rank) mass_before += order[rank].first;
+    if (rank < m || (rank > 0 && mass_before >= top_p) || m == n) {
+      cut = rank;
+      break;
+    }
   }
+  std::vector<char> keep(n);
+  for (std::size_t r = 0; r < cut; ++r) keep[order[r].second] = true;
+  kept.keep_if(keep);
 }
 
 // Drops tokens whose probability is below min_p times the largest one.
-void keep_min_p(std::vector<double>& logits, double min_p) {
+void keep_min_p(Kept& kept, double min_p) {
   if (min_p <= 0.0) return;
-  std::vector<double> p = softmax(logits);
-  double threshold = min_p * *std::max_element(p.begin(), p.end());
-  for (std::size_t i = 0; i < p.size(); ++i)
-    if (p[i] < threshold) logits[i] = kMinusInf;
+  const std::vector<double> p = softmax(kept);
+  const double threshold = min_p * *std::max_element(p.begin(), p.end());
+  std::vector<char> keep(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) keep[i] = !(p[i] < threshold);
+  kept.keep_if(keep);
 }
 
-std::uint32_t argmax(std::span<const float> v) {
-  return static_cast<std::uint32_t>(std::max_element(v.begin(), v.end()) - v.begin());  // first of ties
+// The first of the largest, the excluded ids left out.
+std::uint32_t argmax(std::span<const float> v, std::span<const std::uint32_t> excluded) {
+  std::uint32_t best = 0;
+  float best_value = -std::numeric_limits<float>::infinity();
+  bool any = false;
+  for_each_included(v.size(), excluded, [&](std::uint32_t i) {
+    if (!any || v[i] > best_value) best = i, best_value = v[i], any = true;
+  });
+  if (!any) fail("every token is excluded: nothing to sample");
+  return best;
 }
 
 }  // namespace
@@ -118,8 +190,12 @@ void Sampler::observe_generated(std::uint32_t token) {
   ++generated_[token];
 }
 
+bool Sampler::penalties_apply() const {
+  return !touched_.empty() &&
+         (params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f);
+}
+
 std::vector<float> Sampler::penalized(std::span<const float> logits) const {
-  if (logits.size() != vocab_size_) fail("got {} logits for a vocabulary of {}", logits.size(), vocab_size_);
   std::vector<float> out(logits.begin(), logits.end());
   const float rep = params_.repetition_penalty;
   for (std::uint32_t t : touched_) {
@@ -130,33 +206,54 @@ std::vector<float> Sampler::penalized(std::span<const float> logits) const {
   return out;
 }
 
-std::vector<double> Sampler::distribution(std::span<const float> logits) const {
-  std::vector<float> scores = penalized(logits);
+// The logits with the penalties: `logits` itself when none applies (no copy of the vocabulary).
+std::span<const float> Sampler::scores(std::span<const float> logits, std::vector<float>& copy) const {
+  if (logits.size() != vocab_size_) fail("got {} logits for a vocabulary of {}", logits.size(), vocab_size_);
+  if (!penalties_apply()) return logits;
+  copy = penalized(logits);
+  return copy;
+}
+
+Sampler::Draw Sampler::filtered(std::span<const float> logits, std::span<const std::uint32_t> excluded) const {
+  std::vector<float> copy;
+  Kept kept = tempered(scores(logits, copy), excluded, params_.temperature);
+  keep_top_k(kept, params_.top_k);
+  keep_top_p(kept, params_.top_p);
+  keep_min_p(kept, params_.min_p);
+  std::vector<double> p = softmax(kept);
+  return {std::move(kept.ids), std::move(p)};
+}
+
+std::uint32_t Sampler::greedy_pick(std::span<const float> logits, std::span<const std::uint32_t> excluded) const {
+  std::vector<float> copy;
+  return argmax(scores(logits, copy), excluded);
+}
+
+std::vector<double> Sampler::distribution(std::span<const float> logits, std::span<const std::uint32_t> excluded) const {
+  std::vector<double> out(vocab_size_, 0.0);
   if (is_greedy()) {
-    std::vector<double> one_hot(vocab_size_, 0.0);
-    one_hot[argmax(scores)] = 1.0;
-    return one_hot;
+    out[greedy_pick(logits, excluded)] = 1.0;
+    return out;
   }
-  std::vector<double> tempered(scores.begin(), scores.end());
-  for (double& x : tempered) x /= params_.temperature;
-  keep_top_k(tempered, params_.top_k);
-  keep_top_p(tempered, params_.top_p);
-  keep_min_p(tempered, params_.min_p);
-  return softmax(tempered);
+  const Draw d = filtered(logits, excluded);
+  for (std::size_t i = 0; i < d.ids.size(); ++i) out[d.ids[i]] = d.p[i];
+  return out;
 }
 
 double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
 
-std::uint32_t Sampler::sample(std::span<const float> logits) {
-  if (is_greedy()) return argmax(penalized(logits));
-  std::vector<double> p = distribution(logits);
+std::uint32_t Sampler::sample(std::span<const float> logits, std::span<const std::uint32_t> excluded) {
+  if (is_greedy()) return greedy_pick(logits, excluded);
+  const Draw d = filtered(logits, excluded);
+  // The first token in index order whose cumulative mass passes u (tokens of probability 0 are
+  // never picked).
   double u = uniform(), cumulative = 0;
   std::uint32_t last_possible = 0;
-  for (std::uint32_t i = 0; i < p.size(); ++i) {
-    if (p[i] == 0.0) continue;
-    cumulative += p[i];
-    last_possible = i;
-    if (u < cumulative) return i;
+  for (std::size_t i = 0; i < d.ids.size(); ++i) {
+    if (d.p[i] == 0.0) continue;
+    cumulative += d.p[i];
+    last_possible = d.ids[i];
+    if (u < cumulative) return d.ids[i];
   }
   return last_possible;  // rounding left u above the total mass
 }

@@ -43,15 +43,25 @@ class Sampler {
   void observe_prompt(std::span<const std::uint32_t> tokens);
   void observe_generated(std::uint32_t token);
 
-  // Picks the next token. `logits` must have vocab_size entries.
-  std::uint32_t sample(std::span<const float> logits);
+  // Picks the next token. `logits` must have vocab_size entries; the ids in `excluded` (ascending)
+  // are never picked, as if their logits were -inf (without a masked copy of the vocabulary).
+  std::uint32_t sample(std::span<const float> logits, std::span<const std::uint32_t> excluded = {});
 
   // The distribution sample() draws from for these logits (zeros where filtered out); greedy
   // gives a one-hot vector. For tests and diagnostics.
-  std::vector<double> distribution(std::span<const float> logits) const;
+  std::vector<double> distribution(std::span<const float> logits, std::span<const std::uint32_t> excluded = {}) const;
 
  private:
+  // The tokens left after temperature and the filters, in index order, and their probabilities.
+  struct Draw {
+    std::vector<std::uint32_t> ids;
+    std::vector<double> p;
+  };
+  Draw filtered(std::span<const float> logits, std::span<const std::uint32_t> excluded) const;
+  std::uint32_t greedy_pick(std::span<const float> logits, std::span<const std::uint32_t> excluded) const;
+  bool penalties_apply() const;
   std::vector<float> penalized(std::span<const float> logits) const;
+  std::span<const float> scores(std::span<const float> logits, std::vector<float>& copy) const;
   bool is_greedy() const { return params_.greedy || params_.temperature == 0.0f; }
   double uniform();  // in [0, 1)
 
