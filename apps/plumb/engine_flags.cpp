@@ -16,7 +16,7 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
       ->check(CLI::IsMember({"reference", "faithful"}))
       ->capture_default_str();
   cmd.add_option("--backend", f.backend, "compute backend")->check(CLI::IsMember(backend_names()))->capture_default_str();
-  cmd.add_option("--threads", f.threads, "CPU threads (0: all)")->check(thread_count())->capture_default_str();
+  cmd.add_option("--threads", f.threads, "CPU threads for the CPU backend and for sampling (0: all, at most 8 sampling)")->check(thread_count())->capture_default_str();
   cmd.add_option("--scheduler", f.scheduler, "admission order: fcfs, or srpt (shortest remaining work, with aging)")
       ->check(CLI::IsMember({"fcfs", "srpt"}))
       ->capture_default_str();
@@ -81,6 +81,7 @@ runtime::EngineOptions engine_options(const EngineFlags& f) {
   if (!f.kv_dtype.empty()) o.kv_dtype = runtime::parse_kv_dtype(f.kv_dtype);
   if (!f.kv_index_dtype.empty()) o.kv_index_dtype = runtime::parse_index_key_dtype(f.kv_index_dtype);
   o.kv_bf16_recent = f.kv_bf16_recent;
+  o.sampling_threads = f.threads;  // --threads caps the sampling threads too (0: automatic)
   return o;
 }
 

@@ -71,11 +71,14 @@ std::uint32_t RequestOutput::pick(std::span<const float> logits) {
   const std::vector<std::uint32_t>& unknown = vocab_.unknown_ids();
   if (!request_.constraint) return sampler_.sample(logits, unknown);
   const std::size_t n = vocab_.size();
-  std::vector<float>& masked = vocab_.masked_;
+  // Scratch of the sampling thread (the engine samples its sequences side by side), rewritten whole.
+  thread_local std::vector<float> masked;
+  thread_local std::unique_ptr<bool[]> allowed_rows;
+  thread_local std::size_t allowed_size = 0;
   masked.assign(logits.begin(), logits.end());
   for (std::uint32_t id : unknown) masked[id] = -std::numeric_limits<float>::infinity();
-  if (!vocab_.allowed_) vocab_.allowed_.reset(new bool[n]);
-  bool* allowed = vocab_.allowed_.get();
+  if (allowed_size < n) allowed_rows.reset(new bool[n]), allowed_size = n;
+  bool* allowed = allowed_rows.get();
   std::fill(allowed, allowed + n, true);
   for (std::uint32_t id : unknown) allowed[id] = false;
   request_.constraint->mask({allowed, n}, max_new_ - generated());

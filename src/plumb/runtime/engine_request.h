@@ -18,9 +18,9 @@ namespace plumb::runtime {
 
 // What the requests of one engine sample from, built once beside its tokenizer (not per
 // request: finding the ids without text scans the whole vocabulary, ~129k ids for DeepSeek):
-// the logit rows (a head may be padded past the tokenizer), EOS, the ids below the row count the
-// tokenizer cannot spell, and the scratch rows a masked step reuses. Requests sharing one
-// OutputVocab must sample on one thread (the engine thread): they share the scratch.
+// the logit rows (a head may be padded past the tokenizer), EOS, and the ids below the row count
+// the tokenizer cannot spell. Read-only once built: requests sharing it may sample on different
+// threads (one request on one thread at a time).
 class OutputVocab {
  public:
   // `tokenizer` must outlive it; null: requests are ids only (no text, no stop strings).
@@ -37,9 +37,6 @@ class OutputVocab {
   std::size_t size_;
   std::uint32_t eos_;
   std::vector<std::uint32_t> unknown_ids_;  // ascending
-  // Scratch of RequestOutput::pick(), sized `size_` on first use, rewritten whole every step.
-  std::vector<float> masked_;
-  std::unique_ptr<bool[]> allowed_;
 };
 
 class RequestOutput {

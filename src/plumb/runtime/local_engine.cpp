@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 #include "plumb/runtime/kv_budget.h"
 #include "plumb/runtime/prefix_cache.h"
 #include "plumb/util/error.h"
+#include "plumb/util/thread_pool.h"
 
 namespace plumb::runtime {
 
@@ -50,6 +52,15 @@ std::int64_t pool_size(const EngineModel& model, const KvLayout& layout, const E
   return o.kv_blocks > 0 ? o.kv_blocks : pool_blocks(layout, cache_budget(model, o).cache_mib, o.scheduler.max_seqs);
 }
 
+// The threads that sample a step's sequences side by side: EngineOptions::sampling_threads, 0 =
+// min(8, hardware threads); null for one (the engine thread alone).
+std::unique_ptr<ThreadPool> sampling_pool(const EngineOptions& o) {
+  int n = o.sampling_threads;
+  if (n < 0) fail("sampling threads must be 0 (automatic) or more, got {}", n);
+  if (n == 0) n = static_cast<int>(std::min(8u, std::max(1u, std::thread::hardware_concurrency())));
+  return n > 1 ? std::make_unique<ThreadPool>(n) : nullptr;
+}
+
 std::unique_ptr<PrefixCache> prefix_cache_for(const KvLayout& layout, KvBlockManager& blocks, const EngineOptions& o) {
   if (!o.prefix_cache) return nullptr;
   // A snapshot's copy of the fixed state is charged as the blocks it would fill.
@@ -80,6 +91,7 @@ class LocalEngine final : public Engine {
         blocks_(options.kv_block_size, pool_size(*model_, layout_, options)),
         scheduler_(options.scheduler, blocks_),
         prefix_(prefix_cache_for(layout_, blocks_, options)),
+        sampling_(sampling_pool(options)),
         max_seqs_(options.scheduler.max_seqs) {
     if (prefix_)
       scheduler_.set_prefix_hooks({[this](RequestId id) { return prefix_admission(id); },
@@ -104,7 +116,14 @@ class LocalEngine final : public Engine {
   void loop();
   void admit(std::vector<Active>& fresh);
   void step();
-  void finish_chunk(const ScheduledChunk& c, std::span<const float> rows, bool all_rows);
+  // A chunk's sampling result: its next token's event (when it completes), or the error that ends
+  // the request.
+  struct Sampled {
+    std::optional<Event> event;
+    std::string error;
+  };
+  Sampled sample_chunk(const ScheduledChunk& c, std::span<const float> rows, bool all_rows);
+  void finish_chunk(const ScheduledChunk& c, Sampled sampled);
   PrefixHooks::Admission prefix_admission(RequestId id);
   std::unique_ptr<EngineModel::Sequence> start_sequence(Active& a, std::int64_t start);
   void snapshot(const ScheduledChunk& c);
@@ -119,6 +138,7 @@ class LocalEngine final : public Engine {
   KvBlockManager blocks_;  // block_size and total are constant: validate() reads them on any thread
   Scheduler scheduler_;    // engine thread only, like active_
   std::unique_ptr<PrefixCache> prefix_;  // null: --prefix-cache off
+  std::unique_ptr<ThreadPool> sampling_;  // null: the engine thread samples alone
   const std::int64_t max_seqs_;
   std::chrono::steady_clock::time_point memory_refreshed_;  // engine thread
   std::map<RequestId, Active> active_;
@@ -284,24 +304,53 @@ void LocalEngine::step() {
     for (const ScheduledChunk& c : plan.chunks) end(c.id, FinishReason::kError, std::string("model step failed: ") + e.what());
     return;
   }
-  std::size_t row = 0;
+  // Sampling (a vocabulary-sized pass or more per sequence: the host's share of a decode step) for
+  // every chunk side by side, each request's output being its own; then, in chunk order on this
+  // thread, the snapshots, events and scheduler updates.
+  std::vector<std::size_t> first_row(chunks.size());
+  for (std::size_t i = 1; i < chunks.size(); ++i) first_row[i] = first_row[i - 1] + rows[i - 1];
+  std::vector<Sampled> sampled(plan.chunks.size());
+  const auto sample_range = [&](std::int64_t begin, std::int64_t end) {
+    for (auto i = static_cast<std::size_t>(begin); i < static_cast<std::size_t>(end); ++i)
+      sampled[i] = sample_chunk(plan.chunks[i], std::span(logits).subspan(first_row[i] * vocab, rows[i] * vocab), all_rows[i]);
+  };
+  const auto n = static_cast<std::int64_t>(plan.chunks.size());
+  if (sampling_ && n > 1)
+    sampling_->parallel_for(n, 1, sample_range);
+  else
+    sample_range(0, n);
   for (std::size_t i = 0; i < plan.chunks.size(); ++i) {
     snapshot(plan.chunks[i]);
-    finish_chunk(plan.chunks[i], std::span(logits).subspan(row * vocab, rows[i] * vocab), all_rows[i]);
-    row += rows[i];
+    finish_chunk(plan.chunks[i], std::move(sampled[i]));
   }
 }
 
-// After the forward: prompt logprobs from the chunk's rows and, when the chunk completes the
+// After the forward, on any thread (it touches only this request's output and reads the engine's
+// shared vocabulary): prompt logprobs from the chunk's rows and, when the chunk completes the
 // sequence's known tokens, the next token from its last row.
-void LocalEngine::finish_chunk(const ScheduledChunk& c, std::span<const float> rows, bool all_rows) {
-  Active& a = active_.at(c.id);
+LocalEngine::Sampled LocalEngine::sample_chunk(const ScheduledChunk& c, std::span<const float> rows, bool all_rows) {
+  const Active& a = active_.at(c.id);
   const std::size_t vocab = static_cast<std::size_t>(vocab_size());
   try {
     if (all_rows)
       for (std::int64_t r = 0; r < c.count; ++r) a.out->prompt_row(c.start + r, rows.subspan(static_cast<std::size_t>(r) * vocab, vocab));
-    if (!c.completes) return;
-    const Event e = a.out->next_token(rows.last(vocab));
+    if (!c.completes) return {};
+    return {a.out->next_token(rows.last(vocab)), {}};
+  } catch (const std::exception& e) {
+    return {std::nullopt, e.what()};
+  }
+}
+
+// On the engine thread, in chunk order: the sampled token's event and the scheduler's update.
+void LocalEngine::finish_chunk(const ScheduledChunk& c, Sampled sampled) {
+  if (!sampled.error.empty()) {
+    end(c.id, FinishReason::kError, sampled.error);
+    return;
+  }
+  if (!sampled.event) return;
+  Active& a = active_.at(c.id);
+  try {
+    const Event& e = *sampled.event;
     {
       std::lock_guard lk(mu_);
       ++stats_.generation_tokens_total;

@@ -29,6 +29,9 @@ struct EngineOptions {
   double gpu_memory_fraction = 0.9;
   std::int64_t kv_blocks = 0;           // > 0: the pool's size in blocks instead (tests, benchmarks)
   bool prefix_cache = true;             // reuse snapshots of earlier prompts' states (prefix_cache.h)
+  // Threads that sample a step's sequences side by side (at V4's vocabulary a draw is a pass or
+  // more over 129,280 logits per sequence); 0: min(8, hardware threads); 1: the engine thread.
+  int sampling_threads = 0;
 };
 
 // Starts the engine thread. Without a tokenizer (null) requests are ids only: events carry no
