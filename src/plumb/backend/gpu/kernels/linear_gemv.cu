@@ -71,17 +71,18 @@ template <WFormat F>
 constexpr int rpw_for() { return F == WFormat::F32 ? 2 : 4; }
 // Batches in a lane's ring (S): S - 1 batches of raw loads stay in flight while the lane sums one.
 // FP8 / FP4 (short segments, a decode per weight): 3. F32 / BF16: 1, the form before the ring
-// (every load of a batch, then its math; the bf16 head ran at 92% of its floor so).
-template <WFormat F, int NB>
-constexpr int stages() { return F == WFormat::FP8 || F == WFormat::FP4 ? 3 : 1; }
+// (every load of a batch, then its math; the bf16 head ran at 92% of its floor so). RING false
+// (PLUMB_GPU_GEMV_RING=off, an A/B switch): 1 for every format.
+template <WFormat F, int NB, bool RING>
+constexpr int stages() { return RING && (F == WFormat::FP8 || F == WFormat::FP4) ? 3 : 1; }
 // Warp steps per batch (U): ~128 B of raw loads per lane over RPW rows in one batch (S = 1: F32
 // 2 x 64 B, BF16 4 x 32 B) or ~128 B (FP8) / ~64 B (FP4) in the S - 1 batches ahead of the one
 // summed (S > 1; at most 2 steps: 1 row per warp, N 2 spills at 4); for N 4 / 8 counted as if 4
 // rows even with 1 (ptxas hoists x loads, and spills beyond). FP8, 4 rows: U = 1, a ring of 3 x 4
 // segments (60 registers) with 2 x 64 B ahead.
-template <WFormat F, int NB, int RPW>
+template <WFormat F, int NB, int RPW, bool RING>
 constexpr int unroll() {
-  constexpr int S = stages<F, NB>(), b = F == WFormat::F32 ? 2 : F == WFormat::BF16 ? 4 : 8;
+  constexpr int S = stages<F, NB, RING>(), b = F == WFormat::F32 ? 2 : F == WFormat::BF16 ? 4 : 8;
   constexpr int r = (NB <= 2 ? RPW : 4) * (S > 1 ? S - 1 : 1), u = b / r > 1 ? b / r : 1;
   return S > 1 && u > 2 ? 2 : u;
 }
@@ -275,10 +276,10 @@ __device__ __forceinline__ void finish(const LinearArgs& a, int64_t r0, int lane
 // summation order is the one in the header whatever S, U or the grid. QX: x staged quantized in xs
 // by the whole block once (every thread reaches the barrier), with the ring's first S - 1
 // positions of weight loads already out (S = 1: none).
-template <WFormat F, int NB, int RPW, bool RW, bool HW, bool QX>
+template <WFormat F, int NB, int RPW, bool RW, bool HW, bool QX, bool RING>
 __device__ __forceinline__ void gemv_rows(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, bool x4,
                                           float (&part)[2][kWarps][RPW * NB], float* xs) {
-  constexpr int U = unroll<F, NB, RPW>(), S = stages<F, NB>();
+  constexpr int U = unroll<F, NB, RPW, RING>(), S = stages<F, NB, RING>();
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, s = warp % splits;
   const int64_t g = blockIdx.y, R = a.R, K = a.K;
   const int groups_per_tile = kWarps / splits;
@@ -370,17 +371,17 @@ __device__ __forceinline__ void gemv_rows(const LinearArgs& a, const WeightRef& 
 // `splits` consecutive warps. HW: the FP8 decode by the hardware conversion (PLUMB_FP8_CVT).
 // QX: x quantized into dynamic shared memory first (no bf16 weight rounding: linear() keeps
 // act_fp8 with bf16_weight on the separate launch).
-template <WFormat F, int NB, int RPW, bool HW, bool QX>
+template <WFormat F, int NB, int RPW, bool HW, bool QX, bool RING>
 __global__ void __launch_bounds__(kThreads, min_blocks<NB>())
     gemv_kernel(LinearArgs a, WeightRef w, int splits, bool vec_ok, bool x4) {
   __shared__ float part[2][kWarps][RPW * NB];
   if constexpr (QX) {
     extern __shared__ float4 qx_smem[];
-    gemv_rows<F, NB, RPW, false, HW, true>(a, w, splits, vec_ok, x4, part, reinterpret_cast<float*>(qx_smem));
+    gemv_rows<F, NB, RPW, false, HW, true, RING>(a, w, splits, vec_ok, x4, part, reinterpret_cast<float*>(qx_smem));
   } else if (a.round_w) {  // a template argument: a run-time test per segment costs registers
-    gemv_rows<F, NB, RPW, true, HW, false>(a, w, splits, vec_ok, x4, part, nullptr);
+    gemv_rows<F, NB, RPW, true, HW, false, RING>(a, w, splits, vec_ok, x4, part, nullptr);
   } else {
-    gemv_rows<F, NB, RPW, false, HW, false>(a, w, splits, vec_ok, x4, part, nullptr);
+    gemv_rows<F, NB, RPW, false, HW, false, RING>(a, w, splits, vec_ok, x4, part, nullptr);
   }
 }
 
@@ -403,12 +404,12 @@ Plan plan_for(const LinearArgs& a, int64_t target_blocks) {
 // Grid: every tile for a format without a ring (S = 1: one tile per block, as before the ring);
 // with one, at most the blocks resident at once (target_blocks is 2 per SM; 1 per SM for N 4 / 8),
 // so each block walks several tiles with its loads in flight across them (and QX stages x once).
-template <WFormat F, int NB, int RPW, bool HW, bool QX>
+template <WFormat F, int NB, int RPW, bool HW, bool QX, bool RING>
 gpuError_t launch(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, bool x4, int64_t target_blocks,
                   gpuStream_t s) {
   const int64_t rows_per_tile = static_cast<int64_t>(kWarps / splits) * RPW, tiles = (a.R + rows_per_tile - 1) / rows_per_tile;
   int64_t bx = tiles;
-  if constexpr (stages<F, NB>() > 1) {
+  if constexpr (stages<F, NB, RING>() > 1) {
     const int64_t resident = target_blocks / 2 * min_blocks<NB>(), per_group = (resident + a.groups - 1) / a.groups;
     bx = tiles < per_group ? tiles : (per_group > 0 ? per_group : 1);
   }
@@ -419,20 +420,36 @@ gpuError_t launch(const LinearArgs& a, const WeightRef& w, int splits, bool vec_
   // (K = 4,096 at N = 3 stages exactly 48 KB of x: without part[] in the sum the launch failed.)
   constexpr std::size_t kStaticSmem = sizeof(float) * 2 * kWarps * RPW * NB;
   if (smem > 0 && smem + kStaticSmem > 48 * 1024) {
-    const gpuError_t e = cudaFuncSetAttribute(gemv_kernel<F, NB, RPW, HW, QX>,
+    const gpuError_t e = cudaFuncSetAttribute(gemv_kernel<F, NB, RPW, HW, QX, RING>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != gpuSuccess) return e;
   }
 #endif
-  gemv_kernel<F, NB, RPW, HW, QX><<<grid, kThreads, smem, s>>>(a, w, splits, vec_ok, x4);
+  gemv_kernel<F, NB, RPW, HW, QX, RING><<<grid, kThreads, smem, s>>>(a, w, splits, vec_ok, x4);
   return gpuGetLastError();
+}
+
+// PLUMB_GPU_GEMV_RING=off: the FP8 / FP4 GEMV without its ring of loads (one batch at a time, a
+// tile per block, as before v10), for an A/B of the ring in one process (same bits either way).
+// Read at each call, like PLUMB_GPU_FP8_DECODE.
+bool gemv_ring() {
+  const char* e = std::getenv("PLUMB_GPU_GEMV_RING");
+  return !(e && std::strcmp(e, "off") == 0);
+}
+
+template <WFormat F, int NB, bool HW, bool QX, bool RING>
+gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, int64_t target_blocks,
+                  gpuStream_t s) {
+  if (p.rpw > 1) return launch<F, NB, rpw_for<F>(), HW, QX, RING>(a, w, p.splits, vec_ok, x4, target_blocks, s);
+  return launch<F, NB, 1, HW, QX, RING>(a, w, p.splits, vec_ok, x4, target_blocks, s);
 }
 
 template <WFormat F, int NB, bool HW, bool QX>
 gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, int64_t target_blocks,
                   gpuStream_t s) {
-  if (p.rpw > 1) return launch<F, NB, rpw_for<F>(), HW, QX>(a, w, p.splits, vec_ok, x4, target_blocks, s);
-  return launch<F, NB, 1, HW, QX>(a, w, p.splits, vec_ok, x4, target_blocks, s);
+  if constexpr (F == WFormat::FP8 || F == WFormat::FP4)
+    if (!gemv_ring()) return launch<F, NB, HW, QX, false>(a, w, p, vec_ok, x4, target_blocks, s);
+  return launch<F, NB, HW, QX, true>(a, w, p, vec_ok, x4, target_blocks, s);
 }
 
 // The FP8 decode: the hardware conversion where the device has one (the kernel falls back to the
