@@ -2,8 +2,8 @@
 // Sampler (candidate list) against the whole-vocabulary form it replaced
 // (tests/runtime/sampler_reference.h), which must pick the same tokens (checked here too).
 // Logits: "zipf" (p ~ 1 / rank^1.1 over a random permutation, an LM-like tail) or "flat" (normal,
-// sd 1). The engine samples every sequence of a step on its one thread, so at batch B a step
-// pays B of these.
+// sd 1). Then a step's batch of --batch sequences sampled one after another and on a pool of
+// --threads, as the engine does (EngineOptions::sampling_threads).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -14,6 +14,7 @@
 #include <random>
 
 #include "plumb/runtime/sampler.h"
+#include "plumb/util/thread_pool.h"
 #include "sampler_reference.h"
 
 using namespace plumb;
@@ -54,6 +55,9 @@ int main(int argc, char** argv) {
   int reps = 21;
   app.add_option("--vocab", vocab, "vocabulary size (V4: 129,280)");
   app.add_option("--reps", reps, "timed draws per row (median reported)");
+  int batch = 32, threads = 8;
+  app.add_option("--batch", batch, "sequences of one step, for the side-by-side timing");
+  app.add_option("--threads", threads, "sampling threads for the side-by-side timing");
   CLI11_PARSE(app, argc, argv);
   std::mt19937_64 rng(1);
   fmt::print("| logits | temperature | top_k | top_p | whole vocabulary (ms) | candidate list (ms) | speed-up |\n");
@@ -85,4 +89,22 @@ int main(int argc, char** argv) {
     if (fast != whole) fmt::print("MISMATCH: the last draws picked {} and {}\n", fast, whole);
     fmt::print("| {} | {} | {} | {} | {:.3f} | {:.3f} | {:.1f}x |\n", r.kind, r.t, r.k, r.p, t_whole, t_fast, t_whole / t_fast);
   }
+  // One step's batch: each sequence its own sampler and logits row (zipf, temperature 0.7, top-p 0.9).
+  std::vector<std::vector<float>> rows;
+  std::vector<Sampler> samplers;
+  for (int b = 0; b < batch; ++b) {
+    rows.push_back(make_logits("zipf", vocab, rng));
+    SamplingParams params;
+    params.temperature = 0.7f, params.top_p = 0.9f, params.seed = static_cast<std::uint64_t>(b);
+    samplers.emplace_back(params, vocab);
+  }
+  std::vector<std::uint32_t> picked(static_cast<std::size_t>(batch));
+  const auto sample_range = [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t b = begin; b < end; ++b) picked[static_cast<std::size_t>(b)] = samplers[static_cast<std::size_t>(b)].sample(rows[static_cast<std::size_t>(b)]);
+  };
+  ThreadPool pool(threads);
+  const double serial = median_ms(reps, [&] { sample_range(0, batch); });
+  const double side_by_side = median_ms(reps, [&] { pool.parallel_for(batch, 1, sample_range); });
+  fmt::print("\nbatch of {} (zipf, temperature 0.7, top-p 0.9): one thread {:.2f} ms, {} threads {:.2f} ms ({:.1f}x)\n", batch,
+             serial, pool.size(), side_by_side, serial / side_by_side);
 }

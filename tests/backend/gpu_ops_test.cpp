@@ -358,6 +358,29 @@ TEST_F(GpuOps, GemvActQuantFusedBitwise) {
   set_path(TestLinearPath::Auto);
 }
 
+// An environment variable set for a scope (the GPU backend's A/B switches are read at each call),
+// restored after.
+class EnvScope {
+ public:
+  EnvScope(const char* name, const char* value) : name_(name) {
+    if (const char* e = std::getenv(name)) had_ = true, old_ = e;
+    setenv(name, value, 1);
+  }
+  ~EnvScope() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  EnvScope(const EnvScope&) = delete;
+  EnvScope& operator=(const EnvScope&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 // PLUMB_GPU_FP8_DECODE for a scope: the GEMV's FP8 decode by the hardware conversion (hw: CUDA
 // sm_89+; elsewhere the kernel decodes by integers anyway) or by the integer decode ("int").
 class Fp8DecodeScope {
@@ -510,7 +533,8 @@ TEST_F(GpuOps, GemvFp8DecodeEveryCode) {
 // last tile partial (R not a multiple of a tile's rows), K = 1,024 / 4,096 / 7,168 (7,168: 14 warp
 // steps, so split-K with a short last split, and for R = 333 an empty one), 8 groups of 130 rows;
 // random non-zero weights and x, N = 1, 2, 5, 8 (the 1-, 2- and 8-row kernels), with and without
-// act_fp8 (x staged and quantized by the kernel); FP8 with both decodes, which must agree bitwise.
+// act_fp8 (x staged and quantized by the kernel); FP8 with both decodes, which must agree bitwise,
+// and every format with and without the ring (PLUMB_GPU_GEMV_RING=off), bitwise.
 TEST_F(GpuOps, GemvRingShapes) {
   if (!set_path(TestLinearPath::Gemv)) GTEST_SKIP() << "the GEMV path is not selectable in this build";
   struct Case {
@@ -546,6 +570,14 @@ TEST_F(GpuOps, GemvRingShapes) {
             }
             expect_bitwise(what + ": hardware vs integer FP8 decode", y[1], y[0]);
           }
+          // PLUMB_GPU_GEMV_RING=off (the A/B switch): the same bits without the ring.
+          const std::vector<float> ring = host(*gpu, gpu->linear(up(*gpu, x, {N, Kx}), view, o));
+          std::vector<float> no_ring;
+          {
+            const EnvScope off("PLUMB_GPU_GEMV_RING", "off");
+            no_ring = host(*gpu, gpu->linear(up(*gpu, x, {N, Kx}), view, o));
+          }
+          expect_bitwise(what + ": with vs without the ring of loads", ring, no_ring);
         }
       }
     }

@@ -110,8 +110,8 @@ class IdRange final : public TokenConstraint {
   std::uint32_t lo_, hi_;
 };
 
-// Constrained steps of several requests reuse the vocabulary's scratch rows: each step starts
-// from the whole vocabulary again, so one request's mask never leaks into the next's.
+// Constrained steps of several requests on one thread reuse that thread's scratch rows: each step
+// starts from the whole vocabulary again, so one request's mask never leaks into the next's.
 TEST(RequestOutput, ConstrainedRequestsSharingTheScratchSeeOnlyTheirOwnMask) {
   std::vector<float> logits(kVocab, 0.f);
   logits['a'] = 9.f, logits['m'] = 5.f, logits['z'] = 1.f;
