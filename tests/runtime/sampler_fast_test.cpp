@@ -120,7 +120,7 @@ TEST(Sampler, ExcludedIdsActAsMinusInfinity) {
   for (std::size_t n : {7u, 3000u}) {
     Logits l = make_logits(rng, n, 2.f, 0.5f, 0.1);
     const auto top = static_cast<std::uint32_t>(std::max_element(l.v.begin(), l.v.end()) - l.v.begin());
-    std::vector<std::uint32_t> excluded = {top};
+    std::vector<std::uint32_t> excluded = {top, top};  // a repeat too
     for (std::uint32_t i = 0; i < n; i += 3) if (i != top) excluded.push_back(i);
     std::sort(excluded.begin(), excluded.end());
     for (float p : {1.0f, 0.9f}) {

@@ -34,15 +34,13 @@ struct Kept {
   }
 };
 
-// Calls f(i) for every index in [0, n) not in `excluded` (ascending), in order.
+// Calls f(i) for every index in [0, n) not in `excluded` (ascending; repeats allowed), in order.
 template <class F>
 void for_each_included(std::size_t n, std::span<const std::uint32_t> excluded, F&& f) {
   std::size_t next = 0;
   for (std::uint32_t i = 0; i < n; ++i) {
-    if (next < excluded.size() && excluded[next] == i) {
-      ++next;
-      continue;
-    }
+    while (next < excluded.size() && excluded[next] < i) ++next;
+    if (next < excluded.size() && excluded[next] == i) continue;
     f(i);
   }
 }
