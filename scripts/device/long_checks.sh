@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Runs ON the GPU machine (bundle carried), best right after quick_round.sh in the same warm lease
 # (it reuses /tmp/plumb-device and the synthetic at $CKPT): the long checks that leave the GPU
-# mostly idle, side by side, each under its own timeout, logs under $OUT:
+# mostly idle, side by side, each under its own timeout, logs in $OUT/long.tgz:
 #   RACE_FILTER   compute-sanitizer racecheck, one process per test of this gtest filter (issue 19
 #                 item 4: racecheck serializes shared-memory accesses, one test can take minutes)
 #   KVQ_CONTEXTS  plumb_kv_quality on $KVQ_IDS random ids of the synthetic at these contexts
-#                 (issue 15 item 7), Markdown in $OUT/kvq.md
+#                 (issue 15 item 7), Markdown kvq.md in the tarball
 #   STEP17=1      the release's inference code on the block-aligned fixture (issue 13 item 1; carry
-#                 .device/inference), record in $OUT/step17/
+#                 .device/inference), record step17/ in the tarball
 # LONG_TIMEOUT bounds every job (default 500 s). Prints a summary last.
 set -uo pipefail
-OUT=${OUT:-/tmp/plumb-results}; mkdir -p "$OUT"
+# Logs go to a work folder, packed at the end into $OUT/long.tgz beside long-summary.txt (the device tool
+# returns at most 8 files from $OUT).
+FINAL=${OUT:-/tmp/plumb-final}
+OUT=/tmp/plumb-long
+rm -rf "$OUT" && mkdir -p "$OUT" "$FINAL"
 CKPT=${CKPT:-/tmp/v4-flash-3layers}
 dev=/tmp/plumb-device
 [ -x $dev/bin/plumb_tests ] || { mkdir -p $dev && tar -C $dev -xJf .device/bundle.tar.xz; } || { echo "no bundle"; exit 1; }
@@ -50,3 +54,4 @@ for name in "${!jobs[@]}"; do
   esac
   echo "$name rc=$rc $detail"
 done | sort | tee "$OUT/long-summary.txt"
+tar czf "$FINAL/long.tgz" -C "$OUT" . && cp "$OUT/long-summary.txt" "$FINAL/"

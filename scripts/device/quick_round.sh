@@ -3,11 +3,15 @@
 # when little device time is left. The synthetic checkpoint is written in the background while
 # the op tests run in QUICK_SHARDS gtest shards side by side (the op tests leave the GPU mostly
 # idle), then one bench of the batches in QUICK_BATCH and a prefill of QUICK_PREFILL tokens.
-# Prints a summary last; logs under $OUT.
+# Prints a summary last; logs in $OUT/quick.tgz.
 #   QUICK_FILTER='GpuOps*:GpuCpuOrder*' QUICK_BATCH=1,32 QUICK_PREFILL=4096 scripts/device/quick_round.sh
 # QUICK_AB (below) repeats the bench under switches for an A/B in the same lease.
 set -uo pipefail
-OUT=${OUT:-/tmp/plumb-results}; mkdir -p "$OUT"
+# Logs go to a work folder, packed at the end into $OUT/quick.tgz beside summary.txt (the device tool
+# returns at most 8 files from $OUT).
+FINAL=${OUT:-/tmp/plumb-final}
+OUT=/tmp/plumb-quick
+rm -rf "$OUT" && mkdir -p "$OUT" "$FINAL"
 CKPT=${CKPT:-/tmp/v4-flash-3layers}
 dev=/tmp/plumb-device
 [ -x $dev/bin/plumb_bench ] || { mkdir -p $dev && tar -C $dev -xJf .device/bundle.tar.xz; } || { echo "no bundle"; exit 1; }
@@ -69,3 +73,4 @@ for sw in "${switches[@]}"; do
   grep -E '^\| [0-9]+ \| (step|head)|prefill' "$OUT/bench-$tag.log"
 done
 echo "ops shards rc:$rcs; passed $passed, failed $failed, skipped $skipped; bench $bench" | tee "$OUT/summary.txt"
+tar czf "$FINAL/quick.tgz" -C "$OUT" . && cp "$OUT/summary.txt" "$FINAL/"
