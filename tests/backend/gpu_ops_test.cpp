@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../util/scoped_env.h"
 #include "gpu_test_util.h"
 #include "plumb/util/error.h"
 
@@ -358,52 +359,10 @@ TEST_F(GpuOps, GemvActQuantFusedBitwise) {
   set_path(TestLinearPath::Auto);
 }
 
-// An environment variable set for a scope (the GPU backend's A/B switches are read at each call),
-// restored after.
-class EnvScope {
- public:
-  EnvScope(const char* name, const char* value) : name_(name) {
-    if (const char* e = std::getenv(name)) had_ = true, old_ = e;
-    setenv(name, value, 1);
-  }
-  ~EnvScope() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  EnvScope(const EnvScope&) = delete;
-  EnvScope& operator=(const EnvScope&) = delete;
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
 // PLUMB_GPU_FP8_DECODE for a scope: the GEMV's FP8 decode by the hardware conversion (hw: CUDA
 // sm_89+; elsewhere the kernel decodes by integers anyway) or by the integer decode ("int").
-class Fp8DecodeScope {
- public:
-  explicit Fp8DecodeScope(bool hw) {
-    if (const char* e = std::getenv(kName)) had_ = true, old_ = e;
-    if (hw)
-      unsetenv(kName);
-    else
-      setenv(kName, "int", 1);
-  }
-  ~Fp8DecodeScope() {
-    if (had_)
-      setenv(kName, old_.c_str(), 1);
-    else
-      unsetenv(kName);
-  }
-
- private:
-  static constexpr const char* kName = "PLUMB_GPU_FP8_DECODE";
-  bool had_ = false;
-  std::string old_;
-};
+// The backend reads it, like PLUMB_GPU_GEMV_RING, at each call.
+ScopedEnv fp8_decode(bool hw) { return ScopedEnv("PLUMB_GPU_FP8_DECODE", hw ? nullptr : "int"); }
 
 // Equal floats (+0 and -0 alike: a GEMV sum starts at +0) or both NaN (any payload).
 inline bool same_value(float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
@@ -493,7 +452,7 @@ TEST_F(GpuOps, GemvFp8DecodeEveryCode) {
       }
       std::vector<float> by_decode[2];
       for (bool hw : {true, false}) {
-        const Fp8DecodeScope scope(hw);
+        const ScopedEnv scope = fp8_decode(hw);
         std::vector<float>& got = by_decode[hw];
         got.assign(K * R, -1.f);
         for (int64_t n : {1, 2, 4, 8}) {
@@ -565,7 +524,7 @@ TEST_F(GpuOps, GemvRingShapes) {
           if (fw.name.rfind("fp8", 0) == 0) {
             std::vector<float> y[2];
             for (bool hw : {false, true}) {
-              const Fp8DecodeScope scope(hw);
+              const ScopedEnv scope = fp8_decode(hw);
               y[hw] = host(*gpu, gpu->linear(up(*gpu, x, {N, Kx}), view, o));
             }
             expect_bitwise(what + ": hardware vs integer FP8 decode", y[1], y[0]);
@@ -574,7 +533,7 @@ TEST_F(GpuOps, GemvRingShapes) {
           const std::vector<float> ring = host(*gpu, gpu->linear(up(*gpu, x, {N, Kx}), view, o));
           std::vector<float> no_ring;
           {
-            const EnvScope off("PLUMB_GPU_GEMV_RING", "off");
+            const ScopedEnv off("PLUMB_GPU_GEMV_RING", "off");
             no_ring = host(*gpu, gpu->linear(up(*gpu, x, {N, Kx}), view, o));
           }
           expect_bitwise(what + ": with vs without the ring of loads", ring, no_ring);

@@ -6,23 +6,14 @@
 
 #include "plumb/backend/backend.h"
 #include "plumb/model/model.h"
+#include "../util/scoped_env.h"
 
 namespace plumb::runtime::testing {
 
 // PLUMB_GPU_ORDER=cpu while a test makes its backends (the GPU backend reads it at creation).
-class CpuOrderOnGpu {
+class CpuOrderOnGpu : test::ScopedEnv {
  public:
-  CpuOrderOnGpu() {
-    if (const char* v = std::getenv("PLUMB_GPU_ORDER")) saved_ = v, had_ = true;
-    setenv("PLUMB_GPU_ORDER", "cpu", 1);
-  }
-  ~CpuOrderOnGpu() { had_ ? (void)setenv("PLUMB_GPU_ORDER", saved_.c_str(), 1) : (void)unsetenv("PLUMB_GPU_ORDER"); }
-  CpuOrderOnGpu(const CpuOrderOnGpu&) = delete;
-  CpuOrderOnGpu& operator=(const CpuOrderOnGpu&) = delete;
-
- private:
-  std::string saved_;
-  bool had_ = false;
+  CpuOrderOnGpu() : ScopedEnv("PLUMB_GPU_ORDER", "cpu") {}
 };
 
 // The GPU backend's load options, or the reason it cannot run here.

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "plumb/util/host_facts.h"
+#include "scoped_env.h"
 
 namespace plumb {
 namespace {
@@ -31,18 +32,7 @@ class FakeHost {
   fs::path root_;
 };
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() { had_ ? (void)::setenv(name_.c_str(), old_.c_str(), 1) : (void)::unsetenv(name_.c_str()); }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using test::ScopedEnv;
 
 TEST(HostFacts, ReadsTheKernelSettingsOfAFakeTree) {
   FakeHost h;
