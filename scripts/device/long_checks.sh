@@ -10,17 +10,7 @@
 #                 .device/inference), record step17/ in the tarball
 # LONG_TIMEOUT bounds every job (default 500 s). Prints a summary last.
 set -uo pipefail
-# Logs go to a work folder, packed at the end into $OUT/long.tgz beside long-summary.txt (the device tool
-# returns at most 8 files from $OUT).
-FINAL=${OUT:-/tmp/plumb-final}
-OUT=/tmp/plumb-long
-rm -rf "$OUT" && mkdir -p "$OUT" "$FINAL"
-CKPT=${CKPT:-/tmp/v4-flash-3layers}
-dev=/tmp/plumb-device
-[ -x $dev/bin/plumb_tests ] || { mkdir -p $dev && tar -C $dev -xJf .device/bundle.tar.xz; } || { echo "no bundle"; exit 1; }
-export LD_LIBRARY_PATH="$dev/lib:${LD_LIBRARY_PATH:-}" PATH="$dev/bin:$PATH"
-src=$(strings "$dev/bin/plumb_tests" | grep -m1 -oE '^/[^ ]*/tests/data$' | sed 's#/tests/data$##')
-[ -n "$src" ] && [ "$src" != "$(pwd)" ] && { mkdir -p "$(dirname "$src")"; ln -sfn "$(pwd)" "$src"; }
+source scripts/device/round_env.sh long
 limit=${LONG_TIMEOUT:-500}
 declare -A jobs=()
 if [ -n "${RACE_FILTER:-}" ]; then
@@ -54,4 +44,4 @@ for name in "${!jobs[@]}"; do
   esac
   echo "$name rc=$rc $detail"
 done | sort | tee "$OUT/long-summary.txt"
-tar czf "$FINAL/long.tgz" -C "$OUT" . && cp "$OUT/long-summary.txt" "$FINAL/"
+pack_round long-summary.txt

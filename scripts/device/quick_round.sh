@@ -7,21 +7,8 @@
 #   QUICK_FILTER='GpuOps*:GpuCpuOrder*' QUICK_BATCH=1,32 QUICK_PREFILL=4096 scripts/device/quick_round.sh
 # QUICK_AB (below) repeats the bench under switches for an A/B in the same lease.
 set -uo pipefail
-# Logs go to a work folder, packed at the end into $OUT/quick.tgz beside summary.txt (the device tool
-# returns at most 8 files from $OUT).
-FINAL=${OUT:-/tmp/plumb-final}
-OUT=/tmp/plumb-quick
-rm -rf "$OUT" && mkdir -p "$OUT" "$FINAL"
-CKPT=${CKPT:-/tmp/v4-flash-3layers}
-dev=/tmp/plumb-device
-[ -x $dev/bin/plumb_bench ] || { mkdir -p $dev && tar -C $dev -xJf .device/bundle.tar.xz; } || { echo "no bundle"; exit 1; }
+source scripts/device/round_env.sh quick
 cat $dev/BUILD
-export LD_LIBRARY_PATH="$dev/lib:${LD_LIBRARY_PATH:-}" PATH="$dev/bin:$PATH"
-# The test binary resolves its fixtures and the plumb binary through build-machine paths.
-src=$(strings "$dev/bin/plumb_tests" | grep -m1 -oE '^/[^ ]*/tests/data$' | sed 's#/tests/data$##')
-[ -n "$src" ] && [ "$src" != "$(pwd)" ] && { mkdir -p "$(dirname "$src")"; ln -sfn "$(pwd)" "$src"; }
-bin=$(strings "$dev/bin/plumb_tests" | grep -m1 -oE '^/[^ ]*/plumb$')
-[ -n "$bin" ] && [ ! -e "$bin" ] && { mkdir -p "$(dirname "$bin")"; ln -sfn "$dev/bin/plumb" "$bin"; }
 synth=""
 if [ ! -f "$CKPT/config.json" ]; then
   plumb synth --config bench/configs/v4-flash-3layers.json --out "$CKPT" --no-mtp --force > "$OUT/synth.log" 2>&1 &
@@ -41,24 +28,13 @@ passed=$(grep -hoE '^\[  PASSED  \] [0-9]+' "$OUT"/ops-*.log | awk '{s+=$4} END 
 failed=$(grep -hoE '^\[  FAILED  \] [0-9]+ test' "$OUT"/ops-*.log | awk '{s+=$4} END {print s+0}')
 skipped=$(grep -hoE '^\[  SKIPPED \] [0-9]+' "$OUT"/ops-*.log | awk '{s+=$4} END {print s+0}')
 [ -n "$synth" ] && { wait "$synth" || tail -2 "$OUT/synth.log"; }
-# The lease's copy bandwidth, for the floor ratios (as bench.sh measures it, copy only).
-python3 - <<'PY' 2>&1 | tee "$OUT/ceilings.txt"
-import torch
-x = torch.randint(0, 255, (1 << 30,), dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
-ts = []
-for i in range(13):
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record(); y.copy_(x); b.record(); torch.cuda.synchronize()
-    if i >= 3: ts.append(a.elapsed_time(b))
-print(f"torch copy: {2 * x.numel() / sorted(ts)[len(ts) // 2] / 1e6:.0f} GB/s (read+write)")
-PY
 bench="not run"
 if [ -f "$CKPT/config.json" ] && [ -n "${QUICK_BATCH:-1,32}" ]; then
   timeout "${QUICK_BENCH_TIMEOUT:-150}" plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" \
     --batch "${QUICK_BATCH:-1,32}" --context "${BENCH_CONTEXT:-512}" --steps "${BENCH_STEPS:-10}" \
     --prefill "${QUICK_PREFILL:-4096}" --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
   bench="rc=$?"
-  grep -E '^\| [0-9]+ \| (step|head)|prefill' "$OUT/bench.log"
+  grep -E '^\| [0-9]+ \| (step|head)|prefill|copy bandwidth' "$OUT/bench.log"
 fi
 # A/B: the same bench again under each switch of QUICK_AB ('A=x;B=y': one bench per assignment),
 # batches QUICK_AB_BATCH, e.g. QUICK_AB='PLUMB_GPU_FP8_DECODE=int;PLUMB_GPU_MOE=per-expert'.
@@ -73,4 +49,4 @@ for sw in "${switches[@]}"; do
   grep -E '^\| [0-9]+ \| (step|head)|prefill' "$OUT/bench-$tag.log"
 done
 echo "ops shards rc:$rcs; passed $passed, failed $failed, skipped $skipped; bench $bench" | tee "$OUT/summary.txt"
-tar czf "$FINAL/quick.tgz" -C "$OUT" . && cp "$OUT/summary.txt" "$FINAL/"
+pack_round summary.txt
