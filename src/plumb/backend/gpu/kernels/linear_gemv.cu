@@ -264,6 +264,11 @@ __device__ __forceinline__ void finish(const LinearArgs& a, int64_t r0, int lane
   for (int i = 0; i < RPW * NB; ++i) acc[i / NB][i % NB] = 0.f;
 }
 
+// A block's split-K partials in shared memory, for two tiles (finish alternates between them): the
+// kernel's only static shared memory, which launch() counts against the 48 KB default.
+template <int RPW, int NB>
+using Partials = float[2][kWarps][RPW * NB];
+
 // The block's tiles (blockIdx.x, + gridDim.x, ...: a tile is kWarps / splits row groups of RPW
 // rows), each warp its row group's RPW rows over split s's columns (lane by lane as in the
 // header), then finish. A lane walks its batches of every tile as one sequence, tile after tile:
@@ -278,7 +283,7 @@ __device__ __forceinline__ void finish(const LinearArgs& a, int64_t r0, int lane
 // positions of weight loads already out (S = 1: none).
 template <WFormat F, int NB, int RPW, bool RW, bool HW, bool QX, bool RING>
 __device__ __forceinline__ void gemv_rows(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, bool x4,
-                                          float (&part)[2][kWarps][RPW * NB], float* xs) {
+                                          Partials<RPW, NB>& part, float* xs) {
   constexpr int U = unroll<F, NB, RPW, RING>(), S = stages<F, NB, RING>();
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, s = warp % splits;
   const int64_t g = blockIdx.y, R = a.R, K = a.K;
@@ -374,7 +379,7 @@ __device__ __forceinline__ void gemv_rows(const LinearArgs& a, const WeightRef& 
 template <WFormat F, int NB, int RPW, bool HW, bool QX, bool RING>
 __global__ void __launch_bounds__(kThreads, min_blocks<NB>())
     gemv_kernel(LinearArgs a, WeightRef w, int splits, bool vec_ok, bool x4) {
-  __shared__ float part[2][kWarps][RPW * NB];
+  __shared__ Partials<RPW, NB> part;
   if constexpr (QX) {
     extern __shared__ float4 qx_smem[];
     gemv_rows<F, NB, RPW, false, HW, true, RING>(a, w, splits, vec_ok, x4, part, reinterpret_cast<float*>(qx_smem));
@@ -418,7 +423,7 @@ gpuError_t launch(const LinearArgs& a, const WeightRef& w, int splits, bool vec_
 #ifdef PLUMB_CUDA
   // The default limit (48 KB) counts the kernel's static part[] too: past it, opt in (<= kQxSmemMax).
   // (K = 4,096 at N = 3 stages exactly 48 KB of x: without part[] in the sum the launch failed.)
-  constexpr std::size_t kStaticSmem = sizeof(float) * 2 * kWarps * RPW * NB;
+  constexpr std::size_t kStaticSmem = sizeof(Partials<RPW, NB>);
   if (smem > 0 && smem + kStaticSmem > 48 * 1024) {
     const gpuError_t e = cudaFuncSetAttribute(gemv_kernel<F, NB, RPW, HW, QX, RING>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
