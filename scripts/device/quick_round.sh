@@ -5,7 +5,8 @@
 # idle), then one bench of the batches in QUICK_BATCH and a prefill of QUICK_PREFILL tokens.
 # Prints a summary last; logs in $OUT/quick.tgz.
 #   QUICK_FILTER='GpuOps*:GpuCpuOrder*' QUICK_BATCH=1,32 QUICK_PREFILL=4096 scripts/device/quick_round.sh
-# QUICK_AB (below) repeats the bench under switches for an A/B in the same lease.
+# QUICK_AB (below) repeats the bench under switches for an A/B in the same lease; QUICK_PROFILE
+# times the kernels of a decode step with ncu.
 set -uo pipefail
 source scripts/device/round_env.sh quick
 cat $dev/BUILD
@@ -47,6 +48,17 @@ for sw in "${switches[@]}"; do
     --prefill "${QUICK_PREFILL:-4096}" --json "$OUT/bench-$tag.json" > "$OUT/bench-$tag.log" 2>&1
   echo "A/B $sw: rc=$?"
   grep -E '^\| [0-9]+ \| (step|head)|prefill' "$OUT/bench-$tag.log"
+done
+# QUICK_PROFILE: batch sizes whose last decode step ncu times kernel by kernel (warm caches, the
+# lease's clocks: close to the kernels' share of the bench's step; profile_summary.py --list).
+for B in ${QUICK_PROFILE:-}; do
+  [ -f "$CKPT/config.json" ] || continue
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  timeout "${QUICK_PROFILE_TIMEOUT:-150}" "$ncu" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+    --csv --print-units base plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch "$B" \
+    --context "${BENCH_CONTEXT:-512}" --steps 2 --prefill 0 2>/dev/null | gzip > "$OUT/ncu-b$B.csv.gz"
+  python3 scripts/device/profile_summary.py --list "$OUT/ncu-b$B.csv.gz" > "$OUT/prof-b$B.txt" 2>&1
+  echo "profile B=$B:"; head -22 "$OUT/prof-b$B.txt"
 done
 echo "ops shards rc:$rcs; passed $passed, failed $failed, skipped $skipped; bench $bench" | tee "$OUT/summary.txt"
 pack_round summary.txt
