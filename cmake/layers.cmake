@@ -1,4 +1,4 @@
-# The layers of src/plumb, one static library each (docs/ARCHITECTURE.md, "Layers and targets").
+# The layers of src/plumb, one static library each (shared with PLUMB_SHARED_LAYERS) (docs/ARCHITECTURE.md, "Layers and targets").
 # plumb_layer(NAME DEPS...) builds src/plumb/NAME/**.cpp (globbed: new files join without an edit)
 # into plumb_NAME, linked PUBLIC to its direct dependencies. A layer with no sources yet is an
 # INTERFACE target. Dependencies point one way: every #include "plumb/X/..." of a layer must name
@@ -27,7 +27,11 @@ function(plumb_layer name)
 
   list(TRANSFORM ARGN PREPEND plumb_ OUTPUT_VARIABLE deps)
   if(sources)
-    add_library(plumb_${name} STATIC ${sources})
+    if(PLUMB_SHARED_LAYERS)
+      add_library(plumb_${name} SHARED ${sources})
+    else()
+      add_library(plumb_${name} STATIC ${sources})
+    endif()
     target_link_libraries(plumb_${name} PUBLIC ${deps})
     target_compile_options(plumb_${name} PRIVATE ${PLUMB_WARNINGS})
   else()
