@@ -43,5 +43,6 @@ for name in "${!jobs[@]}"; do
     step17) detail="$(tail -1 "$OUT/step17.log")" ;;
   esac
   echo "$name rc=$rc $detail"
-done | sort | tee "$OUT/long-summary.txt"
+done > "$OUT/long-summary.unsorted"  # (not piped: wait must run in this shell, the jobs' parent)
+sort "$OUT/long-summary.unsorted" | tee "$OUT/long-summary.txt"
 pack_round long-summary.txt

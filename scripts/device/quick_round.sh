@@ -5,8 +5,9 @@
 # idle), then one bench of the batches in QUICK_BATCH and a prefill of QUICK_PREFILL tokens.
 # Prints a summary last; logs in $OUT/quick.tgz.
 #   QUICK_FILTER='GpuOps*:GpuCpuOrder*' QUICK_BATCH=1,32 QUICK_PREFILL=4096 scripts/device/quick_round.sh
-# QUICK_AB (below) repeats the bench under switches for an A/B in the same lease; QUICK_PROFILE
-# times the kernels of a decode step with ncu.
+# QUICK_AB (below) repeats the bench under switches for an A/B in the same lease; QUICK_OPS times
+# op-bench cases, QUICK_NCU profiles one op-bench launch, QUICK_PROFILE times the kernels of a
+# decode step with ncu.
 set -uo pipefail
 source scripts/device/round_env.sh quick
 cat $dev/BUILD
@@ -30,7 +31,7 @@ failed=$(grep -hoE '^\[  FAILED  \] [0-9]+ test' "$OUT"/ops-*.log | awk '{s+=$4}
 skipped=$(grep -hoE '^\[  SKIPPED \] [0-9]+' "$OUT"/ops-*.log | awk '{s+=$4} END {print s+0}')
 [ -n "$synth" ] && { wait "$synth" || tail -2 "$OUT/synth.log"; }
 bench="not run"
-if [ -f "$CKPT/config.json" ] && [ -n "${QUICK_BATCH:-1,32}" ]; then
+if [ -f "$CKPT/config.json" ] && [ -n "${QUICK_BATCH-1,32}" ]; then
   timeout "${QUICK_BENCH_TIMEOUT:-150}" plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" \
     --batch "${QUICK_BATCH:-1,32}" --context "${BENCH_CONTEXT:-512}" --steps "${BENCH_STEPS:-10}" \
     --prefill "${QUICK_PREFILL:-4096}" --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
@@ -48,6 +49,34 @@ for sw in "${switches[@]}"; do
     --prefill "${QUICK_PREFILL:-4096}" --json "$OUT/bench-$tag.json" > "$OUT/bench-$tag.log" 2>&1
   echo "A/B $sw: rc=$?"
   grep -E '^\| [0-9]+ \| (step|head)|prefill' "$OUT/bench-$tag.log"
+done
+# QUICK_OPS: op-bench filters ('a;b'), each timed plainly and under every QUICK_AB switch
+# (plumb_bench --ops: per-shape microseconds and GB/s; e.g. 'linear_decode').
+IFS=';' read -ra opfilters <<< "${QUICK_OPS:-}"
+for f in "${opfilters[@]}"; do
+  [ -n "$f" ] || continue
+  for sw in "" "${switches[@]}"; do
+    tag=$(echo "ops-$f-$sw" | tr -c 'A-Za-z0-9=\n_-' _ | tr = -)
+    env $sw timeout "${QUICK_AB_TIMEOUT:-90}" plumb_bench --ops --backend cuda --filter "$f" > "$OUT/$tag.log" 2>&1
+    echo "ops '$f' ${sw:-(default)}: rc=$?"; grep -E '^\| ' "$OUT/$tag.log" | tail -n +3
+  done
+done
+# QUICK_NCU: 'filter|regex|skip' entries (';'-separated): Nsight Compute's full set with source
+# counters on one launch of an op-bench case (the kernels matching regex, after skip of them), as
+# text: the details page and the hottest SASS lines (ncu_hot_lines.py).
+IFS=';' read -ra ncus <<< "${QUICK_NCU:-}"
+for spec in "${ncus[@]}"; do
+  IFS='|' read -r f re skip <<< "$spec"
+  [ -n "$re" ] || continue
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  tag=$(echo "ncu-$f" | tr -c 'A-Za-z0-9_\n-' _)
+  timeout "${QUICK_NCU_TIMEOUT:-120}" "$ncu" --clock-control none --set full --import-source yes -k "regex:$re" -s "${skip:-5}" -c 1 \
+    -f -o "/tmp/$tag" plumb_bench --ops --backend cuda --filter "$f" --reps 3 > "$OUT/$tag.run.log" 2>&1
+  { "$ncu" -i "/tmp/$tag.ncu-rep" --page details --print-units base
+    echo "=== hottest SASS lines (stall samples)"
+    "$ncu" -i "/tmp/$tag.ncu-rep" --page source --csv --print-source sass 2>/dev/null | python3 scripts/device/ncu_hot_lines.py --top 40
+  } > "$OUT/$tag.txt" 2>&1
+  echo "ncu '$f' $re: $(grep -E -m3 'Duration|DRAM Throughput|Issue Slots Busy' "$OUT/$tag.txt" | tr -s ' ' | tr '\n' ';')"
 done
 # QUICK_PROFILE: batch sizes whose last decode step ncu times kernel by kernel (warm caches, the
 # lease's clocks: close to the kernels' share of the bench's step; profile_summary.py --list).
