@@ -10,16 +10,12 @@
 // (no barrier; the warps of an SM walk the same columns, so L1 hits), reused by the RPW rows (FP8,
 // 4 rows, N 1: 1 B of x per weight byte, from L1); wdecode4 and fmaf (4 + 4 N floats live).
 //
-// v8, the ring (issue 17: v6's FP8 GEMVs ran at ~1.4 TB/s, 23.8 us for wq_b's 33.5 MB): v6's
-// warps issued a batch (~128 B a lane), waited, decoded, summed and only then issued the next, or
-// exited (wq_b, K = 1024: one batch a warp, 1,024 blocks in ~4 waves), so the memory pipe idled
-// through every decode and block turnover. Now FP8 and FP4 keep a ring of 3 batches per lane
-// (stages()):
-// while a lane sums one, the next two are in flight (FP8, 4 rows, U = 1: 2 x 64 B), and a block
-// walks several tiles of rows (a grid of at most the resident blocks), the ring running on across
-// tiles. In flight: 16 warps x 32 lanes x 128 B = 64 KB per SM, steadily (Little's law at 4.2 TB/s
-// and 1-1.5 us: 32-48 KB). F32 / BF16 keep a ring of 1 (v6's form: the bf16 head ran at 92% of
-// its floor). N <= 2: <= 128 registers, 2 blocks/SM; N 4 / 8: <= 255, 1 block/SM.
+// v12 (issue 17): no ring. v10's ring (each block walking several tiles with 2 batches of raw
+// loads in flight across them, the grid capped at the resident blocks) measured slower than one
+// tile per block at B = 1, 8 and 32 on the H200 (docs/PERF.md v12), and its 48 instantiations
+// doubled this file's device code. A block sums one tile; with act_fp8 (QX) its first batch of
+// weight loads is issued before it stages x, so the staging runs under their latency.
+//
 // FP8 decode: on CUDA sm_89+ the hardware conversion (fp8x4_cvt: cvt e4m3x2 -> f16x2, f16 -> f32,
 // times the scale; exact, so the same floats): per weight 1/2 F2FP + 1 HADD2.F32-class convert +
 // 1 FMUL on the float pipes, where the integer decode (HIP gfx90a, CUDA sm_80 / compute_80, or
@@ -34,16 +30,15 @@
 // A row's summation order depends on (R, K, groups, format, device) only, never on N or on how N
 // is split into launches of <= 8: lane l of split s adds its segments s * P + l * 16 + m * kStep
 // (m = 0, 1, ...) in column order, element by element, one fmaf chain per (row, x row); then
-// warp_sum; then the S partials in warp order. RPW, U, N, the ring, the grid (tiles per block),
+// warp_sum; then the S partials in warp order. RPW, U, N, the blocks per SM,
 // the FP8 decode (exact either way) and the vector / element paths change which warp or load does
 // what, not that order.
 //
 // act_fp8 (LinearArgs::quant_x, QX): the kernel takes x unquantized and each block stages its
 // group's K columns of the launch's x rows in shared memory with the FP8 round trip applied
 // (act_quant.h: a lane quantizes one 16-column segment, the 8 lanes of a 128-block share its amax
-// by shuffles), instead of a quant_blocks launch writing a quantized copy first, once per block (a
-// block walks several tiles of the same group). The ring's first 2 batches of weight loads are
-// issued before the staging (FP8 / FP4), so its ~0.5-1 us run under their latency. x is then
+// by shuffles), instead of a quant_blocks launch writing a quantized copy first. The block's first
+// batch of weight loads is issued before the staging, so its ~0.5-1 us run under their latency. x is then
 // read from shared memory (swizzled: qx_offset) instead of through L1; the products and the order
 // of every sum are the same, so the result is bitwise the separate launch's.
 #include <cstdlib>
@@ -62,32 +57,33 @@ constexpr int kWarps = kThreads / kWarp;
 constexpr int kMaxN = 8;                 // x rows per launch
 constexpr int kSeg = 16;                 // weight elements of one raw load
 constexpr int kStep = kWarp * kSeg;      // columns a warp covers per step (512; 1024 on HIP)
-// Lambdas of the kernel body inlined like __forceinline__ functions (hipcc kept the ring of raw
-// loads in scratch memory when it called the walk's step lambda out of line).
+// Lambdas of the kernel body inlined like __forceinline__ functions (hipcc kept register arrays
+// of raw loads in scratch memory when it called such a lambda out of line).
 #define PLUMB_INLINE __attribute__((always_inline))
 
 // Rows per warp of a full-size shape (plan_for may take 1): f32 segments are 4x FP8's registers.
 template <WFormat F>
 constexpr int rpw_for() { return F == WFormat::F32 ? 2 : 4; }
-// Batches in a lane's ring (S): S - 1 batches of raw loads stay in flight while the lane sums one.
-// FP8 / FP4 (short segments, a decode per weight): 3. F32 / BF16: 1, the form before the ring
-// (every load of a batch, then its math; the bf16 head ran at 92% of its floor so). RING false
-// (PLUMB_GPU_GEMV_RING=off, an A/B switch): 1 for every format.
-template <WFormat F, int NB, bool RING>
-constexpr int stages() { return RING && (F == WFormat::FP8 || F == WFormat::FP4) ? 3 : 1; }
-// Warp steps per batch (U): ~128 B of raw loads per lane over RPW rows in one batch (S = 1: F32
-// 2 x 64 B, BF16 4 x 32 B) or ~128 B (FP8) / ~64 B (FP4) in the S - 1 batches ahead of the one
-// summed (S > 1; at most 2 steps: 1 row per warp, N 2 spills at 4); for N 4 / 8 counted as if 4
-// rows even with 1 (ptxas hoists x loads, and spills beyond). FP8, 4 rows: U = 1, a ring of 3 x 4
-// segments (60 registers) with 2 x 64 B ahead.
-template <WFormat F, int NB, int RPW, bool RING>
+// FP8 / FP4 weights with one x row (lean): 3 blocks per SM (<= 85 registers), 4 raw loads a lane a
+// batch. A standalone probe of this GEMV's shape (scripts/device/probes/gemv_probe.cu, docs/PERF.md
+// v12) ran wq_b's 33.6 MB in 12.8 us with 4 rows x 1 step a batch (59 registers, 4 blocks per
+// SM) against 15.1 us with 2 steps (97 registers) and 24-29 us for this kernel at 128 registers:
+// the loads in flight per SM come from resident warps more than from deep batches.
+template <WFormat F, int NB>
+constexpr bool lean() { return (F == WFormat::FP8 || F == WFormat::FP4) && NB == 1; }
+// Warp steps per batch (U): ~128 B of raw loads per lane over RPW rows in one batch (F32 2 x 64 B,
+// BF16 4 x 32 B, FP8 8 x 16 B, FP4 8 x 8 B; lean: 4 loads); for N 4 / 8 counted as if 4 rows even
+// with 1 (ptxas hoists x loads, and spills beyond).
+template <WFormat F, int NB, int RPW>
 constexpr int unroll() {
-  constexpr int S = stages<F, NB, RING>(), b = F == WFormat::F32 ? 2 : F == WFormat::BF16 ? 4 : 8;
-  constexpr int r = (NB <= 2 ? RPW : 4) * (S > 1 ? S - 1 : 1), u = b / r > 1 ? b / r : 1;
-  return S > 1 && u > 2 ? 2 : u;
+  constexpr int b = lean<F, NB>() ? 4 : F == WFormat::F32 ? 2 : F == WFormat::BF16 ? 4 : 8;
+  constexpr int r = NB <= 2 ? RPW : 4, u = b / r > 1 ? b / r : 1;
+  return u;
 }
-template <int NB>
-constexpr int min_blocks() { return NB <= 2 ? 2 : 1; }  // per SM: <= 128 registers, or <= 255
+// Blocks per SM: lean 3 (<= 85 registers; 2 x rows spilled at 4 rows a warp), else N <= 2 2
+// (<= 128), else 1 (<= 255).
+template <WFormat F, int NB>
+constexpr int min_blocks() { return lean<F, NB>() ? 3 : NB <= 2 ? 2 : 1; }
 
 // Shared memory for the quantized x of one launch (QX): row n at n * qx_row(K) floats, whole
 // 128-blocks. At most kQxSmemMax bytes, else linear() quantizes by a separate launch (N = 1: K up
@@ -223,10 +219,8 @@ __device__ __forceinline__ void batch_scalar(const WeightRef& w, const int64_t (
     }
 }
 
-// Warp sums, the S partials of a row added in warp order (shared memory), outputs stored; acc is
-// zeroed for the next tile. Every thread of the block calls it (a barrier when splits > 1) once
-// per tile; part alternates between two buffers by tile, so a warp writing tile i + 1's partials
-// cannot overwrite tile i's before they are read (the barrier of tile i + 1 lies between).
+// Warp sums, the S partials of a row added in warp order (shared memory), outputs stored. Every
+// thread of the block calls it once (a barrier when splits > 1).
 template <int NB, int RPW>
 __device__ __forceinline__ void finish(const LinearArgs& a, int64_t r0, int lane, int warp, int splits,
                                        float (&acc)[RPW][NB], float (&part)[kWarps][RPW * NB]) {
@@ -260,35 +254,23 @@ __device__ __forceinline__ void finish(const LinearArgs& a, int64_t r0, int lane
       }
     }
   }
-#pragma unroll
-  for (int i = 0; i < RPW * NB; ++i) acc[i / NB][i % NB] = 0.f;
 }
 
-// A block's split-K partials in shared memory, for two tiles (finish alternates between them): the
-// kernel's only static shared memory, which launch() counts against the 48 KB default.
+// A block's split-K partials in shared memory: the kernel's only static shared memory, which
+// launch() counts against the 48 KB default.
 template <int RPW, int NB>
-using Partials = float[2][kWarps][RPW * NB];
+using Partials = float[kWarps][RPW * NB];
 
-// The block's tiles (blockIdx.x, + gridDim.x, ...: a tile is kWarps / splits row groups of RPW
-// rows), each warp its row group's RPW rows over split s's columns (lane by lane as in the
-// header), then finish. A lane walks its batches of every tile as one sequence, tile after tile:
-// position p is batch p % nbt of the block's tile p / nbt, with nbt the batches of the block's
-// longest lane (a lane with fewer, or a row group past R, or a batch for the element path, has
-// empty positions: nothing loaded, nothing summed). The raw loads of position p go to ring slot
-// p % S, issued S - 1 positions ahead: while the lane sums one batch, the next S - 1 are in
-// flight, across tiles too (a tile's finish runs with the next tile's first loads out). The
-// positions and the finish calls are the same in every thread of the block (barriers); the
-// summation order is the one in the header whatever S, U or the grid. QX: x staged quantized in xs
-// by the whole block once (every thread reaches the barrier), with the ring's first S - 1
-// positions of weight loads already out (S = 1: none).
-template <WFormat F, int NB, int RPW, bool RW, bool HW, bool QX, bool RING>
+// The block's tile (blockIdx.x: kWarps / splits row groups of RPW rows), each warp its row
+// group's RPW rows over split s's columns (lane by lane as in the header), batch after batch (the
+// raw loads of a batch, then its sums), then finish. QX: x staged quantized in xs by the whole
+// block (every thread reaches the barrier), with the first batch's loads already out.
+template <WFormat F, int NB, int RPW, bool RW, bool HW, bool QX>
 __device__ __forceinline__ void gemv_rows(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, bool x4,
                                           Partials<RPW, NB>& part, float* xs) {
-  constexpr int U = unroll<F, NB, RPW, RING>(), S = stages<F, NB, RING>();
+  constexpr int U = unroll<F, NB, RPW>();
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, s = warp % splits;
   const int64_t g = blockIdx.y, R = a.R, K = a.K;
-  const int groups_per_tile = kWarps / splits;
-  const int tiles = static_cast<int>((R + groups_per_tile * RPW - 1) / (groups_per_tile * RPW));
   const float* xr[NB];  // x rows past nrows read the last one (never stored)
 #pragma unroll
   for (int n = 0; n < NB; ++n) {
@@ -299,94 +281,54 @@ __device__ __forceinline__ void gemv_rows(const LinearArgs& a, const WeightRef& 
   const int64_t ce = K < (s + 1) * per ? K : (s + 1) * per;
   const int64_t c0 = s * per + lane * kSeg;                                        // the lane's first column
   const int nseg = c0 < ce ? static_cast<int>((ce - c0 + kStep - 1) / kStep) : 0;  // its segments a row
-  const int nb = (nseg + U - 1) / U;                                               // its batches a tile
-  const int nbt = static_cast<int>((per / kStep + U - 1) / U);                     // split 0, lane 0's
-  // Batch b of tile t: its first row (rows past R read row R - 1, never stored), first column,
-  // segments, and whether it takes the vector path (raw loads ahead) or the element path.
-  const auto first_row = [&](int t) PLUMB_INLINE { return (static_cast<int64_t>(t) * groups_per_tile + warp / splits) * RPW; };
-  const auto rows_of = [&](int64_t r0, int64_t (&row)[RPW]) PLUMB_INLINE {
+  const int nb = (nseg + U - 1) / U;                                               // its batches
+  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / splits) + warp / splits) * RPW;
+  const bool live = r0 < R;
+  int64_t row[RPW];  // rows past R read row R - 1, never stored
 #pragma unroll
-    for (int j = 0; j < RPW; ++j) row[j] = g * R + (r0 + j < R ? r0 + j : R - 1);
-  };
+  for (int j = 0; j < RPW; ++j) row[j] = g * R + (r0 + j < R ? r0 + j : R - 1);
   const auto col_of = [&](int b) PLUMB_INLINE { return c0 + static_cast<int64_t>(b) * (U * kStep); };
   const auto nu_of = [&](int b) PLUMB_INLINE { return nseg - b * U < U ? nseg - b * U : U; };
-  const auto vec = [&](int64_t c, int nu) PLUMB_INLINE { return vec_ok && c + (nu - 1) * kStep + kSeg <= K; };
+  const auto vec = [&](int b) PLUMB_INLINE { return vec_ok && col_of(b) + (nu_of(b) - 1) * kStep + kSeg <= K; };
 
-  WRaw<F> ring[S][U][RPW];
-  // The raw loads of position (tile t, batch b) into buf: nothing past the block's tiles, for a
-  // row group past R, past the lane's batches or for the element path.
-  const auto issue = [&](int t, int b, WRaw<F>(&buf)[U][RPW]) PLUMB_INLINE {
-    const int64_t r0 = first_row(t);
-    const int64_t c = col_of(b);
-    const int nu = nu_of(b);
-    if (t < tiles && r0 < R && b < nb && vec(c, nu)) {
-      int64_t row[RPW];
-      rows_of(r0, row);
-      load_batch<F, RPW, U>(w, row, c, nu, buf);
-    }
-  };
   float acc[RPW][NB] = {};
-  int t = blockIdx.x, b = 0, parity = 0;  // the position to sum
-  // Sums position (t, b) from buf (or by the element path), after issuing position + S - 1 into
-  // slot; at a tile's last batch, finish.
-  const auto step = [&](const WRaw<F>(&buf)[U][RPW], WRaw<F>(&slot)[U][RPW]) PLUMB_INLINE {
-    {
-      int ib = b + S - 1, it = t;
-      while (ib >= nbt) ib -= nbt, it += gridDim.x;
-      issue(it, ib, slot);
-    }
-    const int64_t r0 = first_row(t);
-    if (r0 < R && b < nb) {
+  WRaw<F> buf[U][RPW];
+  if (live && nb > 0 && vec(0)) load_batch<F, RPW, U>(w, row, col_of(0), nu_of(0), buf);
+  if constexpr (QX) {
+    stage_quant_x(a, x4, xs);
+    __syncthreads();
+  }
+  if (live) {
+#pragma unroll 1
+    for (int b = 0; b < nb; ++b) {
       const int64_t c = col_of(b);
       const int nu = nu_of(b);
-      if (vec(c, nu)) {
+      if (vec(b)) {
+        if (b > 0) load_batch<F, RPW, U>(w, row, c, nu, buf);
         sum_batch<F, NB, RPW, U, RW, HW, QX>(buf, w, xr, c, nu, acc);
       } else {
-        int64_t row[RPW];
-        rows_of(r0, row);
         batch_scalar<F, NB, RPW, RW, QX>(w, row, xr, c, nu, K, acc);
       }
     }
-    if (++b == nbt) {  // the tile's last position, the same in every thread
-      finish<NB, RPW>(a, r0, lane, warp, splits, acc, part[parity]);
-      b = 0, t += gridDim.x, parity ^= 1;
-    }
-  };
-
-  // The ring's slots are named by constants (a fold over k, not a loop the compiler may leave
-  // rolled: hipcc then kept the ring in scratch memory).
-  [&]<int... k>(std::integer_sequence<int, k...>) PLUMB_INLINE {
-    const auto first = [&](int p, WRaw<F>(&slot)[U][RPW]) PLUMB_INLINE {
-      int ib = p, it = blockIdx.x;  // position p < S - 1: tile blockIdx.x unless nbt < S - 1
-      while (ib >= nbt) ib -= nbt, it += gridDim.x;
-      issue(it, ib, slot);
-    };
-    ((k + 1 < S ? first(k, ring[k]) : void()), ...);
-    if constexpr (QX) {
-      stage_quant_x(a, x4, xs);
-      __syncthreads();
-    }
-#pragma unroll 1
-    while (t < tiles)  // the same trip count in every thread of the block
-      ((t < tiles ? step(ring[k], ring[(k + S - 1) % S]) : void()), ...);
-  }(std::make_integer_sequence<int, S>{});
+  }
+  finish<NB, RPW>(a, r0, lane, warp, splits, acc, part);
 }
 
-// Block: a grid-stride walk over tiles of kWarps / splits row groups of RPW rows, each summed by
-// `splits` consecutive warps. HW: the FP8 decode by the hardware conversion (PLUMB_FP8_CVT).
+// Block: one tile of kWarps / splits row groups of RPW rows, each summed by `splits` consecutive
+// warps. HW: the FP8 decode by the hardware conversion (PLUMB_FP8_CVT).
 // QX: x quantized into dynamic shared memory first (no bf16 weight rounding: linear() keeps
 // act_fp8 with bf16_weight on the separate launch).
-template <WFormat F, int NB, int RPW, bool HW, bool QX, bool RING>
-__global__ void __launch_bounds__(kThreads, min_blocks<NB>())
+template <WFormat F, int NB, int RPW, bool HW, bool QX>
+__global__ void __launch_bounds__(kThreads, (min_blocks<F, NB>()))  // (parenthesized: a macro on HIP)
     gemv_kernel(LinearArgs a, WeightRef w, int splits, bool vec_ok, bool x4) {
   __shared__ Partials<RPW, NB> part;
   if constexpr (QX) {
     extern __shared__ float4 qx_smem[];
-    gemv_rows<F, NB, RPW, false, HW, true, RING>(a, w, splits, vec_ok, x4, part, reinterpret_cast<float*>(qx_smem));
+    gemv_rows<F, NB, RPW, false, HW, true>(a, w, splits, vec_ok, x4, part, reinterpret_cast<float*>(qx_smem));
   } else if (a.round_w) {  // a template argument: a run-time test per segment costs registers
-    gemv_rows<F, NB, RPW, true, HW, false, RING>(a, w, splits, vec_ok, x4, part, nullptr);
+    gemv_rows<F, NB, RPW, true, HW, false>(a, w, splits, vec_ok, x4, part, nullptr);
   } else {
-    gemv_rows<F, NB, RPW, false, HW, false, RING>(a, w, splits, vec_ok, x4, part, nullptr);
+    gemv_rows<F, NB, RPW, false, HW, false>(a, w, splits, vec_ok, x4, part, nullptr);
   }
 }
 
@@ -406,55 +348,30 @@ Plan plan_for(const LinearArgs& a, int64_t target_blocks) {
   return {rpw, s};
 }
 
-// Grid: every tile for a format without a ring (S = 1: one tile per block, as before the ring);
-// with one, at most the blocks resident at once (target_blocks is 2 per SM; 1 per SM for N 4 / 8),
-// so each block walks several tiles with its loads in flight across them (and QX stages x once).
-template <WFormat F, int NB, int RPW, bool HW, bool QX, bool RING>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, bool x4, int64_t target_blocks,
-                  gpuStream_t s) {
+// Grid: one block per tile and group.
+template <WFormat F, int NB, int RPW, bool HW, bool QX>
+gpuError_t launch(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, bool x4, gpuStream_t s) {
   const int64_t rows_per_tile = static_cast<int64_t>(kWarps / splits) * RPW, tiles = (a.R + rows_per_tile - 1) / rows_per_tile;
-  int64_t bx = tiles;
-  if constexpr (stages<F, NB, RING>() > 1) {
-    const int64_t resident = target_blocks / 2 * min_blocks<NB>(), per_group = (resident + a.groups - 1) / a.groups;
-    bx = tiles < per_group ? tiles : (per_group > 0 ? per_group : 1);
-  }
-  const dim3 grid(static_cast<unsigned>(bx), static_cast<unsigned>(a.groups));
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.groups));
   const std::size_t smem = QX ? static_cast<std::size_t>(a.nrows * qx_row(a.K)) * sizeof(float) : 0;
 #ifdef PLUMB_CUDA
   // The default limit (48 KB) counts the kernel's static part[] too: past it, opt in (<= kQxSmemMax).
   // (K = 4,096 at N = 3 stages exactly 48 KB of x: without part[] in the sum the launch failed.)
   constexpr std::size_t kStaticSmem = sizeof(Partials<RPW, NB>);
   if (smem > 0 && smem + kStaticSmem > 48 * 1024) {
-    const gpuError_t e = cudaFuncSetAttribute(gemv_kernel<F, NB, RPW, HW, QX, RING>,
+    const gpuError_t e = cudaFuncSetAttribute(gemv_kernel<F, NB, RPW, HW, QX>,
                                               cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != gpuSuccess) return e;
   }
 #endif
-  gemv_kernel<F, NB, RPW, HW, QX, RING><<<grid, kThreads, smem, s>>>(a, w, splits, vec_ok, x4);
+  gemv_kernel<F, NB, RPW, HW, QX><<<grid, kThreads, smem, s>>>(a, w, splits, vec_ok, x4);
   return gpuGetLastError();
 }
 
-// PLUMB_GPU_GEMV_RING=off: the FP8 / FP4 GEMV without its ring of loads (one batch at a time, a
-// tile per block, as before v10), for an A/B of the ring in one process (same bits either way).
-// Read at each call, like PLUMB_GPU_FP8_DECODE.
-bool gemv_ring() {
-  const char* e = std::getenv("PLUMB_GPU_GEMV_RING");
-  return !(e && std::strcmp(e, "off") == 0);
-}
-
-template <WFormat F, int NB, bool HW, bool QX, bool RING>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, int64_t target_blocks,
-                  gpuStream_t s) {
-  if (p.rpw > 1) return launch<F, NB, rpw_for<F>(), HW, QX, RING>(a, w, p.splits, vec_ok, x4, target_blocks, s);
-  return launch<F, NB, 1, HW, QX, RING>(a, w, p.splits, vec_ok, x4, target_blocks, s);
-}
-
 template <WFormat F, int NB, bool HW, bool QX>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, int64_t target_blocks,
-                  gpuStream_t s) {
-  if constexpr (F == WFormat::FP8 || F == WFormat::FP4)
-    if (!gemv_ring()) return launch<F, NB, HW, QX, false>(a, w, p, vec_ok, x4, target_blocks, s);
-  return launch<F, NB, HW, QX, true>(a, w, p, vec_ok, x4, target_blocks, s);
+gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, gpuStream_t s) {
+  if (p.rpw > 1) return launch<F, NB, rpw_for<F>(), HW, QX>(a, w, p.splits, vec_ok, x4, s);
+  return launch<F, NB, 1, HW, QX>(a, w, p.splits, vec_ok, x4, s);
 }
 
 // The FP8 decode: the hardware conversion where the device has one (the kernel falls back to the
@@ -469,20 +386,17 @@ bool fp8_hw_decode() {
 #endif
 
 template <WFormat F, int NB, bool QX>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, int64_t target_blocks,
-                  gpuStream_t s) {
+gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, gpuStream_t s) {
 #ifndef PLUMB_HIP
   if constexpr (F == WFormat::FP8)
-    if (fp8_hw_decode()) return launch<F, NB, true, QX>(a, w, p, vec_ok, x4, target_blocks, s);
+    if (fp8_hw_decode()) return launch<F, NB, true, QX>(a, w, p, vec_ok, x4, s);
 #endif
-  return launch<F, NB, false, QX>(a, w, p, vec_ok, x4, target_blocks, s);
+  return launch<F, NB, false, QX>(a, w, p, vec_ok, x4, s);
 }
 
 template <WFormat F, int NB>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, int64_t target_blocks,
-                  gpuStream_t s) {
-  return a.quant_x ? launch<F, NB, true>(a, w, p, vec_ok, x4, target_blocks, s)
-                   : launch<F, NB, false>(a, w, p, vec_ok, x4, target_blocks, s);
+gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, gpuStream_t s) {
+  return a.quant_x ? launch<F, NB, true>(a, w, p, vec_ok, x4, s) : launch<F, NB, false>(a, w, p, vec_ok, x4, s);
 }
 
 }  // namespace
@@ -507,10 +421,10 @@ gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_b
     b.y = a.y + n0 * a.ldy;
     b.nrows = a.nrows - n0 < kMaxN ? a.nrows - n0 : kMaxN;
     const gpuError_t e = dispatch_format(w.format, [&]<WFormat F>() {
-      if (b.nrows == 1) return launch<F, 1>(b, w, p, vec_ok, x_ok, target_blocks, s);
-      if (b.nrows == 2) return launch<F, 2>(b, w, p, vec_ok, x_ok, target_blocks, s);
-      if (b.nrows <= 4) return launch<F, 4>(b, w, p, vec_ok, x_ok, target_blocks, s);
-      return launch<F, 8>(b, w, p, vec_ok, x_ok, target_blocks, s);
+      if (b.nrows == 1) return launch<F, 1>(b, w, p, vec_ok, x_ok, s);
+      if (b.nrows == 2) return launch<F, 2>(b, w, p, vec_ok, x_ok, s);
+      if (b.nrows <= 4) return launch<F, 4>(b, w, p, vec_ok, x_ok, s);
+      return launch<F, 8>(b, w, p, vec_ok, x_ok, s);
     });
     if (e != gpuSuccess) return e;
   }
