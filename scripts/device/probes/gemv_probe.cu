@@ -39,9 +39,20 @@ __device__ __forceinline__ void fp8x4(uint32_t u, float* f) {
 
 // Warp w of block b: rows (b * kWarps + w) * RPW ... + RPW - 1, all K columns; lane l reads 16
 // bytes at columns l * 16 + m * 512. PER_SEG: one scale multiply per 16-column segment.
-template <int RPW, int U, bool PER_SEG>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(const uint8_t* w, const uint8_t* sc, const float* x, float* y,
-                                                       int64_t R, int64_t K) {
+// The features of plumb's kernel (linear_gemv.cu), one at a time, to find what costs: SMEM_X x
+// staged in shared memory by the block behind a barrier (plumb's act-quant staging, without the
+// quantization), MINB3 __launch_bounds__(256, 3) (plumb's lean form: <= 85 registers), SCALE_SEL
+// the scale loaded as a u32 or a byte by a run-time flag (plumb's f32-scale option).
+template <int RPW, int U, bool PER_SEG, bool SMEM_X = false, bool MINB3 = false, bool SCALE_SEL = false>
+__global__ void __launch_bounds__(kThreads, MINB3 ? 3 : 1)
+    gemv_kernel(const uint8_t* w, const uint8_t* sc, const float* x, float* y, int64_t R, int64_t K, bool scale_f32) {
+  extern __shared__ float4 xs4[];
+  if constexpr (SMEM_X) {
+    float* xs = reinterpret_cast<float*>(xs4);
+    for (int64_t i = threadIdx.x; i < K; i += kThreads) xs[i] = x[i];
+    __syncthreads();
+    x = xs;
+  }
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * RPW;
   if (r0 >= R) return;
@@ -57,7 +68,11 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const uint8_t* w, const 
         const int64_t cc = c + u * 512;
         if (cc < K) {
           v[u][j] = __ldcs(reinterpret_cast<const uint4*>(w + (r0 + j) * K + cc));
-          s[u][j] = sc[((r0 + j) >> 7) * sk + (cc >> 7)];
+          const int64_t si = ((r0 + j) >> 7) * sk + (cc >> 7);
+          if (SCALE_SEL && scale_f32)
+            s[u][j] = static_cast<uint8_t>(reinterpret_cast<const uint32_t*>(sc)[si] >> 23);
+          else
+            s[u][j] = sc[si];
         }
       }
 #pragma unroll
@@ -66,7 +81,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(const uint8_t* w, const 
       const float4* xp = reinterpret_cast<const float4*>(x + c + u * 512);
       float4 xv[4];
 #pragma unroll
-      for (int q = 0; q < 4; ++q) xv[q] = __ldg(xp + q);
+      for (int q = 0; q < 4; ++q) xv[q] = SMEM_X ? xp[q] : __ldg(xp + q);
 #pragma unroll
       for (int j = 0; j < RPW; ++j) {
         const float scale = __uint_as_float(static_cast<uint32_t>(s[u][j]) << 23);
@@ -122,14 +137,20 @@ float median_us(Launch launch, int copies) {
   return t[t.size() / 2];
 }
 
-template <int RPW, int U, bool PER_SEG>
+template <int RPW, int U, bool PER_SEG, bool SMEM_X = false, bool MINB3 = false, bool SCALE_SEL = false>
 void run_gemv(const Shape& s, const std::vector<uint8_t*>& w, const std::vector<uint8_t*>& sc, const float* x, float* y) {
   const int64_t blocks = (s.R + kWarps * RPW - 1) / (kWarps * RPW);
+  const std::size_t smem = SMEM_X ? static_cast<std::size_t>(s.K) * 4 : 0;
+  if (smem > 48 * 1024)
+    CK(cudaFuncSetAttribute(gemv_kernel<RPW, U, PER_SEG, SMEM_X, MINB3, SCALE_SEL>,
+                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const float us = median_us([&](int i) {
-    gemv_kernel<RPW, U, PER_SEG><<<static_cast<unsigned>(blocks), kThreads>>>(w[i], sc[i], x, y, s.R, s.K);
+    gemv_kernel<RPW, U, PER_SEG, SMEM_X, MINB3, SCALE_SEL>
+        <<<static_cast<unsigned>(blocks), kThreads, smem>>>(w[i], sc[i], x, y, s.R, s.K, false);
   }, static_cast<int>(w.size()));
-  std::printf("| %s | gemv RPW %d U %d scale per %s | %lld | %.2f | %.0f |\n", s.name, RPW, U, PER_SEG ? "segment" : "weight",
-              static_cast<long long>(blocks), us, s.R * s.K / us / 1e3);
+  std::printf("| %s | gemv RPW %d U %d scale per %s%s%s%s | %lld | %.2f | %.0f |\n", s.name, RPW, U,
+              PER_SEG ? "segment" : "weight", SMEM_X ? ", x in shared memory" : "", MINB3 ? ", 3 blocks/SM bound" : "",
+              SCALE_SEL ? ", scale type by flag" : "", static_cast<long long>(blocks), us, s.R * s.K / us / 1e3);
 }
 
 int main() {
@@ -175,6 +196,11 @@ int main() {
     run_gemv<1, 4, true>(s, w, sc, x, y);
     run_gemv<2, 4, true>(s, w, sc, x, y);
     run_gemv<4, 2, true>(s, w, sc, x, y);
+    // plumb's lean form is RPW 4 U 1, scale per weight: each of its features alone, then together
+    run_gemv<4, 1, false, true>(s, w, sc, x, y);
+    run_gemv<4, 1, false, false, true>(s, w, sc, x, y);
+    run_gemv<4, 1, false, false, false, true>(s, w, sc, x, y);
+    run_gemv<4, 1, false, true, true, true>(s, w, sc, x, y);
     for (int i = 0; i < copies; ++i) {
       CK(cudaFree(w[i]));
       CK(cudaFree(sc[i]));
