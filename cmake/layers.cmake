@@ -1,4 +1,5 @@
-# The layers of src/plumb, one static library each (shared with PLUMB_SHARED_LAYERS) (docs/ARCHITECTURE.md, "Layers and targets").
+# The layers of src/plumb, one static library each (shared with PLUMB_SHARED_LAYERS, the GPU
+# machine's bundle; docs/ARCHITECTURE.md, "Layers and targets").
 # plumb_layer(NAME DEPS...) builds src/plumb/NAME/**.cpp (globbed: new files join without an edit)
 # into plumb_NAME, linked PUBLIC to its direct dependencies. A layer with no sources yet is an
 # INTERFACE target. Dependencies point one way: every #include "plumb/X/..." of a layer must name

@@ -43,7 +43,6 @@
 // of every sum are the same, so the result is bitwise the separate launch's.
 #include <cstdlib>
 #include <cstring>
-#include <utility>
 
 #include "plumb/backend/gpu/kernels/act_quant.h"
 #include "plumb/backend/gpu/kernels/linear.h"
@@ -65,10 +64,9 @@ constexpr int kStep = kWarp * kSeg;      // columns a warp covers per step (512;
 template <WFormat F>
 constexpr int rpw_for() { return F == WFormat::F32 ? 2 : 4; }
 // FP8 / FP4 weights with one x row (lean): 3 blocks per SM (<= 85 registers), 4 raw loads a lane a
-// batch. A standalone probe of this GEMV's shape (scripts/device/probes/gemv_probe.cu, docs/PERF.md
-// v12) ran wq_b's 33.6 MB in 12.8 us with 4 rows x 1 step a batch (59 registers, 4 blocks per
-// SM) against 15.1 us with 2 steps (97 registers) and 24-29 us for this kernel at 128 registers:
-// the loads in flight per SM come from resident warps more than from deep batches.
+// batch, the form of a standalone probe (scripts/device/probes/gemv_probe.cu, docs/PERF.md v12)
+// that ran wq_b's 33.6 MB in 12.8 us (59 registers, 4 blocks per SM). Here it measured 24.5 us
+// (the 128-register form 24-29 us): what else costs is for the probe's feature-by-feature run.
 template <WFormat F, int NB>
 constexpr bool lean() { return (F == WFormat::FP8 || F == WFormat::FP4) && NB == 1; }
 // Warp steps per batch (U): ~128 B of raw loads per lane over RPW rows in one batch (F32 2 x 64 B,
