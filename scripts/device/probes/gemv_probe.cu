@@ -5,7 +5,8 @@
 // exceed 160 MB (the 50 MB L2 cannot hold them), all copies called back to back, median of 20.
 // Variants: a plain 16-byte streaming read of the same bytes (the ceiling of the access pattern),
 // then GEMVs of RPW rows per warp with U 16-byte loads per row and lane issued before their math,
-// the scale applied per weight (plumb's order) or per 16-column segment (one multiply a segment).
+// the scale applied per weight (plumb's order) or per 16-column segment (one multiply a segment),
+// plumb's features one at a time, and 2 / 4 / 8 x rows at once.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -111,6 +112,65 @@ __global__ void __launch_bounds__(kThreads, MINB3 ? 3 : 1)
   }
 }
 
+// NB x rows at once (plumb's batched decode: up to 8 rows a launch), plumb's order (the scale
+// applied per weight, one fmaf chain per (row, x row)); x [NB, K] through L1. MINB: the launch
+// bound's blocks per SM (1: up to 255 registers, plumb's 8-row form; 2: <= 128).
+template <int NB, int RPW, int U, int MINB>
+__global__ void __launch_bounds__(kThreads, MINB)
+    gemv_nb_kernel(const uint8_t* w, const uint8_t* sc, const float* x, float* y, int64_t R, int64_t K) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * RPW;
+  if (r0 >= R) return;
+  const int64_t sk = K / 128;
+  float acc[RPW][NB] = {};
+  for (int64_t c = lane * 16; c < K; c += 512 * U) {
+    uint4 v[U][RPW];
+    uint8_t s[U][RPW];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int j = 0; j < RPW; ++j) {
+        const int64_t cc = c + u * 512;
+        if (cc < K) {
+          v[u][j] = __ldcs(reinterpret_cast<const uint4*>(w + (r0 + j) * K + cc));
+          s[u][j] = sc[((r0 + j) >> 7) * sk + (cc >> 7)];
+        }
+      }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (c + u * 512 >= K) break;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        float4 xv[NB];
+#pragma unroll
+        for (int n = 0; n < NB; ++n) xv[n] = __ldg(reinterpret_cast<const float4*>(x + n * K + c + u * 512) + q);
+#pragma unroll
+        for (int j = 0; j < RPW; ++j) {
+          const float scale = __uint_as_float(static_cast<uint32_t>(s[u][j]) << 23);
+          const uint32_t word = q == 0 ? v[u][j].x : q == 1 ? v[u][j].y : q == 2 ? v[u][j].z : v[u][j].w;
+          float f[4];
+          fp8x4(word, f);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) f[e] *= scale;
+#pragma unroll
+          for (int n = 0; n < NB; ++n) {
+            acc[j][n] = fmaf(f[0], xv[n].x, acc[j][n]), acc[j][n] = fmaf(f[1], xv[n].y, acc[j][n]);
+            acc[j][n] = fmaf(f[2], xv[n].z, acc[j][n]), acc[j][n] = fmaf(f[3], xv[n].w, acc[j][n]);
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < RPW; ++j)
+#pragma unroll
+    for (int n = 0; n < NB; ++n) {
+      float v = acc[j][n];
+      for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+      if (lane == 0 && r0 + j < R) y[n * R + r0 + j] = v;
+    }
+}
+
 struct Shape {
   const char* name;
   int64_t R, K;
@@ -153,6 +213,16 @@ void run_gemv(const Shape& s, const std::vector<uint8_t*>& w, const std::vector<
               SCALE_SEL ? ", scale type by flag" : "", static_cast<long long>(blocks), us, s.R * s.K / us / 1e3);
 }
 
+template <int NB, int RPW, int U, int MINB>
+void run_gemv_nb(const Shape& s, const std::vector<uint8_t*>& w, const std::vector<uint8_t*>& sc, const float* x, float* y) {
+  const int64_t blocks = (s.R + kWarps * RPW - 1) / (kWarps * RPW);
+  const float us = median_us([&](int i) {
+    gemv_nb_kernel<NB, RPW, U, MINB><<<static_cast<unsigned>(blocks), kThreads>>>(w[i], sc[i], x, y, s.R, s.K);
+  }, static_cast<int>(w.size()));
+  std::printf("| %s | %d x rows: gemv RPW %d U %d, bound %d blocks/SM | %lld | %.2f | %.0f |\n", s.name, NB, RPW, U, MINB,
+              static_cast<long long>(blocks), us, s.R * s.K / us / 1e3);
+}
+
 int main() {
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -165,7 +235,7 @@ int main() {
     std::vector<uint8_t> hw(bytes), hs((s.R / 128) * (s.K / 128));
     for (auto& b : hw) b = static_cast<uint8_t>(rng() % 0x7F) | static_cast<uint8_t>(rng() & 0x80);  // no NaN codes
     for (auto& b : hs) b = static_cast<uint8_t>(120 + rng() % 8);
-    std::vector<float> hx(s.K);
+    std::vector<float> hx(8 * s.K);  // 8 x rows for the batched variants
     for (auto& v : hx) v = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 1000.f;
     std::vector<uint8_t*> w(copies), sc(copies);
     for (int i = 0; i < copies; ++i) {
@@ -176,10 +246,10 @@ int main() {
     }
     float *x, *y;
     uint32_t* sink;
-    CK(cudaMalloc(&x, s.K * 4));
-    CK(cudaMalloc(&y, s.R * 4));
+    CK(cudaMalloc(&x, 8 * s.K * 4));
+    CK(cudaMalloc(&y, 8 * s.R * 4));
     CK(cudaMalloc(&sink, 4));
-    CK(cudaMemcpy(x, hx.data(), s.K * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(x, hx.data(), 8 * s.K * 4, cudaMemcpyHostToDevice));
     for (int per_sm : {2, 4, 8}) {
       const float us = median_us([&](int i) {
         stream_kernel<<<sms * per_sm, kThreads>>>(reinterpret_cast<const uint4*>(w[i]), bytes / 16, sink);
@@ -201,6 +271,14 @@ int main() {
     run_gemv<4, 1, false, false, true>(s, w, sc, x, y);
     run_gemv<4, 1, false, false, false, true>(s, w, sc, x, y);
     run_gemv<4, 1, false, true, true, true>(s, w, sc, x, y);
+    // 8 x rows (plumb's 8-row GEMV took 71-89 us for these 33.6 MB shapes, 3.5x its 1-row time)
+    run_gemv_nb<8, 4, 1, 1>(s, w, sc, x, y);
+    run_gemv_nb<8, 2, 1, 1>(s, w, sc, x, y);
+    run_gemv_nb<8, 2, 1, 2>(s, w, sc, x, y);
+    run_gemv_nb<8, 1, 2, 2>(s, w, sc, x, y);
+    run_gemv_nb<8, 1, 1, 3>(s, w, sc, x, y);
+    run_gemv_nb<4, 2, 1, 2>(s, w, sc, x, y);
+    run_gemv_nb<2, 4, 1, 2>(s, w, sc, x, y);
     for (int i = 0; i < copies; ++i) {
       CK(cudaFree(w[i]));
       CK(cudaFree(sc[i]));
