@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -12,6 +13,7 @@
 #include "paged_util.h"
 #include "plumb/backend/backend.h"
 #include "plumb/backend/cpu/simquant.h"
+#include "plumb/util/error.h"
 
 namespace plumb::test {
 namespace {
@@ -385,6 +387,27 @@ TEST_F(CpuAttnOps, SparseAttentionGivenThePrefillDoesNotDependOnTheChunking) {
   }
   EXPECT_EQ(with_prefill, whole);
   EXPECT_NE(without, whole);
+}
+
+// RouteParams::host_ids: the same routing as the ids alone; ids that differ from them are an error.
+TEST_F(CpuAttnOps, RouteHostIdsMustEqualTheIds) {
+  const int64_t N = 3, D = 8, E = 6, K = 2;
+  const OwnedWeight gw = bf16_weight({E, D}, randn(rng, E * D, 0.5f));
+  OwnedWeight t2e = f32_weight({4, K}, randn(rng, 4 * K));
+  t2e.dtype = DType::I32;
+  const int32_t table[] = {0, 1, 2, 3, 4, 5, 1, 0};
+  std::memcpy(t2e.data.data(), table, sizeof table);
+  const WeightView gv = gw.view(), tv = t2e.view();
+  const std::vector<float> x = randn(rng, N * D);
+  const std::vector<int32_t> ids = {3, 0, 2}, other = {3, 1, 2};
+  backend::RouteParams rp{&gv, nullptr, &tv, K, 1.f};
+  const backend::Routing plain = be->route(upload(x, {N, D}), be->from_host(ids.data(), {N}), rp);
+  rp.host_ids = ids;
+  const backend::Routing with = be->route(upload(x, {N, D}), be->from_host(ids.data(), {N}), rp);
+  EXPECT_EQ(host_i32(*be, with.experts), host_i32(*be, plain.experts));
+  EXPECT_EQ(host_i32(*be, with.experts), (std::vector<int32_t>{1, 0, 0, 1, 4, 5}));
+  rp.host_ids = other;
+  EXPECT_THROW(be->route(upload(x, {N, D}), be->from_host(ids.data(), {N}), rp), Error);
 }
 
 TEST_F(CpuAttnOps, RoutingAndExperts) {

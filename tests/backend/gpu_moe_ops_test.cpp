@@ -56,6 +56,13 @@ TEST_F(GpuOps, Route) {
     const backend::Routing g = gpu->route(up(*gpu, x, {c.N, c.D}), up(*gpu, ids, {c.N}), p);
     const backend::Routing r = cpu->route(up(*cpu, x, {c.N, c.D}), up(*cpu, ids, {c.N}), p);
     const std::string what = std::string("route ") + c.what;
+    if (c.hash) {  // the ids given on the host too (no copy back): the same routing, bit for bit
+      backend::RouteParams ph = p;
+      ph.host_ids = ids;
+      const backend::Routing gh = gpu->route(up(*gpu, x, {c.N, c.D}), up(*gpu, ids, {c.N}), ph);
+      expect_equal_i32(what + " experts, host ids", gh.experts, g.experts);
+      expect_bitwise(what + " weights, host ids", host(*gpu, gh.weights), host(*gpu, g.weights));
+    }
     // Weights: scores through exp / log1p / sqrt, normalized: f32 tolerance.
     if (c.exact) {
       expect_equal_i32(what + " experts", g.experts, r.experts);

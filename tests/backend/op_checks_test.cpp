@@ -343,6 +343,12 @@ class BadCalls {
     bad("route: tid2eid 'table' must hold I32 or I64 expert ids, not F32", {2, 6}, ids,
         params([=](auto& p) { p.tid2eid = table; }));
     bad("route: token id 3 outside tid2eid", {2, 6}, {0, 3}, params([=](auto& p) { p.tid2eid = hash; }));
+    static const int32_t one_id[] = {0};
+    bad("route: 1 host token ids for 2 rows", {2, 6}, ids,
+        params([=](auto& p) { p.tid2eid = hash, p.host_ids = one_id; }));
+    static const int32_t far_ids[] = {0, 3};
+    bad("route: token id 3 outside tid2eid", {2, 6}, {0, 3},
+        params([=](auto& p) { p.tid2eid = hash, p.host_ids = far_ids; }));
     bad("route: tid2eid[2] names expert 9 of 4", {2, 6}, {0, 2}, params([=](auto& p) { p.tid2eid = hash; }));
   }
 

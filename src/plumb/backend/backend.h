@@ -194,6 +194,10 @@ struct RouteParams {
   // score + bias in f32, and weights = bf16(bf16(s / bf16(sum of the k scores)) * route_scale).
   // None: f32 throughout (the formula above route()).
   Round round = Round::None;
+  // With tid2eid: the token ids on the host too, when the caller has them (they must equal
+  // route()'s `ids`). A device backend then looks tid2eid up without copying the ids back, which
+  // would wait for the device in the middle of a forward. Empty: the ids are read from `ids`.
+  std::span<const int32_t> host_ids;
 };
 
 struct SwiGluWeights {

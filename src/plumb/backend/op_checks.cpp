@@ -360,6 +360,8 @@ RouteDims check_route(const Tensor& x, const Tensor& ids, const RouteParams& p) 
     fail("route: bias '{}' has {} values for {} experts", p.bias->name, p.bias->numel(), d.E);
   if (p.tid2eid) {
     if (ids.numel() != d.N) fail("route: {} token ids for {} rows", ids.numel(), d.N);
+    if (!p.host_ids.empty() && static_cast<int64_t>(p.host_ids.size()) != d.N)
+      fail("route: {} host token ids for {} rows", p.host_ids.size(), d.N);
     if (p.tid2eid->cols() < d.K)
       fail("route: tid2eid '{}' has {} experts per token, top_k is {}", p.tid2eid->name, p.tid2eid->cols(), d.K);
     if (p.tid2eid->dtype != DType::I32 && p.tid2eid->dtype != DType::I64)

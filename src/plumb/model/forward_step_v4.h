@@ -13,6 +13,7 @@ struct ForwardV4::Step {
   std::vector<int64_t> prefill;        // batch order: SequenceStep::prefill
   backend::BlockTables tables;         // the states' KV blocks (kv_pool.h), uploaded once
   backend::Tensor ids;                 // [N] i32
+  std::vector<int32_t> host_ids;       // the same ids on the host (hash routing reads them there)
   backend::Tensor positions;           // [N] i32
   const Taps* taps = nullptr;
   std::string prefix;                  // "layer.{i}." for taps

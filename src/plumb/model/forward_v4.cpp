@@ -78,6 +78,7 @@ Tensor ForwardV4::ffn(int64_t layer, const Tensor& x, Step& st) {
   rp.gate = &m.gate;
   rp.bias = m.gate_bias.present() ? &m.gate_bias : nullptr;
   rp.tid2eid = cfg_.is_hash_layer(layer) ? &m.tid2eid : nullptr;
+  rp.host_ids = st.host_ids;
   rp.top_k = cfg_.num_experts_per_tok;
   rp.route_scale = static_cast<float>(cfg_.routed_scaling_factor);
   const backend::Routing r = be_.route(x, st.ids, rp);
@@ -117,6 +118,7 @@ Tensor ForwardV4::forward(std::span<const SequenceStep> batch, std::span<const i
   st.tables = pool_.prepare(batch);
   const int64_t N = st.batch.rows, hc = cfg_.hc_mult;
   st.ids = be_.from_host(layout.ids.data(), {N});
+  st.host_ids = std::move(layout.ids);
   st.positions = be_.from_host(layout.positions.data(), {N});
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
 

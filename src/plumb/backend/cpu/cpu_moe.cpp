@@ -32,9 +32,14 @@ Routing CpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
   gemm_wt(pool(), f32(x), N, D, *p.gate, 0, E, logits.data(), E, bf16, order(kGate));  // f32 gate, or bf16 weight
   if (bf16) round_bf16(logits.data(), N * E);                            // and bf16 logits (V3 release)
   Routing r{new_i32({N, K}), new_f32({N, K})};
-  const std::vector<int32_t> hashed =
-      p.tid2eid ? hash_experts(*p.tid2eid, {i32(ids, "token ids"), static_cast<std::size_t>(N)}, K, E)
-                : std::vector<int32_t>{};
+  std::vector<int32_t> hashed;
+  if (p.tid2eid) {
+    const std::span<const int32_t> id{i32(ids, "token ids"), static_cast<std::size_t>(N)};
+    // The caller's host copy must be these ids (a device backend looks tid2eid up on it instead).
+    if (!p.host_ids.empty() && !std::equal(id.begin(), id.end(), p.host_ids.begin()))
+      fail("route: the host token ids differ from the token ids");
+    hashed = hash_experts(*p.tid2eid, id, K, E);
+  }
   std::vector<float> score(static_cast<std::size_t>(E)), sel(static_cast<std::size_t>(E));
   std::vector<int32_t> order(static_cast<std::size_t>(E)), gorder(static_cast<std::size_t>(G));
   std::vector<float> gscore(static_cast<std::size_t>(G));

@@ -1,7 +1,8 @@
 // GPU backend: MoE routing and the SwiGLU experts (MODEL-SPEC 3.8); kernels in kernels/moe.cu.
 // The same function as cpu/cpu_moe.cpp; the op's checks in op_checks.h. route() runs the gate
 // product and the per-token selection on the device (hash routing looks tid2eid up on the host,
-// where the checkpoint's table lives, through the CPU's hash_experts()). moe() copies the small routing to the
+// where the checkpoint's table lives, through the CPU's hash_experts(), on RouteParams::host_ids
+// when the caller gives them, else on the ids copied back). moe() copies the small routing to the
 // host, groups the token slots by expert exactly as the CPU does, runs each used expert on its
 // gathered rows through linear() (which applies act_fp8 and the rounding like the CPU's GEMMs),
 // and accumulates the expert outputs into one f32 sum per token in expert-id order, then adds the
@@ -37,9 +38,12 @@ Routing GpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams&
   if (bias.format == WFormat::F32 || bias.format == WFormat::BF16) bias.rows = E, bias.cols = 1;  // flat, as decode_all
   Routing r{alloc(ElemType::I32, {N, K}), alloc(ElemType::F32, {N, K})};
   if (p.tid2eid) {  // hash routing: the table is host memory (the mapped checkpoint)
-    std::vector<int32_t> id(static_cast<std::size_t>(N));
-    to_host(ids, id.data());
-    const std::vector<int32_t> ex = hash_experts(*p.tid2eid, id, K, E);
+    std::vector<int32_t> id;
+    if (p.host_ids.empty()) {  // (a copy back: the host waits for the device here)
+      id.resize(static_cast<std::size_t>(N));
+      to_host(ids, id.data());
+    }
+    const std::vector<int32_t> ex = hash_experts(*p.tid2eid, p.host_ids.empty() ? std::span<const int32_t>(id) : p.host_ids, K, E);
     if (N > 0) {
       copy_in(dev_i32(r.experts), ex.data(), ex.size() * 4, "route: uploading hashed experts");
     }
