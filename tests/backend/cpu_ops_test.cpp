@@ -239,6 +239,9 @@ TEST_F(CpuOps, EmbedRejectsIdsOutsideTheVocabulary) {
   const std::vector<float> y = host(*be, be->embed(w.view(), be->from_host(ok.data(), {2})));
   for (int d = 0; d < 4; ++d) EXPECT_EQ(y[4 + d], bf16(table[9 * 4 + d]));
   EXPECT_THROW(be->embed(w.view(), be->from_host(bad.data(), {2})), Error);
+  // host ids (a device backend checks them instead of copying the ids back) must equal the ids
+  EXPECT_EQ(host(*be, be->embed(w.view(), be->from_host(ok.data(), {2}), ok)), y);
+  EXPECT_THROW(be->embed(w.view(), be->from_host(ok.data(), {2}), bad), Error);
 }
 
 }  // namespace

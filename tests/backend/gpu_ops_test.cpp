@@ -71,6 +71,7 @@ TEST_F(GpuOps, EmbedRepeatColumns) {
     for (int i = 0; i < 9; ++i) ids.push_back(static_cast<int32_t>(uniform(0, c.V - 1)));
     check("embed V=" + std::to_string(c.V), 0, [&](Backend& be) { return be.embed(wv, up(be, ids, {11})); });
     check("embed 1 row", 0, [&](Backend& be) { return be.embed(wv, up(be, std::vector<int32_t>{ids[1]}, {1})); });
+    check("embed, host ids given", 0, [&](Backend& be) { return be.embed(wv, up(be, ids, {11}), ids); });
   }
   for (int64_t N : {1, 6}) {
     const std::vector<float> x = rnd(N * 4096);

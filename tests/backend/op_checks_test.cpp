@@ -80,6 +80,14 @@ class BadCalls {
       const int32_t ids[] = {3, 10};
       be.embed(*table, be.from_host(ids, {2}));
     });
+    add("token id 10 at position 1 is outside the vocabulary [0, 10)", [=](Backend& be) {
+      const int32_t ids[] = {3, 10};
+      be.embed(*table, be.from_host(ids, {2}), ids);  // checked on the host copy
+    });
+    add("embed: 1 host token ids for 2 ids", [=](Backend& be) {
+      const int32_t ids[] = {3, 4};
+      be.embed(*table, be.from_host(ids, {2}), std::span<const int32_t>(ids, 1));
+    });
     add("repeat_rows: the number of copies must not be negative, got -1",
         [](Backend& be) { be.repeat_rows(f(be, {2, 3}), -1); });
     const WeightView *v3 = f32w({3}, "v3"), *v4 = f32w({4}, "v4");

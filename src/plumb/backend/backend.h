@@ -260,8 +260,10 @@ class Backend {
   virtual void copy_row_runs(Tensor& t, std::span<const int64_t> from, std::span<const int64_t> to, int64_t n) = 0;
 
   // ---- elementwise and normalization
-  // Rows of `table` [V, D] for ids [N] (i32) -> [N, D].
-  virtual Tensor embed(const WeightView& table, const Tensor& ids) = 0;
+  // Rows of `table` [V, D] for ids [N] (i32) -> [N, D]. host_ids: the same ids on the host, when
+  // the caller has them (a device backend then checks them there instead of copying the ids back,
+  // which waits for the device); they must equal `ids`.
+  virtual Tensor embed(const WeightView& table, const Tensor& ids, std::span<const int32_t> host_ids = {}) = 0;
   // [N, D] -> [N, copies, D].
   virtual Tensor repeat_rows(const Tensor& x, int64_t copies) = 0;
   // RMS norm over the last dim; weight [last dim] or null (unweighted).

@@ -115,6 +115,11 @@ void check_token_ids(std::span<const int32_t> ids, int64_t vocab) {
       fail("token id {} at position {} is outside the vocabulary [0, {})", ids[n], n, vocab);
 }
 
+void check_embed_host_ids(std::span<const int32_t> host_ids, int64_t n) {
+  if (!host_ids.empty() && static_cast<int64_t>(host_ids.size()) != n)
+    fail("embed: {} host token ids for {} ids", host_ids.size(), n);
+}
+
 void check_repeat_rows(int64_t copies) {
   if (copies < 0) fail("repeat_rows: the number of copies must not be negative, got {}", copies);
 }

@@ -35,6 +35,8 @@ void check_paged_write(const PagedCache& c, const BlockTables& t, const Tensor& 
 // ---- elementwise and normalization
 // Every id inside [0, vocab): embed() reads the ids on the host, so the check needs their values.
 void check_token_ids(std::span<const int32_t> ids, int64_t vocab);
+// embed()'s host copy of the ids, when given, holds one per id.
+void check_embed_host_ids(std::span<const int32_t> host_ids, int64_t n);
 void check_repeat_rows(int64_t copies);
 void check_rms_norm(const Tensor& x, const WeightView* weight, NormMath math);
 void check_add(const Tensor& a, const Tensor& b);

@@ -303,7 +303,7 @@ Tensor ForwardV3::forward(std::span<const SequenceStep> batch, std::span<const i
   const auto R16 = R_;
 
   const Taps* tp = taps.any() ? &taps : nullptr;
-  Tensor h = be_.embed(w_.embed, tok);
+  Tensor h = be_.embed(w_.embed, tok, layout.ids);
   emit_tap(be_, tp, "embed", h);
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     const LayerWeights& L = w_.layers[l];

@@ -123,7 +123,7 @@ Tensor ForwardV4::forward(std::span<const SequenceStep> batch, std::span<const i
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
 
   // 3.1: the residual stream holds hc copies of the embedding.
-  Tensor X = be_.repeat_rows(be_.embed(w_.embed, st.ids), hc);
+  Tensor X = be_.repeat_rows(be_.embed(w_.embed, st.ids, st.host_ids), hc);
   tap(st, "embed", X);
   for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     const LayerWeights& L = w_.layers[l];

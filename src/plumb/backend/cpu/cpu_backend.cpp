@@ -95,9 +95,12 @@ void CpuBackend::paged_write(PagedCache& cache, const BlockTables& tables, const
 
 // ---- elementwise
 
-Tensor CpuBackend::embed(const WeightView& table, const Tensor& ids) {
+Tensor CpuBackend::embed(const WeightView& table, const Tensor& ids, std::span<const int32_t> host_ids) {
   const int64_t D = table.cols(), N = ids.numel();
   const int32_t* id = i32(ids, "token ids");
+  check_embed_host_ids(host_ids, N);
+  if (!host_ids.empty() && !std::equal(host_ids.begin(), host_ids.end(), id))
+    fail("embed: the host token ids differ from the token ids");
   check_token_ids({id, static_cast<std::size_t>(N)}, table.rows());
   Tensor y = new_f32({N, D});
   for (int64_t n = 0; n < N; ++n) decode_weight_rows(table, id[n], id[n] + 1, f32(y) + n * D);

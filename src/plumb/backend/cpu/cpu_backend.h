@@ -52,7 +52,7 @@ class CpuBackend final : public Backend {
   void paged_write(PagedCache& cache, const BlockTables& tables, const Tensor& src, std::span<const CacheRun> runs) override;
   void copy_row_runs(Tensor& t, std::span<const int64_t> from, std::span<const int64_t> to, int64_t n) override;
 
-  Tensor embed(const WeightView& table, const Tensor& ids) override;
+  Tensor embed(const WeightView& table, const Tensor& ids, std::span<const int32_t> host_ids = {}) override;
   Tensor repeat_rows(const Tensor& x, int64_t copies) override;
   Tensor rms_norm(const Tensor& x, const WeightView* weight, float eps, NormMath math, Round out) override;
   Tensor scale(const Tensor& x, float s, Round out) override;

@@ -25,14 +25,19 @@ Tensor copy_of(GpuBackend& be, const Tensor& x, const char* input, const char* c
 int64_t vectors(const Tensor& x) { return x.numel() == 0 ? 0 : x.numel() / x.dim(-1); }
 }  // namespace
 
-Tensor GpuBackend::embed(const WeightView& table, const Tensor& ids) {
+Tensor GpuBackend::embed(const WeightView& table, const Tensor& ids, std::span<const int32_t> host_ids) {
   const int32_t* id = dev_i32(ids, "token ids");
   const int64_t D = table.cols(), N = ids.numel();
-  // The ids are checked on the host (one small copy back): embedding runs once per forward, and
-  // an out-of-range id must be an error naming it, as on the CPU.
-  std::vector<int32_t> host(static_cast<std::size_t>(N));
-  if (N > 0) to_host(ids, host.data());
-  check_token_ids(host, table.rows());
+  // The ids are checked on the host, an out-of-range id being an error naming it, as on the CPU:
+  // the caller's host copy when it gives one, else the ids copied back (the host waits for the
+  // device there).
+  check_embed_host_ids(host_ids, N);
+  std::vector<int32_t> host;
+  if (host_ids.empty() && N > 0) {
+    host.resize(static_cast<std::size_t>(N));
+    to_host(ids, host.data());
+  }
+  check_token_ids(host_ids.empty() ? std::span<const int32_t>(host) : host_ids, table.rows());
   Tensor y = alloc(ElemType::F32, {N, D});
   if (N == 0 || D == 0) return y;
   const WeightRef& w = weight(table);
