@@ -12,20 +12,13 @@ bench=(plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-
 for spec in ${NCU_KERNELS:-}; do
   IFS=: read -r re skip count <<< "$spec"
   tag=$(echo "$re" | tr -c 'A-Za-z0-9_\n' '_')
-  timeout "${NCU_TIMEOUT:-200}" "$ncu" --clock-control none --set full --import-source yes -k "regex:$re" -s "${skip:-0}" -c "${count:-1}" \
-    -f -o "/tmp/ncu-$tag" "${bench[@]}" > "/tmp/ncu-$tag.log" 2>&1
-  { "$ncu" -i "/tmp/ncu-$tag.ncu-rep" --page details --print-units base
-    echo "=== hottest SASS lines (stall samples)"
-    "$ncu" -i "/tmp/ncu-$tag.ncu-rep" --page source --csv --print-source sass 2>/dev/null \
-      | python3 scripts/device/ncu_hot_lines.py --top "${NCU_TOP:-40}"
-  } > "$OUT/ncu-$tag.txt" 2>&1
+  ncu_full_report "$OUT/ncu-$tag.txt" "ncu-$tag" "$re" "${skip:-0}" "${count:-1}" "${NCU_TIMEOUT:-200}" "${bench[@]}"
   echo "ncu $re: $(grep -c 'Section: GPU Speed Of Light' "$OUT/ncu-$tag.txt") launches -> $OUT/ncu-$tag.txt"
 done
 if [ -n "${NCU_PREFILL:-}" ]; then
   # --steps 1 --batch 1 --context 8: the last forward of the run is the timed prefill
-  timeout "${NCU_TIMEOUT:-200}" "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base plumb_bench \
-    --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch 1 --context 8 --steps 1 \
-    --prefill "$NCU_PREFILL" 2>/dev/null | gzip > "$OUT/ncu-prefill$NCU_PREFILL.csv.gz"
+  ncu_kernel_times "$OUT/ncu-prefill$NCU_PREFILL.csv.gz" "${NCU_TIMEOUT:-200}" -- plumb_bench --model "$CKPT" \
+    --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch 1 --context 8 --steps 1 --prefill "$NCU_PREFILL"
   python3 scripts/device/profile_summary.py "$OUT/ncu-prefill$NCU_PREFILL.csv.gz" > "$OUT/prof-prefill$NCU_PREFILL.txt"
   head -40 "$OUT/prof-prefill$NCU_PREFILL.txt"
 fi

@@ -8,8 +8,8 @@ set -uo pipefail
 . scripts/device/bench_env.sh
 for B in ${PROFILE_BATCH:-1}; do
   # --steps 2: the last forward of the run is a timed decode step of batch B
-  timeout "${PROFILE_TIMEOUT:-240}" "$ncu" --clock-control none --metrics gpu__time_duration.sum --csv --print-units base plumb_bench \
-    --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch "$B" \
-    --context "${BENCH_CONTEXT:-64}" --steps 2 --prefill 0 ${BENCH_EXTRA:-} 2>/dev/null | gzip > "$OUT/ncu-b$B${PROFILE_TAG:-}.csv.gz"
+  ncu_kernel_times "$OUT/ncu-b$B${PROFILE_TAG:-}.csv.gz" "${PROFILE_TIMEOUT:-240}" -- plumb_bench --model "$CKPT" \
+    --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch "$B" --context "${BENCH_CONTEXT:-64}" --steps 2 \
+    --prefill 0 ${BENCH_EXTRA:-}
   python3 scripts/device/profile_summary.py "$OUT/ncu-b$B${PROFILE_TAG:-}.csv.gz" | tee "$OUT/prof-b$B${PROFILE_TAG:-}.txt"
 done

@@ -10,6 +10,7 @@
 # decode step with ncu.
 set -uo pipefail
 source scripts/device/round_env.sh quick
+source scripts/device/ncu_lib.sh
 cat $dev/BUILD
 synth=""
 if [ ! -f "$CKPT/config.json" ]; then
@@ -68,24 +69,18 @@ IFS=';' read -ra ncus <<< "${QUICK_NCU:-}"
 for spec in "${ncus[@]}"; do
   IFS='|' read -r f re skip <<< "$spec"
   [ -n "$re" ] || continue
-  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   tag=$(echo "ncu-$f" | tr -c 'A-Za-z0-9_\n-' _)
-  timeout "${QUICK_NCU_TIMEOUT:-120}" "$ncu" --clock-control none --set full --import-source yes -k "regex:$re" -s "${skip:-5}" -c 1 \
-    -f -o "/tmp/$tag" plumb_bench --ops --backend cuda --filter "$f" --reps 3 > "$OUT/$tag.run.log" 2>&1
-  { "$ncu" -i "/tmp/$tag.ncu-rep" --page details --print-units base
-    echo "=== hottest SASS lines (stall samples)"
-    "$ncu" -i "/tmp/$tag.ncu-rep" --page source --csv --print-source sass 2>/dev/null | python3 scripts/device/ncu_hot_lines.py --top 40
-  } > "$OUT/$tag.txt" 2>&1
+  ncu_full_report "$OUT/$tag.txt" "$tag" "$re" "${skip:-5}" 1 "${QUICK_NCU_TIMEOUT:-120}" \
+    plumb_bench --ops --backend cuda --filter "$f" --reps 3
   echo "ncu '$f' $re: $(grep -E -m3 'Duration|DRAM Throughput|Issue Slots Busy' "$OUT/$tag.txt" | tr -s ' ' | tr '\n' ';')"
 done
 # QUICK_PROFILE: batch sizes whose last decode step ncu times kernel by kernel (warm caches, the
 # lease's clocks: close to the kernels' share of the bench's step; profile_summary.py --list).
 for B in ${QUICK_PROFILE:-}; do
   [ -f "$CKPT/config.json" ] || continue
-  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  timeout "${QUICK_PROFILE_TIMEOUT:-150}" "$ncu" --clock-control none --cache-control none --metrics gpu__time_duration.sum \
-    --csv --print-units base plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch "$B" \
-    --context "${BENCH_CONTEXT:-512}" --steps 2 --prefill 0 2>/dev/null | gzip > "$OUT/ncu-b$B.csv.gz"
+  ncu_kernel_times "$OUT/ncu-b$B.csv.gz" "${QUICK_PROFILE_TIMEOUT:-150}" --cache-control none -- plumb_bench \
+    --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch "$B" \
+    --context "${BENCH_CONTEXT:-512}" --steps 2 --prefill 0
   python3 scripts/device/profile_summary.py --list "$OUT/ncu-b$B.csv.gz" > "$OUT/prof-b$B.txt" 2>&1
   echo "profile B=$B:"; head -22 "$OUT/prof-b$B.txt"
 done

@@ -38,6 +38,29 @@ __device__ __forceinline__ void fp8x4(uint32_t u, float* f) {
   f[0] = fa.x, f[1] = fa.y, f[2] = fb.x, f[3] = fb.y;
 }
 
+// A lane's batch: the 16 weight bytes and the scale byte of rows r0 .. r0 + RPW - 1 at columns
+// c, c + 512, ... (U steps, those inside K). SCALE_SEL: the scale read as a u32 when scale_f32
+// (plumb's f32-scale option, a run-time choice per load).
+template <int RPW, int U, bool SCALE_SEL>
+__device__ __forceinline__ void load_batch(const uint8_t* w, const uint8_t* sc, int64_t r0, int64_t c, int64_t K,
+                                           bool scale_f32, uint4 (&v)[U][RPW], uint8_t (&s)[U][RPW]) {
+  const int64_t sk = K / 128;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int j = 0; j < RPW; ++j) {
+      const int64_t cc = c + u * 512;
+      if (cc < K) {
+        v[u][j] = __ldcs(reinterpret_cast<const uint4*>(w + (r0 + j) * K + cc));
+        const int64_t si = ((r0 + j) >> 7) * sk + (cc >> 7);
+        if (SCALE_SEL && scale_f32)
+          s[u][j] = static_cast<uint8_t>(reinterpret_cast<const uint32_t*>(sc)[si] >> 23);
+        else
+          s[u][j] = sc[si];
+      }
+    }
+}
+
 // Warp w of block b: rows (b * kWarps + w) * RPW ... + RPW - 1, all K columns; lane l reads 16
 // bytes at columns l * 16 + m * 512. PER_SEG: one scale multiply per 16-column segment.
 // The features of plumb's kernel (linear_gemv.cu), one at a time, to find what costs: SMEM_X x
@@ -57,25 +80,11 @@ __global__ void __launch_bounds__(kThreads, MINB3 ? 3 : 1)
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * RPW;
   if (r0 >= R) return;
-  const int64_t sk = K / 128;
   float acc[RPW] = {};
   for (int64_t c = lane * 16; c < K; c += 512 * U) {
     uint4 v[U][RPW];
     uint8_t s[U][RPW];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int j = 0; j < RPW; ++j) {
-        const int64_t cc = c + u * 512;
-        if (cc < K) {
-          v[u][j] = __ldcs(reinterpret_cast<const uint4*>(w + (r0 + j) * K + cc));
-          const int64_t si = ((r0 + j) >> 7) * sk + (cc >> 7);
-          if (SCALE_SEL && scale_f32)
-            s[u][j] = static_cast<uint8_t>(reinterpret_cast<const uint32_t*>(sc)[si] >> 23);
-          else
-            s[u][j] = sc[si];
-        }
-      }
+    load_batch<RPW, U, SCALE_SEL>(w, sc, r0, c, K, scale_f32, v, s);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (c + u * 512 >= K) break;
@@ -121,21 +130,11 @@ __global__ void __launch_bounds__(kThreads, MINB)
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * RPW;
   if (r0 >= R) return;
-  const int64_t sk = K / 128;
   float acc[RPW][NB] = {};
   for (int64_t c = lane * 16; c < K; c += 512 * U) {
     uint4 v[U][RPW];
     uint8_t s[U][RPW];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int j = 0; j < RPW; ++j) {
-        const int64_t cc = c + u * 512;
-        if (cc < K) {
-          v[u][j] = __ldcs(reinterpret_cast<const uint4*>(w + (r0 + j) * K + cc));
-          s[u][j] = sc[((r0 + j) >> 7) * sk + (cc >> 7)];
-        }
-      }
+    load_batch<RPW, U, false>(w, sc, r0, c, K, false, v, s);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (c + u * 512 >= K) break;
