@@ -400,7 +400,8 @@ TEST_F(CpuAttnOps, RouteHostIdsMustEqualTheIds) {
   const WeightView gv = gw.view(), tv = t2e.view();
   const std::vector<float> x = randn(rng, N * D);
   const std::vector<int32_t> ids = {3, 0, 2}, other = {3, 1, 2};
-  backend::RouteParams rp{&gv, nullptr, &tv, K, 1.f};
+  backend::RouteParams rp;
+  rp.gate = &gv, rp.tid2eid = &tv, rp.top_k = K;
   const backend::Routing plain = be->route(upload(x, {N, D}), be->from_host(ids.data(), {N}), rp);
   rp.host_ids = ids;
   const backend::Routing with = be->route(upload(x, {N, D}), be->from_host(ids.data(), {N}), rp);
@@ -418,7 +419,8 @@ TEST_F(CpuAttnOps, RoutingAndExperts) {
   const WeightView gv = gw.view(), bv = bw.view();
   const std::vector<int32_t> ids(N, 0);
   const std::vector<float> gd = decode_all(gv);
-  backend::RouteParams rp{&gv, &bv, nullptr, K, scale};
+  backend::RouteParams rp;
+  rp.gate = &gv, rp.bias = &bv, rp.top_k = K, rp.route_scale = scale;
   const backend::Routing r = be->route(upload(x, {N, D}), be->from_host(ids.data(), {N}), rp);
   const std::vector<int32_t> ex = host_i32(*be, r.experts);
   const std::vector<float> wt = host(*be, r.weights);
