@@ -60,7 +60,7 @@ TEST_F(GpuOps, Route) {
       backend::RouteParams ph = p;
       ph.host_ids = ids;
       const backend::Routing gh = gpu->route(up(*gpu, x, {c.N, c.D}), up(*gpu, ids, {c.N}), ph);
-      expect_equal_i32(what + " experts, host ids", gh.experts, g.experts);
+      EXPECT_EQ(host_i32(*gpu, gh.experts), host_i32(*gpu, g.experts)) << ctx(what + " experts, host ids");
       expect_bitwise(what + " weights, host ids", host(*gpu, gh.weights), host(*gpu, g.weights));
     }
     // Weights: scores through exp / log1p / sqrt, normalized: f32 tolerance.
