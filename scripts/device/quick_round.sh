@@ -39,13 +39,13 @@ if [ -f "$CKPT/config.json" ] && [ -n "${QUICK_BATCH-1,32}" ]; then
   bench="rc=$?"
   grep -E '^\| [0-9]+ \| (step|head)|prefill|copy bandwidth' "$OUT/bench.log"
 fi
-# A/B: the same bench again under each switch of QUICK_AB ('A=x;B=y': one bench per assignment),
-# batches QUICK_AB_BATCH, e.g. QUICK_AB='PLUMB_GPU_FP8_DECODE=int;PLUMB_GPU_MOE=per-expert'.
+# A/B: the same bench again under each switch of QUICK_AB ('A=x;B=y C=z': one bench per entry, an
+# entry's assignments together), batches QUICK_AB_BATCH, e.g. QUICK_AB='PLUMB_GPU_FP8_DECODE=int;PLUMB_GPU_MOE=per-expert'.
 IFS=';' read -ra switches <<< "${QUICK_AB:-}"
 for sw in "${switches[@]}"; do
   [ -f "$CKPT/config.json" ] && [ -n "$sw" ] || continue
   tag=$(echo "$sw" | tr -c 'A-Za-z0-9=\n_-' _ | tr = -)
-  env "$sw" timeout "${QUICK_AB_TIMEOUT:-90}" plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" \
+  env $sw timeout "${QUICK_AB_TIMEOUT:-90}" plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" \
     --batch "${QUICK_AB_BATCH:-1,32}" --context "${BENCH_CONTEXT:-512}" --steps "${BENCH_STEPS:-10}" \
     --prefill "${QUICK_PREFILL:-4096}" --json "$OUT/bench-$tag.json" > "$OUT/bench-$tag.log" 2>&1
   echo "A/B $sw: rc=$?"

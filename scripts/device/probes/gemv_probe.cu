@@ -197,9 +197,13 @@ float median_us(Launch launch, int copies) {
 }
 
 template <int RPW, int U, bool PER_SEG, bool SMEM_X = false, bool MINB3 = false, bool SCALE_SEL = false>
-void run_gemv(const Shape& s, const std::vector<uint8_t*>& w, const std::vector<uint8_t*>& sc, const float* x, float* y) {
+void run_gemv(const Shape& s, const std::vector<uint8_t*>& w, const std::vector<uint8_t*>& sc, const float* x, float* y,
+              int per_sm = 0) {
   const int64_t blocks = (s.R + kWarps * RPW - 1) / (kWarps * RPW);
-  const std::size_t smem = SMEM_X ? static_cast<std::size_t>(s.K) * 4 : 0;
+  // per_sm: unused shared memory that leaves room for only that many blocks an SM (of 228 KB):
+  // occupancy alone, at the same registers and code
+  std::size_t smem = SMEM_X ? static_cast<std::size_t>(s.K) * 4 : 0;
+  if (per_sm > 0) smem = std::max(smem, static_cast<std::size_t>(220 * 1024 / per_sm));
   if (smem > 48 * 1024)
     CK(cudaFuncSetAttribute(gemv_kernel<RPW, U, PER_SEG, SMEM_X, MINB3, SCALE_SEL>,
                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
@@ -207,9 +211,11 @@ void run_gemv(const Shape& s, const std::vector<uint8_t*>& w, const std::vector<
     gemv_kernel<RPW, U, PER_SEG, SMEM_X, MINB3, SCALE_SEL>
         <<<static_cast<unsigned>(blocks), kThreads, smem>>>(w[i], sc[i], x, y, s.R, s.K, false);
   }, static_cast<int>(w.size()));
-  std::printf("| %s | gemv RPW %d U %d scale per %s%s%s%s | %lld | %.2f | %.0f |\n", s.name, RPW, U,
+  char occ[40] = "";
+  if (per_sm > 0) std::snprintf(occ, sizeof occ, ", at most %d blocks/SM", per_sm);
+  std::printf("| %s | gemv RPW %d U %d scale per %s%s%s%s%s | %lld | %.2f | %.0f |\n", s.name, RPW, U,
               PER_SEG ? "segment" : "weight", SMEM_X ? ", x in shared memory" : "", MINB3 ? ", 3 blocks/SM bound" : "",
-              SCALE_SEL ? ", scale type by flag" : "", static_cast<long long>(blocks), us, s.R * s.K / us / 1e3);
+              SCALE_SEL ? ", scale type by flag" : "", occ, static_cast<long long>(blocks), us, s.R * s.K / us / 1e3);
 }
 
 template <int NB, int RPW, int U, int MINB>
@@ -270,6 +276,10 @@ int main() {
     run_gemv<4, 1, false, false, true>(s, w, sc, x, y);
     run_gemv<4, 1, false, false, false, true>(s, w, sc, x, y);
     run_gemv<4, 1, false, true, true, true>(s, w, sc, x, y);
+    // occupancy alone (plumb's lean form: 80 registers, 3 blocks/SM; the probe's 59: 4)
+    run_gemv<4, 1, false>(s, w, sc, x, y, 3);
+    run_gemv<4, 1, false>(s, w, sc, x, y, 2);
+    run_gemv<2, 2, false>(s, w, sc, x, y, 3);
     // 8 x rows (plumb's 8-row GEMV took 71-89 us for these 33.6 MB shapes, 3.5x its 1-row time)
     run_gemv_nb<8, 4, 1, 1>(s, w, sc, x, y);
     run_gemv_nb<8, 2, 1, 1>(s, w, sc, x, y);
