@@ -1,16 +1,20 @@
 // Where plumb's 1-row FP8 GEMV loses to gemv_probe.cu's (24.5 us against 12.8 for wq_b's 33.6 MB
 // on the H200, same loads per lane, same occupancy: docs/PERF.md v12 / v13): a probe for
-// docs/PERF.md, not part of the build. Compiled on the GPU machine by gemv_bisect.sh with plumb's
-// own linear_gemv.cu included (its kernels and launcher, unchanged), so one binary times, on the
-// same bytes: the probe's kernel; that kernel rebuilt from plumb's building blocks (wraw16,
-// wdecode4, fma4 of linear_common.h) with plumb's loop features added one at a time; and plumb's
-// linear_gemv() itself, with and without the fused act-quant.
-#include "plumb/backend/gpu/kernels/linear_gemv.cu"  // NOLINT: the kernels as plumb builds them
+// docs/PERF.md, not part of the build. Linked against the bundle's libplumb_backend.so
+// (gemv_bisect.sh), so one binary times, on the same bytes: the probe's kernel; that kernel
+// rebuilt from plumb's building blocks (wraw16, wdecode4 of linear_common.h) and with plumb's loop
+// features added one at a time; and plumb's linear_gemv() itself, with and without the fused
+// act-quant.
+#include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
+
+#include "plumb/backend/gpu/kernels/linear.h"
+#include "plumb/backend/gpu/kernels/linear_common.h"
 
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { std::printf("%s: %s\n", #x, cudaGetErrorString(e)); std::exit(1); } } while (0)
 
@@ -19,6 +23,14 @@ using plumb::gpu::WeightRef;
 using plumb::gpu::WFormat;
 using plumb::gpu::k::WRaw;
 constexpr int kThreads = 256, kWarps = 8, RPW = 4;
+
+// acc += w[e] * x[e] for e = 0..3 in turn (linear_gemv.cu's fma4: the same order).
+__device__ __forceinline__ float fma4(const float (&w)[4], float4 x, float acc) {
+  acc = fmaf(w[0], x.x, acc);
+  acc = fmaf(w[1], x.y, acc);
+  acc = fmaf(w[2], x.z, acc);
+  return fmaf(w[3], x.w, acc);
+}
 
 // The probe's kernel (gemv_probe.cu, RPW 4 U 1, scale per weight) unless a flag adds one of
 // plumb's features: BLOCKS plumb's wraw16 / wdecode4 / fma4 instead of inline loads and decode;
@@ -64,7 +76,7 @@ __global__ void __launch_bounds__(kThreads) gemv(WeightRef w, const float* x, fl
           plumb::gpu::k::fp8x4_cvt(words[q], __uint_as_float(g[j].sbits << 23), f);
 #endif
         }
-        acc[j] = plumb::gpu::k::fma4(f, xq, acc[j]);
+        acc[j] = fma4(f, xq, acc[j]);
       }
     }
   };

@@ -16,6 +16,11 @@
 // doubled this file's device code. A block sums one tile; with act_fp8 (QX) its first batch of
 // weight loads is issued before it stages x, so the staging runs under their latency.
 //
+// v13: a 1-row FP8 launch with whole segments (batch-1 decode's every FP8 GEMV) goes to
+// gemv_row_kernel, the probe's shape: streaming weight loads, the scale's type a template
+// argument, the x of a segment loaded before its rows' math. Same summation order, so the same
+// bits as gemv_kernel (GpuOps.GemvRowsIndependentOfBatch compares them).
+//
 // FP8 decode: on CUDA sm_89+ the hardware conversion (fp8x4_cvt: cvt e4m3x2 -> f16x2, f16 -> f32,
 // times the scale; exact, so the same floats): per weight 1/2 F2FP + 1 HADD2.F32-class convert +
 // 1 FMUL on the float pipes, where the integer decode (HIP gfx90a, CUDA sm_80 / compute_80, or
@@ -330,6 +335,93 @@ __global__ void __launch_bounds__(kThreads, (min_blocks<F, NB>()))  // (parenthe
   }
 }
 
+// The 1-row FP8 form in the probe's shape (scripts/device/probes/gemv_probe.cu; on the H200 it
+// took 5-8% off every decode GEMV against gemv_kernel, PERF v13, e.g. wq_b 23.3 vs 24.6 us): whole
+// segments only (vec_ok), RPW 4, one step a batch, the scale's type a template argument (no branch
+// around each load), weights read with the streaming hint, a segment's 16 x values loaded before
+// its rows' math, the column loop left to the compiler. The same products in the same order as
+// gemv_rows (lane l of split s: segments s * per + l * 16 + m * kStep, one fmaf chain a row).
+__device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
+#ifdef PLUMB_CUDA
+  return __ldcs(reinterpret_cast<const uint4*>(p));
+#else
+  return *reinterpret_cast<const uint4*>(p);
+#endif
+}
+
+template <bool HW, bool QX, bool SF32>
+__global__ void __launch_bounds__(kThreads, 3) gemv_row_kernel(LinearArgs a, WeightRef w, int splits, bool x4) {
+  constexpr int RPW = 4;
+  __shared__ Partials<RPW, 1> part;
+  extern __shared__ float4 qx_smem[];
+  float* xs = reinterpret_cast<float*>(qx_smem);
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, s = warp % splits;
+  const int64_t g = blockIdx.y, R = a.R, K = a.K;
+  const int64_t per = ((K + kStep - 1) / kStep + splits - 1) / splits * kStep;
+  const int64_t ce = K < (s + 1) * per ? K : (s + 1) * per;
+  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / splits) + warp / splits) * RPW;
+  const float* xr = QX ? xs : a.x + g * K;
+  int64_t base[RPW], srow[RPW];  // each row's first byte and its row of scales
+#pragma unroll
+  for (int j = 0; j < RPW; ++j) {
+    const int64_t r = g * R + (r0 + j < R ? r0 + j : R - 1);
+    base[j] = r * w.cols;
+    srow[j] = (r >> 7) * w.scale_cols;
+  }
+  if constexpr (QX) {
+    stage_quant_x(a, x4, xs);
+    __syncthreads();
+  }
+  float acc[RPW][1] = {};
+  if (r0 < R) {
+    for (int64_t c = s * per + lane * kSeg; c < ce; c += kStep) {
+      WRaw<WFormat::FP8> raw[RPW];
+#pragma unroll
+      for (int j = 0; j < RPW; ++j) {
+        raw[j].v[0] = load_stream(w.data + base[j] + c);
+        raw[j].sbits = SF32 ? reinterpret_cast<const uint32_t*>(w.scale)[srow[j] + (c >> 7)] : w.scale[srow[j] + (c >> 7)];
+      }
+      float4 xv[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) xv[q] = xload4<QX>(xr, c, q);
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+#pragma unroll
+        for (int j = 0; j < RPW; ++j) {
+          float wv[4];
+          wdecode4<WFormat::FP8, HW>(raw[j], w, q, wv);
+          acc[j][0] = fma4(wv, xv[q], acc[j][0]);
+        }
+    }
+  }
+  finish<1, RPW>(a, r0, lane, warp, splits, acc, part);
+}
+
+// Whether the row form takes a launch: FP8, one x row, whole segments, no bf16 weight rounding,
+// 4 rows a warp; every other 1-row launch goes to gemv_kernel.
+bool row_form(const LinearArgs& a, const WeightRef& w, int rpw, bool vec_ok) {
+  return w.format == WFormat::FP8 && a.nrows == 1 && vec_ok && !a.round_w && rpw == 4;
+}
+
+template <bool HW>
+gpuError_t launch_row(const LinearArgs& a, const WeightRef& w, int splits, bool x4, gpuStream_t s) {
+  const int64_t rows_per_tile = static_cast<int64_t>(kWarps / splits) * 4, tiles = (a.R + rows_per_tile - 1) / rows_per_tile;
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.groups));
+  const std::size_t smem = a.quant_x ? static_cast<std::size_t>(qx_row(a.K)) * sizeof(float) : 0;
+  const auto go = [&](auto kernel) {
+#ifdef PLUMB_CUDA
+    if (smem + sizeof(Partials<4, 1>) > 48 * 1024) {
+      const gpuError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      if (e != gpuSuccess) return e;
+    }
+#endif
+    kernel<<<grid, kThreads, smem, s>>>(a, w, splits, x4);
+    return gpuGetLastError();
+  };
+  if (a.quant_x) return w.scale_f32 ? go(gemv_row_kernel<HW, true, true>) : go(gemv_row_kernel<HW, true, false>);
+  return w.scale_f32 ? go(gemv_row_kernel<HW, false, true>) : go(gemv_row_kernel<HW, false, false>);
+}
+
 struct Plan {
   int rpw, splits;
 };
@@ -418,6 +510,15 @@ gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_b
     b.x = a.x + n0 * a.ldx;
     b.y = a.y + n0 * a.ldy;
     b.nrows = a.nrows - n0 < kMaxN ? a.nrows - n0 : kMaxN;
+    if (row_form(b, w, p.rpw, vec_ok)) {
+#ifndef PLUMB_HIP
+      const gpuError_t e = fp8_hw_decode() ? launch_row<true>(b, w, p.splits, x_ok, s) : launch_row<false>(b, w, p.splits, x_ok, s);
+#else
+      const gpuError_t e = launch_row<false>(b, w, p.splits, x_ok, s);
+#endif
+      if (e != gpuSuccess) return e;
+      continue;
+    }
     const gpuError_t e = dispatch_format(w.format, [&]<WFormat F>() {
       if (b.nrows == 1) return launch<F, 1>(b, w, p, vec_ok, x_ok, s);
       if (b.nrows == 2) return launch<F, 2>(b, w, p, vec_ok, x_ok, s);
