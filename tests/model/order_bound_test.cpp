@@ -77,9 +77,13 @@ TEST(CpuSumOrder, OtherOrdersSumTheSameTermsInAnotherOrder) {
       EXPECT_EQ(cpu::dot(a.data(), b.data(), n, SumOrder::Canonical), c);
       differ_r += r != c, differ_b += k != c;
     }
-    if (n == 1) EXPECT_EQ(differ_r + differ_b, 0);  // one term: nothing to order
-    if (n >= 33) EXPECT_GT(differ_r, 0) << n;
-    if (n >= 33) EXPECT_GT(differ_b, 0) << n;
+    if (n == 1) {
+      EXPECT_EQ(differ_r + differ_b, 0);  // one term: nothing to order
+    }
+    if (n >= 33) {
+      EXPECT_GT(differ_r, 0) << n;
+      EXPECT_GT(differ_b, 0) << n;
+    }
   }
 }
 

@@ -56,7 +56,9 @@ Trace simulate(const SchedulerConfig& cfg, std::int64_t block_size, std::int64_t
     for (const ScheduledChunk& c : plan.chunks) {
       EXPECT_EQ(c.start, computed[c.id]) << "chunk of " << c.id << " at step " << step << " is not contiguous";
       EXPECT_GE(c.count, 1);
-      if (cfg.max_chunk_tokens > 0) EXPECT_LE(c.count, cfg.max_chunk_tokens);
+      if (cfg.max_chunk_tokens > 0) {
+        EXPECT_LE(c.count, cfg.max_chunk_tokens);
+      }
       computed[c.id] += c.count;
       EXPECT_LE(computed[c.id], known[c.id]);
       EXPECT_EQ(c.completes, computed[c.id] == known[c.id]);
