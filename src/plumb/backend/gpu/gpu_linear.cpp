@@ -1,7 +1,8 @@
 // GPU backend: linear(). Host side: the op's checks (op_checks.h), the activation FP8
 // round trip, and the choice of kernel (kernels/linear.h):
-//   N <= kGemvMaxRows            GEMV (decode; memory-bound, weight bytes read once)
-//   N <= kGemvLoopMaxRows        GEMV, 8 rows a pass, unless FP8 tensor cores apply (below)
+//   N <= 8                       GEMV (decode; memory-bound, weight bytes read once)
+//   N <= kGemvLoopMaxRows        GEMV, 8 rows a pass, unless FP8 tensor cores apply (below;
+//                                from 9 rows, or from PLUMB_GPU_FP8_MIN_ROWS: fp8_min_rows_)
 //   reference (no act_fp8, f32)  SIMT f32 GEMM: exact f32 products like the CPU
 //   faithful, act_fp8, FP8 weight FP8 tensor-core GEMM on sm_90 (Hopper), kernels/linear_fp8.h,
 //                                when K % 128 == 0 and R % 64 == 0
@@ -27,7 +28,6 @@
 namespace plumb::gpu {
 
 namespace {
-constexpr int64_t kGemvMaxRows = 8;
 // Up to this many rows the GEMV serves the GEMM paths too (except FP8 tensor cores), 8 rows a
 // pass: the SIMT and bf16 GEMMs' 64 x 64 tiles give a 1024-row weight 16 blocks on 132 SMs
 // (measured on the H200 at N = 32: the compressor's 1024 x 4096 bf16 weight 615 us and the
@@ -57,8 +57,7 @@ GpuBackend::LinearPath GpuBackend::resolve_linear_path(LinearPath path, int64_t 
   if (path == LinearPath::Auto && cpu_order(kLinear)) return LinearPath::CpuOrder;
   if (path != LinearPath::Auto) return path;
   const bool faithful = o.act_fp8 || o.out == Round::BF16;
-  if (N <= kGemvMaxRows) return LinearPath::Gemv;
-  if (fp8_tensor_cores() && fp8_eligible(wr, o, K, R)) return LinearPath::Fp8;
+  if (N >= fp8_min_rows_ && fp8_tensor_cores() && fp8_eligible(wr, o, K, R)) return LinearPath::Fp8;
   if (N <= kGemvLoopMaxRows) return LinearPath::Gemv;
   return faithful && (bf16_exact(wr) || o.bf16_weight) ? LinearPath::Mma : LinearPath::Simt;
 }
