@@ -9,7 +9,8 @@
 //                  (the property EngineBatchingGpu checks through the engine).
 // Variants: the default faithful storage (fp8 entries + fp4 keys), f32 storage (what
 // EngineBatchingGpu's engines store: EngineOptions::faithful is false there), one request alone
-// chunked by the same budget, two requests. Skips without a usable GPU.
+// chunked by the same budget, two requests. Then the fast order's repeatability (last test).
+// Skips without a usable GPU.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -80,6 +81,37 @@ TEST(EngineScheduleGpu, V4FaithfulCpuOrderScheduleEqualsCpuAndAlone) {
       EXPECT_EQ(diff, "") << v.name << ", batched vs alone on the " << name;
     }
   }
+}
+
+// The fast order (production's kernels) on the same schedule: two runs are bitwise equal forward
+// by forward, every tap and logit (a kernel reading another's output before it is complete
+// shows as a difference that moves between runs), and equal to a run with programmatic
+// dependent launch off (PLUMB_GPU_PDL=off, kernels/launch.h: a kernel that reads an earlier
+// kernel's output without waiting would read it stale, the same way each time). Faithful fp8 +
+// fp4 storage; decode rows take the 1-row GEMV, prefill chunks of up to 7 rows the others.
+TEST(EngineScheduleGpu, V4FaithfulFastOrderRepeatsBitwiseWithAndWithoutPdl) {
+  LoadOptions gpu;
+  if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
+  const std::string dir = testing::kTinyKjv.string();
+  const std::int64_t vocab = load_model_config(dir).vocab_size;
+  const KvFormat faithful = default_kv_format(Arch::DeepseekV4, true);
+  const std::vector<Req> reqs = three_requests(vocab);
+  const std::vector<Step> steps = make_schedule(reqs, budget_of_7(), kBlock, kBlocks);
+  ScheduleRunner first(dir, gpu, faithful, kBlock, kBlocks), second(dir, gpu, faithful, kBlock, kBlocks);
+  const Lockstep run = lockstep(first, second, steps, reqs);
+  std::printf("[schedule] fast order, %zu forwards, run vs run: %s\n", steps.size(),
+              run.first_difference.empty() ? "bitwise" : ("DIFFER, " + run.first_difference).c_str());
+  EXPECT_EQ(run.first_difference, "") << "two fast-order runs of one schedule";
+  std::vector<std::vector<float>> no_pdl;
+  {
+    test::ScopedEnv off("PLUMB_GPU_PDL", "off");
+    ScheduleRunner plain(dir, gpu, faithful, kBlock, kBlocks);
+    no_pdl = plain.run(steps, reqs);
+  }
+  const std::string diff = first_request_difference(run.a, no_pdl, vocab);
+  std::printf("[schedule] fast order, PDL vs PLUMB_GPU_PDL=off: %s\n",
+              diff.empty() ? "bitwise" : ("DIFFER, " + diff).c_str());
+  EXPECT_EQ(diff, "") << "the fast order with and without programmatic dependent launch";
 }
 
 }  // namespace

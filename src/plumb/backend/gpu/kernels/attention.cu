@@ -6,6 +6,7 @@
 // Rounding: P.V products and sums use __fmul_rn/__fadd_rn (no FMA contraction), the softmax
 // denominator is summed sequentially in candidate order, as on the CPU.
 #include "plumb/backend/gpu/kernels/attention.h"
+#include "plumb/backend/gpu/kernels/launch.h"
 #include "plumb/backend/gpu/kernels/block_reduce.h"
 
 namespace plumb::gpu::k {
@@ -19,6 +20,7 @@ constexpr std::size_t kSmemBytes = 48 * 1024;  // shared memory usable without a
 // ---- window update
 
 __global__ void copy_rows_kernel(const RowCopy* jobs, const float* src, int64_t row_size) {
+  pdl_begin();
   const RowCopy j = jobs[blockIdx.x];
   const float* s = src + j.src_row * row_size;
   for (int64_t i = threadIdx.x; i < row_size; i += blockDim.x) j.dst[i] = s[i];
@@ -27,6 +29,7 @@ __global__ void copy_rows_kernel(const RowCopy* jobs, const float* src, int64_t 
 // ---- MLA
 
 __global__ void __launch_bounds__(kThreads) mla_kernel(MlaArgs a) {
+  pdl_begin();
   extern __shared__ float smem[];  // q_lat [R], q_pe [P], then the scores unless a.scratch is set
   __shared__ float red[kMaxWarps];
   const int64_t bh = a.row0 * a.H + blockIdx.x, row = bh / a.H, h = bh % a.H;
@@ -93,8 +96,8 @@ __global__ void __launch_bounds__(kThreads) mla_kernel(MlaArgs a) {
 }  // namespace
 
 gpuError_t copy_rows_to(const RowCopy* jobs, int64_t n_jobs, const float* src, int64_t row_size, gpuStream_t s) {
-  if (n_jobs > 0 && row_size > 0) copy_rows_kernel<<<static_cast<unsigned>(n_jobs), kThreads, 0, s>>>(jobs, src, row_size);
-  return gpuGetLastError();
+  if (n_jobs <= 0 || row_size <= 0) return gpuGetLastError();
+  return launch(copy_rows_kernel, static_cast<unsigned>(n_jobs), kThreads, 0, s, jobs, src, row_size);
 }
 
 int64_t mla_attention_smem_cands(int64_t R, int64_t P) {
@@ -102,11 +105,9 @@ int64_t mla_attention_smem_cands(int64_t R, int64_t P) {
 }
 
 gpuError_t mla_attention(const MlaArgs& a, gpuStream_t s) {
-  if (a.rows * a.H > 0) {
-    const std::size_t smem = static_cast<std::size_t>(a.R + a.P + (a.scratch ? 0 : a.max_cand)) * sizeof(float);
-    mla_kernel<<<static_cast<unsigned>(a.rows * a.H), kThreads, smem, s>>>(a);
-  }
-  return gpuGetLastError();
+  if (a.rows * a.H <= 0) return gpuGetLastError();
+  const std::size_t smem = static_cast<std::size_t>(a.R + a.P + (a.scratch ? 0 : a.max_cand)) * sizeof(float);
+  return launch(mla_kernel, static_cast<unsigned>(a.rows * a.H), kThreads, smem, s, a);
 }
 
 }  // namespace plumb::gpu::k

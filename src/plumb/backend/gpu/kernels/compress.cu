@@ -5,6 +5,7 @@
 // CPU's order, so the indexer's scores are bitwise those of the CPU (its top-k then agrees
 // exactly) and the compressor differs only where exp_cr and glibc's expf round differently (rare).
 #include "plumb/backend/gpu/kernels/compress.h"
+#include "plumb/backend/gpu/kernels/launch.h"
 
 #include <algorithm>
 
@@ -27,6 +28,7 @@ __device__ float flat_at(const WeightRef& w, int64_t i) { return weight_at(w, i 
 // the current window into the previous one) touches only those channels, so threads run the
 // sequence's tokens in order independently, with no barrier.
 __global__ void compress_kernel(CompressArgs a) {
+  pdl_begin();
   const int64_t ch = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (ch >= a.d) return;
   const CompSeq s = a.seqs[blockIdx.y];
@@ -105,6 +107,7 @@ __device__ int64_t visible_entries(const IndexerArgs& a, int64_t row) {
 // before, left a decode step's 64 heads x 128 dims of each entry to one thread: ~300 us for one
 // query over 128 entries, more with the keys decoded per head).
 __global__ void __launch_bounds__(kThreads) indexer_score_kernel(IndexerArgs a, int64_t per_block) {
+  pdl_begin();
   extern __shared__ float ssc[];  // the keys [per_block, di], then the terms [per_block, H]
   const int64_t row = blockIdx.x, n = visible_entries(a, row), H = a.H, di = a.di;
   if (n == 0) return;
@@ -145,6 +148,7 @@ __global__ void __launch_bounds__(kThreads) indexer_score_kernel(IndexerArgs a, 
 // of the row's scores) finds the k-th largest key, the k keys at or above it are gathered into
 // shared memory and bitonic-sorted in descending order.
 __global__ void __launch_bounds__(kThreads) indexer_select_kernel(IndexerArgs a, int64_t sort_n) {
+  pdl_begin();
   extern __shared__ uint64_t sbuf[];  // sort buffer [sort_n]
   __shared__ uint32_t hist[256];
   __shared__ uint64_t prefix;
@@ -223,7 +227,7 @@ gpuError_t compress(const CompressArgs& a, gpuStream_t s) {
   constexpr int kCh = 128;
   if (a.n_seqs > 0 && a.d > 0) {
     const dim3 grid(static_cast<unsigned>((a.d + kCh - 1) / kCh), static_cast<unsigned>(a.n_seqs));
-    compress_kernel<<<grid, kCh, 0, s>>>(a);
+    return launch(compress_kernel, grid, kCh, 0, s, a);
   }
   return gpuGetLastError();
 }
@@ -243,11 +247,13 @@ gpuError_t indexer_topk(const IndexerArgs& a, gpuStream_t s) {
                                                                        static_cast<int64_t>(kSmemBytes / 4) / row_bytes));
       const int64_t strides = std::min<int64_t>((a.max_n + per_block - 1) / per_block, 65535);
       const dim3 grid(static_cast<unsigned>(a.N), static_cast<unsigned>(strides));
-      indexer_score_kernel<<<grid, kThreads, static_cast<std::size_t>(per_block * row_bytes), s>>>(a, per_block);
+      const std::size_t smem = static_cast<std::size_t>(per_block * row_bytes);
+      const gpuError_t e = launch(indexer_score_kernel, grid, kThreads, smem, s, a, per_block);
+      if (e != gpuSuccess) return e;
     }
     const int64_t sort_n = pow2_at_least(a.K);
-    indexer_select_kernel<<<static_cast<unsigned>(a.N), kThreads, static_cast<std::size_t>(sort_n) * sizeof(uint64_t), s>>>(
-        a, sort_n);
+    return launch(indexer_select_kernel, static_cast<unsigned>(a.N), kThreads,
+                  static_cast<std::size_t>(sort_n) * sizeof(uint64_t), s, a, sort_n);
   }
   return gpuGetLastError();
 }

@@ -6,6 +6,7 @@
 
 #include "plumb/backend/gpu/gpu_numerics.h"
 #include "plumb/backend/gpu/kernels/elementwise.h"
+#include "plumb/backend/gpu/kernels/launch.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -39,6 +40,7 @@ __device__ float block_sum(float v, float* scratch /* >= 1024 / kWarp floats */)
 }
 
 __global__ void embed_kernel(float* y, const int32_t* ids, int64_t n, WeightRef w) {
+  pdl_begin();
   const int64_t d = w.cols, total = n * d;
   for (int64_t i = global_id(); i < total; i += global_stride()) {
     const int64_t row = i / d, c = i % d;
@@ -49,6 +51,7 @@ __global__ void embed_kernel(float* y, const int32_t* ids, int64_t n, WeightRef 
 }
 
 __global__ void repeat_kernel(float* y, const float* x, int64_t n, int64_t copies, int64_t d) {
+  pdl_begin();
   const int64_t total = n * copies * d;
   for (int64_t i = global_id(); i < total; i += global_stride()) {
     const int64_t row = i / (copies * d), c = i % d;
@@ -132,6 +135,7 @@ template <int PER>
 __global__ void __launch_bounds__(1024) rms_norm_kernel(float* y, const float* x, int64_t rows, int64_t d, WeightRef w,
                                                         bool has_weight, float eps, bool bf16_steps, bool round_out,
                                                         bool cpu_order) {
+  pdl_begin();
   __shared__ float scratch[1024 / 32];
   const float inv_d = 1.0f / static_cast<float>(d);
   const bool weighted = has_weight && !bf16_steps;  // the bf16-steps form has no weight
@@ -195,14 +199,17 @@ __global__ void __launch_bounds__(1024) rms_norm_kernel(float* y, const float* x
 }
 
 __global__ void scale_kernel(float* y, const float* x, int64_t n, float s, bool r) {
+  pdl_begin();
   for (int64_t i = global_id(); i < n; i += global_stride()) y[i] = maybe_round(mul_rn(x[i], s), r);
 }
 
 __global__ void add_kernel(float* y, const float* a, const float* b, int64_t n, bool r) {
+  pdl_begin();
   for (int64_t i = global_id(); i < n; i += global_stride()) y[i] = maybe_round(add_rn(a[i], b[i]), r);
 }
 
 __global__ void columns_kernel(float* y, const float* x, int64_t n, int64_t c, int64_t begin, int64_t count) {
+  pdl_begin();
   const int64_t total = n * count;
   for (int64_t i = global_id(); i < total; i += global_stride()) y[i] = x[(i / count) * c + begin + i % count];
 }
@@ -215,6 +222,7 @@ __global__ void columns_kernel(float* y, const float* x, int64_t n, int64_t c, i
 // vector of the row), so that a decode step's single row of 64 heads still fills the device.
 __global__ void rope_kernel(float* y, const int32_t* pos, const float* inv_freq, int64_t n, int64_t vecs, int64_t dl,
                             int64_t f, bool inverse, bool r) {
+  pdl_begin();
   const int64_t total = n * vecs * f;
   for (int64_t t = global_id(); t < total; t += global_stride()) {
     const int64_t i = t % f, rv = t / f, row = rv / vecs;
@@ -235,6 +243,7 @@ __global__ void rope_kernel(float* y, const int32_t* pos, const float* inv_freq,
 // with the running max first), the power-of-two scale, then the element round trips of x into y
 // (in place when x == y).
 __global__ void quant_kernel(float* y, const float* x, int64_t vecs, int64_t dl, int64_t cols, int64_t block, bool fp4) {
+  pdl_begin();
   const int64_t nb = (cols + block - 1) / block, units = vecs * nb;
   const int lane = threadIdx.x % kWarp;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
@@ -274,6 +283,7 @@ constexpr int64_t kSharedMax = 8192;
 #endif
 
 __global__ void hadamard_shared(float* y, int64_t vecs, int64_t n, bool r) {
+  pdl_begin();
   extern __shared__ float sm[];
   const float s = 1.0f / sqrtf(static_cast<float>(n));
   for (int64_t vec = blockIdx.x; vec < vecs; vec += gridDim.x) {
@@ -290,6 +300,7 @@ __global__ void hadamard_shared(float* y, int64_t vecs, int64_t n, bool r) {
 }
 
 __global__ void hadamard_global(float* y, int64_t vecs, int64_t n, bool r) {
+  pdl_begin();
   const float s = 1.0f / sqrtf(static_cast<float>(n));
   for (int64_t vec = blockIdx.x; vec < vecs; vec += gridDim.x) {
     float* g = y + vec * n;
@@ -305,13 +316,13 @@ __global__ void hadamard_global(float* y, int64_t vecs, int64_t n, bool r) {
 }  // namespace
 
 gpuError_t embed(float* y, const int32_t* ids, int64_t n, const WeightRef& table, gpuStream_t s) {
-  if (n * table.cols > 0) embed_kernel<<<grid_for(n * table.cols), kThreads, 0, s>>>(y, ids, n, table);
-  return gpuGetLastError();
+  if (n * table.cols <= 0) return gpuGetLastError();
+  return launch(embed_kernel, grid_for(n * table.cols), kThreads, 0, s, y, ids, n, table);
 }
 
 gpuError_t repeat_rows(float* y, const float* x, int64_t n, int64_t copies, int64_t d, gpuStream_t s) {
-  if (n * copies * d > 0) repeat_kernel<<<grid_for(n * copies * d), kThreads, 0, s>>>(y, x, n, copies, d);
-  return gpuGetLastError();
+  if (n * copies * d <= 0) return gpuGetLastError();
+  return launch(repeat_kernel, grid_for(n * copies * d), kThreads, 0, s, y, x, n, copies, d);
 }
 
 // Threads per row of rms_norm: about 4 elements each (a decode step's one row of 4096 is then
@@ -325,49 +336,41 @@ unsigned norm_threads(int64_t d) {
 
 gpuError_t rms_norm(float* y, const float* x, int64_t rows, int64_t d, const WeightRef* weight, float eps,
                     bool bf16_steps, bool round_bf16, bool cpu_order, gpuStream_t s) {
-  if (rows > 0 && d > 0) {
-    const unsigned grid = static_cast<unsigned>(rows > kMaxBlocks ? kMaxBlocks : rows), threads = norm_threads(d);
-    const int64_t per = (d + threads - 1) / threads;  // elements per thread: <= 4 up to d = 4096
-    const WeightRef w = weight ? *weight : WeightRef{};
-    if (weight && !bf16_steps && !norm_weight_words(w))  // FP8 / FP4 (or unaligned) weights: the general kernel
-      rms_norm_kernel<0><<<grid, threads, 0, s>>>(y, x, rows, d, w, true, eps, bf16_steps, round_bf16, cpu_order);
-    else if (per <= 4)
-      rms_norm_kernel<4><<<grid, threads, 0, s>>>(y, x, rows, d, w, weight != nullptr, eps, bf16_steps, round_bf16, cpu_order);
-    else if (per <= 8)
-      rms_norm_kernel<8><<<grid, threads, 0, s>>>(y, x, rows, d, w, weight != nullptr, eps, bf16_steps, round_bf16, cpu_order);
-    else
-      rms_norm_kernel<0><<<grid, threads, 0, s>>>(y, x, rows, d, w, weight != nullptr, eps, bf16_steps, round_bf16, cpu_order);
-  }
-  return gpuGetLastError();
+  if (rows <= 0 || d <= 0) return gpuGetLastError();
+  const unsigned grid = static_cast<unsigned>(rows > kMaxBlocks ? kMaxBlocks : rows), threads = norm_threads(d);
+  const int64_t per = (d + threads - 1) / threads;  // elements per thread: <= 4 up to d = 4096
+  const WeightRef w = weight ? *weight : WeightRef{};
+  const bool general = weight && !bf16_steps && !norm_weight_words(w);  // FP8 / FP4 (or unaligned) weights
+  const auto kernel = general || per > 8 ? &rms_norm_kernel<0> : (per <= 4 ? &rms_norm_kernel<4> : &rms_norm_kernel<8>);
+  return launch(kernel, grid, threads, 0, s, y, x, rows, d, w, weight != nullptr, eps, bf16_steps, round_bf16,
+                cpu_order);
 }
 
 gpuError_t scale(float* y, const float* x, int64_t n, float v, bool round_bf16, gpuStream_t s) {
-  if (n > 0) scale_kernel<<<grid_for(n), kThreads, 0, s>>>(y, x, n, v, round_bf16);
-  return gpuGetLastError();
+  return n > 0 ? launch(scale_kernel, grid_for(n), kThreads, 0, s, y, x, n, v, round_bf16) : gpuGetLastError();
 }
 
 gpuError_t add(float* y, const float* a, const float* b, int64_t n, bool round_bf16, gpuStream_t s) {
-  if (n > 0) add_kernel<<<grid_for(n), kThreads, 0, s>>>(y, a, b, n, round_bf16);
-  return gpuGetLastError();
+  return n > 0 ? launch(add_kernel, grid_for(n), kThreads, 0, s, y, a, b, n, round_bf16) : gpuGetLastError();
 }
 
 gpuError_t columns(float* y, const float* x, int64_t n, int64_t c, int64_t begin, int64_t count, gpuStream_t s) {
-  if (n * count > 0) columns_kernel<<<grid_for(n * count), kThreads, 0, s>>>(y, x, n, c, begin, count);
-  return gpuGetLastError();
+  if (n * count <= 0) return gpuGetLastError();
+  return launch(columns_kernel, grid_for(n * count), kThreads, 0, s, y, x, n, c, begin, count);
 }
 
 gpuError_t rope(float* y, const int32_t* pos, const float* inv_freq, int64_t n, int64_t vecs, int64_t dl, int64_t f,
                 bool inverse, bool round_bf16, gpuStream_t s) {
-  if (n * f > 0 && vecs > 0)
-    rope_kernel<<<grid_for(n * vecs * f), kThreads, 0, s>>>(y, pos, inv_freq, n, vecs, dl, f, inverse, round_bf16);
-  return gpuGetLastError();
+  if (n * f <= 0 || vecs <= 0) return gpuGetLastError();
+  return launch(rope_kernel, grid_for(n * vecs * f), kThreads, 0, s, y, pos, inv_freq, n, vecs, dl, f, inverse,
+                round_bf16);
 }
 
 gpuError_t quant_blocks(float* y, const float* x, int64_t vecs, int64_t dl, int64_t cols, int64_t block, bool fp4,
                         gpuStream_t s) {
   const int64_t units = vecs * ((cols + block - 1) / block);
-  if (units > 0) quant_kernel<<<grid_for(units, kThreads / kWarp), kThreads, 0, s>>>(y, x, vecs, dl, cols, block, fp4);
-  return gpuGetLastError();
+  if (units <= 0) return gpuGetLastError();
+  return launch(quant_kernel, grid_for(units, kThreads / kWarp), kThreads, 0, s, y, x, vecs, dl, cols, block, fp4);
 }
 
 gpuError_t hadamard(float* y, int64_t vecs, int64_t n, bool round_bf16, gpuStream_t s) {
@@ -383,10 +386,9 @@ gpuError_t hadamard(float* y, int64_t vecs, int64_t n, bool round_bf16, gpuStrea
       if (e != gpuSuccess) return e;
     }
 #endif
-    hadamard_shared<<<grid, threads, bytes, s>>>(y, vecs, n, round_bf16);
-  } else
-    hadamard_global<<<grid, threads, 0, s>>>(y, vecs, n, round_bf16);
-  return gpuGetLastError();
+    return launch(hadamard_shared, grid, threads, bytes, s, y, vecs, n, round_bf16);
+  }
+  return launch(hadamard_global, grid, threads, 0, s, y, vecs, n, round_bf16);
 }
 
 }  // namespace plumb::gpu::k

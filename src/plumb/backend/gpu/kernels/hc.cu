@@ -5,6 +5,7 @@
 // into an FMA (the CPU build does not). The long reductions (fn . x, sum x^2) use a parallel order
 // unless the caller asks for the CPU's (cpu_order.h).
 #include "plumb/backend/gpu/kernels/hc.h"
+#include "plumb/backend/gpu/kernels/launch.h"
 
 #include "plumb/backend/gpu/gpu_numerics.h"
 #include "plumb/backend/gpu/kernels/cpu_order.h"
@@ -131,6 +132,7 @@ __global__ void __launch_bounds__(kThreads)
     hc_mix_cpu_order_kernel(const float* X, int hc, int64_t D, WeightRef fn, WeightRef base, WeightRef scale, int n_out,
                             int64_t iters, float hc_eps, float norm_eps, bool bf16_out, float* y, float* post,
                             float* comb) {
+  pdl_begin();
   __shared__ float sums[kMaxOut + 1], pre[kMaxOut], C[kMaxOut];
   const int64_t n = blockIdx.x, W = hc * D;
   const float* x = X + n * W;
@@ -173,6 +175,7 @@ __device__ __forceinline__ void warp_sums_to(const float (&acc)[kMaxOut], int n_
 // spread over S blocks so that a decode step's few tokens fill the device.
 __global__ void __launch_bounds__(kThreads)
     hc_partial_kernel(const float* X, int hc, int64_t D, WeightRef fn, int n_out, int64_t slice, float* part) {
+  pdl_begin();
   __shared__ float red[kWarps][kMaxOut + 1];
   const int64_t n = blockIdx.x, s = blockIdx.y, S = gridDim.y, W = hc * D;
   const float* x = X + n * W;
@@ -213,6 +216,7 @@ __global__ void __launch_bounds__(kThreads)
     hc_finish_kernel(const float* X, int hc, int64_t D, WeightRef base, WeightRef scale, int n_out, int64_t S,
                      const float* part, int64_t iters, float hc_eps, float norm_eps, bool bf16_out, float* y,
                      float* post, float* comb) {
+  pdl_begin();
   __shared__ float sums[kMaxOut + 1], pre[kMaxOut], C[kMaxOut];
   const int64_t n = blockIdx.x, c = blockIdx.y, W = hc * D;
   const bool with_post = post != nullptr && c == 0;
@@ -302,6 +306,7 @@ __device__ __forceinline__ void hc_post_elements(const float* out, const float* 
 
 __global__ void hc_post_kernel(const float* out, const float* X, const float* post, const float* comb, int64_t N,
                                int64_t hc, int64_t D, bool bf16_out, float* y) {
+  pdl_begin();
   const int64_t total = N * hc * D;
   if (total <= INT32_MAX)  // e + the grid's stride (<= 2^24) stays below 2^32
     hc_post_elements<uint32_t>(out, X, post, comb, static_cast<uint32_t>(total), static_cast<uint32_t>(hc),
@@ -332,30 +337,25 @@ gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn
   if (N <= 0 || n_out > kHcMaxOut) return gpuGetLastError();
   const int h = static_cast<int>(hc), no = static_cast<int>(n_out);
   if (cpu_order) {
-    hc_mix_cpu_order_kernel<<<static_cast<unsigned>(N), kThreads, 0, s>>>(X, h, D, fn, base, scale, no, sinkhorn_iters,
-                                                                         hc_eps, norm_eps, bf16_out, y, post, comb);
-    return gpuGetLastError();
+    return launch(hc_mix_cpu_order_kernel, static_cast<unsigned>(N), kThreads, 0, s, X, h, D, fn, base, scale, no,
+                  sinkhorn_iters, hc_eps, norm_eps, bf16_out, y, post, comb);
   }
   const int64_t W = hc * D, S = hc_slices(W), slice = (W + S - 1) / S;
-  hc_partial_kernel<<<dim3(static_cast<unsigned>(N), static_cast<unsigned>(S)), kThreads, 0, s>>>(X, h, D, fn, no, slice,
-                                                                                                 scratch);
-  const gpuError_t e = gpuGetLastError();
+  const gpuError_t e = launch(hc_partial_kernel, dim3(static_cast<unsigned>(N), static_cast<unsigned>(S)), kThreads, 0,
+                              s, X, h, D, fn, no, slice, scratch);
   if (e != gpuSuccess) return e;
   const int64_t Y = (D + kDSlice - 1) / kDSlice;
-  hc_finish_kernel<<<dim3(static_cast<unsigned>(N), static_cast<unsigned>(Y > 0 ? Y : 1)), kThreads, 0, s>>>(
-      X, h, D, base, scale, no, S, scratch, sinkhorn_iters, hc_eps, norm_eps, bf16_out, y, post, comb);
-  return gpuGetLastError();
+  return launch(hc_finish_kernel, dim3(static_cast<unsigned>(N), static_cast<unsigned>(Y > 0 ? Y : 1)), kThreads, 0, s,
+                X, h, D, base, scale, no, S, scratch, sinkhorn_iters, hc_eps, norm_eps, bf16_out, y, post, comb);
 }
 
 gpuError_t hc_post(const float* out, const float* X, const float* post, const float* comb, int64_t N, int64_t hc,
                    int64_t D, bool bf16_out, float* y, gpuStream_t s) {
   const int64_t total = N * hc * D;
-  if (total > 0) {
-    const int64_t blocks = (total + kThreads - 1) / kThreads;
-    hc_post_kernel<<<static_cast<unsigned>(blocks < 65536 ? blocks : 65536), kThreads, 0, s>>>(out, X, post, comb, N,
-                                                                                              hc, D, bf16_out, y);
-  }
-  return gpuGetLastError();
+  if (total <= 0) return gpuGetLastError();
+  const int64_t blocks = (total + kThreads - 1) / kThreads;
+  return launch(hc_post_kernel, static_cast<unsigned>(blocks < 65536 ? blocks : 65536), kThreads, 0, s, out, X, post,
+                comb, N, hc, D, bf16_out, y);
 }
 
 }  // namespace plumb::gpu::k

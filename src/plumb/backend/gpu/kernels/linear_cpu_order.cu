@@ -4,6 +4,7 @@
 // GPU results reproducible bit for bit (plumb verify), not to be fast; its cost is about
 // 8 x (the outputs' K) serial adds spread over the device.
 #include "plumb/backend/gpu/kernels/cpu_order.h"
+#include "plumb/backend/gpu/kernels/launch.h"
 #include "plumb/backend/gpu/kernels/linear.h"
 #include "plumb/backend/gpu/kernels/linear_common.h"
 
@@ -16,6 +17,7 @@ constexpr int kThreads = 256;
 // the groups of a warp share x's row n and read neighbouring weight rows.
 template <WFormat F>
 __global__ void __launch_bounds__(kThreads) cpu_order_kernel(LinearArgs a, WeightRef w, int64_t outputs) {
+  pdl_begin();
   const int64_t o = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) / 8;
   const int sub = static_cast<int>(threadIdx.x % 8);
   const bool live = o < outputs;  // dead groups still take part in the warp's shuffles
@@ -38,8 +40,7 @@ gpuError_t linear_cpu_order(const LinearArgs& a, const WeightRef& w, gpuStream_t
   if (outputs <= 0) return gpuGetLastError();
   const int64_t blocks = (outputs * 8 + kThreads - 1) / kThreads;
   return dispatch_format(w.format, [&]<WFormat F>() {
-    cpu_order_kernel<F><<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(a, w, outputs);
-    return gpuGetLastError();
+    return launch(cpu_order_kernel<F>, static_cast<unsigned>(blocks), kThreads, 0, s, a, w, outputs);
   });
 }
 

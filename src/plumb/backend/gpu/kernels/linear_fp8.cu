@@ -6,6 +6,7 @@
 #include "plumb/backend/gpu/kernels/linear_fp8.h"
 
 #include "plumb/backend/gpu/gpu_numerics.h"
+#include "plumb/backend/gpu/kernels/launch.h"
 
 namespace plumb::gpu::k {
 
@@ -15,6 +16,7 @@ namespace {
 // block; 128 / kWarp elements per lane.
 __global__ void quant_kernel(const float* x, int64_t ldx, int64_t N, int64_t blocks, uint8_t* q, int64_t ldq,
                              float* sx) {
+  pdl_begin();
   const int64_t wid = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (wid >= N * blocks) return;
@@ -54,6 +56,7 @@ __device__ __forceinline__ void mma_e4m3(float* d, const uint32_t* a, const uint
 
 __global__ void __launch_bounds__(kThreads) fp8_kernel(LinearArgs a, const uint8_t* q, int64_t ldq, const float* sx,
                                                       WeightRef w) {
+  pdl_begin();
 #ifdef PLUMB_FP8_MMA
   constexpr int kLd = kBK + 16;  // 144-byte rows: fragment loads of a warp hit 32 distinct banks
   __shared__ __align__(16) uint8_t xs[kBM][kLd];
@@ -140,16 +143,16 @@ bool fp8_mma_built() { return true; }
 gpuError_t act_quant_fp8(const float* x, int64_t ldx, int64_t N, int64_t cols, uint8_t* q, int64_t ldq, float* sx,
                          gpuStream_t s) {
   const int64_t warps = N * (cols / 128);
-  if (warps > 0) quant_kernel<<<static_cast<unsigned>((warps * kWarp + 255) / 256), 256, 0, s>>>(x, ldx, N, cols / 128, q, ldq, sx);
-  return gpuGetLastError();
+  if (warps <= 0) return gpuGetLastError();
+  return launch(quant_kernel, static_cast<unsigned>((warps * kWarp + 255) / 256), 256, 0, s, x, ldx, N, cols / 128, q,
+                ldq, sx);
 }
 
 gpuError_t linear_fp8_mma(const LinearArgs& a, const uint8_t* q, int64_t ldq, const float* sx, const WeightRef& w,
                           gpuStream_t s) {
   const dim3 grid(static_cast<unsigned>((a.R + kBN - 1) / kBN), static_cast<unsigned>((a.nrows + kBM - 1) / kBM),
                   static_cast<unsigned>(a.groups));
-  if (a.nrows > 0) fp8_kernel<<<grid, kThreads, 0, s>>>(a, q, ldq, sx, w);
-  return gpuGetLastError();
+  return a.nrows > 0 ? launch(fp8_kernel, grid, kThreads, 0, s, a, q, ldq, sx, w) : gpuGetLastError();
 }
 
 #else  // HIP: no FP8 matrix instructions on gfx90a

@@ -20,6 +20,7 @@
 
 #include "plumb/backend/gpu/kernels/linear.h"
 #include "plumb/backend/gpu/kernels/linear_common.h"
+#include "plumb/backend/gpu/kernels/launch.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -30,6 +31,7 @@ constexpr int kSBM = 64, kSBN = 64, kSBK = 16, kSThreads = 256;
 
 template <WFormat F>
 __global__ void __launch_bounds__(kSThreads) simt_kernel(LinearArgs a, WeightRef w) {
+  pdl_begin();
   __shared__ float xs[kSBK][kSBM + 1];  // k-major; +1: the transposing stores hit distinct banks
   __shared__ float ws[kSBK][kSBN + 1];
   const int t = threadIdx.x, tr = t / 16, tc = t % 16;
@@ -302,6 +304,7 @@ __device__ __forceinline__ void mma_tile(BTile* xs, BTile* ws, const float* xg, 
 // SIMT instance (kMatrix false) is the run-time fallback and the self-check's reference.
 template <WFormat F, bool kMatrix>
 __global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef w, bool vec) {
+  pdl_begin();
   __shared__ __align__(16) uint16_t xs[kMBM][kMLd];  // bf16 bits, row = x row, k contiguous
   __shared__ __align__(16) uint16_t ws[kMBN][kMLd];  // bf16 bits, row = weight row, k contiguous
   const int64_t g = blockIdx.z, R = a.R, K = a.K;
@@ -329,6 +332,7 @@ __global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef 
 #endif
 template <WFormat F, bool kMatrix>
 __global__ void PLUMB_GROUPED_BOUNDS mma_grouped_kernel(GroupedGemmArgs a) {
+  pdl_begin();
   __shared__ __align__(16) uint16_t xs[kMBM][kMLd];
   __shared__ __align__(16) uint16_t ws[kMBN][kMLd];
   const int32_t* tl = a.tiles + 3 * static_cast<int64_t>(blockIdx.x);
@@ -358,8 +362,7 @@ dim3 grid_of(const LinearArgs& a, int bm, int bn) {
 gpuError_t linear_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
   if (a.nrows <= 0 || a.R <= 0 || a.groups <= 0) return gpuGetLastError();
   return dispatch_format(w.format, [&]<WFormat F>() {
-    simt_kernel<F><<<grid_of(a, kSBM, kSBN), kSThreads, 0, s>>>(a, w);
-    return gpuGetLastError();
+    return launch(simt_kernel<F>, grid_of(a, kSBM, kSBN), kSThreads, 0, s, a, w);
   });
 }
 
@@ -368,8 +371,8 @@ template <bool kMatrix>
 gpuError_t launch_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
   if (a.nrows <= 0 || a.R <= 0 || a.groups <= 0) return gpuGetLastError();
   return dispatch_format(w.format, [&]<WFormat F>() {
-    mma_kernel<F, kMatrix><<<grid_of(a, kMBM, kMBN), kMThreads, 0, s>>>(a, w, vec_tiles(F, a.K) && w.cols == a.K);
-    return gpuGetLastError();
+    return launch(mma_kernel<F, kMatrix>, grid_of(a, kMBM, kMBN), kMThreads, 0, s, a, w,
+                  vec_tiles(F, a.K) && w.cols == a.K);
   });
 }
 }  // namespace
@@ -388,11 +391,7 @@ gpuError_t linear_mma_grouped(const GroupedGemmArgs& a, WFormat format, bool mat
   GroupedGemmArgs b = a;
   b.vec = vec_tiles(format, a.K);  // the table's weights are [R, K] (the host checks)
   return dispatch_format(format, [&]<WFormat F>() {
-    if (matrix)
-      mma_grouped_kernel<F, true><<<grid, kMThreads, 0, s>>>(b);
-    else
-      mma_grouped_kernel<F, false><<<grid, kMThreads, 0, s>>>(b);
-    return gpuGetLastError();
+    return launch(matrix ? &mma_grouped_kernel<F, true> : &mma_grouped_kernel<F, false>, grid, kMThreads, 0, s, b);
   });
 }
 

@@ -52,6 +52,7 @@
 #include "plumb/backend/gpu/kernels/act_quant.h"
 #include "plumb/backend/gpu/kernels/linear.h"
 #include "plumb/backend/gpu/kernels/linear_common.h"
+#include "plumb/backend/gpu/kernels/launch.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -260,7 +261,7 @@ __device__ __forceinline__ void finish(const LinearArgs& a, int64_t r0, int lane
 }
 
 // A block's split-K partials in shared memory: the kernel's only static shared memory, which
-// launch() counts against the 48 KB default.
+// launch_gemv() counts against the 48 KB default.
 template <int RPW, int NB>
 using Partials = float[kWarps][RPW * NB];
 
@@ -324,6 +325,7 @@ __device__ __forceinline__ void gemv_rows(const LinearArgs& a, const WeightRef& 
 template <WFormat F, int NB, int RPW, bool HW, bool QX>
 __global__ void __launch_bounds__(kThreads, (min_blocks<F, NB>()))  // (parenthesized: a macro on HIP)
     gemv_kernel(LinearArgs a, WeightRef w, int splits, bool vec_ok, bool x4) {
+  pdl_begin();
   __shared__ Partials<RPW, NB> part;
   if constexpr (QX) {
     extern __shared__ float4 qx_smem[];
@@ -349,6 +351,8 @@ __device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
 #endif
 }
 
+constexpr int kPrefetchSteps = 4;  // warp steps of each row prefetched before pdl_wait
+
 template <bool HW, bool QX, bool SF32>
 __global__ void __launch_bounds__(kThreads, 3) gemv_row_kernel(LinearArgs a, WeightRef w, int splits, bool x4) {
   constexpr int RPW = 4;
@@ -368,6 +372,18 @@ __global__ void __launch_bounds__(kThreads, 3) gemv_row_kernel(LinearArgs a, Wei
     base[j] = r * w.cols;
     srow[j] = (r >> 7) * w.scale_cols;
   }
+  // No kernel writes the weights: the lane's first kPrefetchSteps segments of each row head for
+  // L2 while the previous kernel finishes (launch.h), everything else waits for it.
+  if (r0 < R)
+#pragma unroll
+    for (int m = 0; m < kPrefetchSteps; ++m) {
+      const int64_t c = s * per + lane * kSeg + m * kStep;
+#pragma unroll
+      for (int j = 0; j < RPW; ++j)
+        if (c < ce) prefetch_l2(w.data + base[j] + c);
+    }
+  pdl_wait();
+  pdl_release();
   if constexpr (QX) {
     stage_quant_x(a, x4, xs);
     __syncthreads();
@@ -415,8 +431,7 @@ gpuError_t launch_row(const LinearArgs& a, const WeightRef& w, int splits, bool 
       if (e != gpuSuccess) return e;
     }
 #endif
-    kernel<<<grid, kThreads, smem, s>>>(a, w, splits, x4);
-    return gpuGetLastError();
+    return launch(kernel, grid, kThreads, smem, s, a, w, splits, x4);
   };
   if (a.quant_x) return w.scale_f32 ? go(gemv_row_kernel<HW, true, true>) : go(gemv_row_kernel<HW, true, false>);
   return w.scale_f32 ? go(gemv_row_kernel<HW, false, true>) : go(gemv_row_kernel<HW, false, false>);
@@ -440,7 +455,7 @@ Plan plan_for(const LinearArgs& a, int64_t target_blocks) {
 
 // Grid: one block per tile and group.
 template <WFormat F, int NB, int RPW, bool HW, bool QX>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, bool x4, gpuStream_t s) {
+gpuError_t launch_gemv(const LinearArgs& a, const WeightRef& w, int splits, bool vec_ok, bool x4, gpuStream_t s) {
   const int64_t rows_per_tile = static_cast<int64_t>(kWarps / splits) * RPW, tiles = (a.R + rows_per_tile - 1) / rows_per_tile;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.groups));
   const std::size_t smem = QX ? static_cast<std::size_t>(a.nrows * qx_row(a.K)) * sizeof(float) : 0;
@@ -454,14 +469,13 @@ gpuError_t launch(const LinearArgs& a, const WeightRef& w, int splits, bool vec_
     if (e != gpuSuccess) return e;
   }
 #endif
-  gemv_kernel<F, NB, RPW, HW, QX><<<grid, kThreads, smem, s>>>(a, w, splits, vec_ok, x4);
-  return gpuGetLastError();
+  return launch(gemv_kernel<F, NB, RPW, HW, QX>, grid, kThreads, smem, s, a, w, splits, vec_ok, x4);
 }
 
 template <WFormat F, int NB, bool HW, bool QX>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, gpuStream_t s) {
-  if (p.rpw > 1) return launch<F, NB, rpw_for<F>(), HW, QX>(a, w, p.splits, vec_ok, x4, s);
-  return launch<F, NB, 1, HW, QX>(a, w, p.splits, vec_ok, x4, s);
+gpuError_t launch_gemv(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, gpuStream_t s) {
+  if (p.rpw > 1) return launch_gemv<F, NB, rpw_for<F>(), HW, QX>(a, w, p.splits, vec_ok, x4, s);
+  return launch_gemv<F, NB, 1, HW, QX>(a, w, p.splits, vec_ok, x4, s);
 }
 
 // The FP8 decode: the hardware conversion where the device has one (the kernel falls back to the
@@ -476,17 +490,17 @@ bool fp8_hw_decode() {
 #endif
 
 template <WFormat F, int NB, bool QX>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, gpuStream_t s) {
+gpuError_t launch_gemv(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, gpuStream_t s) {
 #ifndef PLUMB_HIP
   if constexpr (F == WFormat::FP8)
-    if (fp8_hw_decode()) return launch<F, NB, true, QX>(a, w, p, vec_ok, x4, s);
+    if (fp8_hw_decode()) return launch_gemv<F, NB, true, QX>(a, w, p, vec_ok, x4, s);
 #endif
-  return launch<F, NB, false, QX>(a, w, p, vec_ok, x4, s);
+  return launch_gemv<F, NB, false, QX>(a, w, p, vec_ok, x4, s);
 }
 
 template <WFormat F, int NB>
-gpuError_t launch(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, gpuStream_t s) {
-  return a.quant_x ? launch<F, NB, true>(a, w, p, vec_ok, x4, s) : launch<F, NB, false>(a, w, p, vec_ok, x4, s);
+gpuError_t launch_gemv(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, gpuStream_t s) {
+  return a.quant_x ? launch_gemv<F, NB, true>(a, w, p, vec_ok, x4, s) : launch_gemv<F, NB, false>(a, w, p, vec_ok, x4, s);
 }
 
 }  // namespace
@@ -520,10 +534,10 @@ gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_b
       continue;
     }
     const gpuError_t e = dispatch_format(w.format, [&]<WFormat F>() {
-      if (b.nrows == 1) return launch<F, 1>(b, w, p, vec_ok, x_ok, s);
-      if (b.nrows == 2) return launch<F, 2>(b, w, p, vec_ok, x_ok, s);
-      if (b.nrows <= 4) return launch<F, 4>(b, w, p, vec_ok, x_ok, s);
-      return launch<F, 8>(b, w, p, vec_ok, x_ok, s);
+      if (b.nrows == 1) return launch_gemv<F, 1>(b, w, p, vec_ok, x_ok, s);
+      if (b.nrows == 2) return launch_gemv<F, 2>(b, w, p, vec_ok, x_ok, s);
+      if (b.nrows <= 4) return launch_gemv<F, 4>(b, w, p, vec_ok, x_ok, s);
+      return launch_gemv<F, 8>(b, w, p, vec_ok, x_ok, s);
     });
     if (e != gpuSuccess) return e;
   }

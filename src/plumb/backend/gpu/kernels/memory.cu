@@ -1,9 +1,12 @@
 #include "plumb/backend/gpu/kernels/memory.h"
 
+#include "plumb/backend/gpu/kernels/launch.h"
+
 namespace plumb::gpu::k {
 namespace {
 template <typename T>
 __global__ void fill(T* y, int64_t n, T v) {
+  pdl_begin();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < n) y[i] = v;
 }
@@ -12,12 +15,10 @@ unsigned blocks(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / k
 }  // namespace
 
 gpuError_t fill_f32(float* y, int64_t n, float v, gpuStream_t s) {
-  if (n > 0) fill<<<blocks(n), kThreads, 0, s>>>(y, n, v);
-  return gpuGetLastError();
+  return n > 0 ? launch(fill<float>, blocks(n), kThreads, 0, s, y, n, v) : gpuGetLastError();
 }
 gpuError_t fill_i32(int32_t* y, int64_t n, int32_t v, gpuStream_t s) {
-  if (n > 0) fill<<<blocks(n), kThreads, 0, s>>>(y, n, v);
-  return gpuGetLastError();
+  return n > 0 ? launch(fill<int32_t>, blocks(n), kThreads, 0, s, y, n, v) : gpuGetLastError();
 }
 
 }  // namespace plumb::gpu::k

@@ -4,6 +4,7 @@
 #include "plumb/backend/gpu/kernels/moe.h"
 
 #include "plumb/backend/gpu/gpu_numerics.h"
+#include "plumb/backend/gpu/kernels/launch.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -24,6 +25,7 @@ __device__ __forceinline__ bool ahead(float v, float i, float bv, float bi) { re
 __global__ void route_select_kernel(const float* logits, int64_t E, WeightRef bias, bool has_bias, bool sigmoid,
                                     int64_t G, int64_t TG, int64_t K, float route_scale, bool hashed, bool bf16,
                                     int32_t* experts, float* weights) {
+  pdl_begin();
   extern __shared__ float sh[];
   float* score = sh;
   float* sel = sh + E;
@@ -94,6 +96,7 @@ __global__ void route_select_kernel(const float* logits, int64_t E, WeightRef bi
 }
 
 __global__ void gather_rows_kernel(const float* src, int64_t D, const int32_t* rows, int64_t M, float* dst) {
+  pdl_begin();
   const int64_t total = M * D;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -102,6 +105,7 @@ __global__ void gather_rows_kernel(const float* src, int64_t D, const int32_t* r
 
 __global__ void swiglu_kernel(const float* g, const float* u, int64_t M, int64_t I, const float* row_weight,
                               float limit, bool silu_bf16, bool bf16_out, float* h) {
+  pdl_begin();
   const int64_t total = M * I;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -122,6 +126,7 @@ __global__ void swiglu_kernel(const float* g, const float* u, int64_t M, int64_t
 // in order, so a token listed twice for one expert gets its terms in the CPU's order, race-free.
 __global__ void accumulate_rows_kernel(float* acc, const float* ys, const int32_t* rows, const float* row_weight,
                                        bool bf16, int64_t M, int64_t D) {
+  pdl_begin();
   const int64_t total = M * D;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -141,6 +146,7 @@ __global__ void accumulate_rows_kernel(float* acc, const float* ys, const int32_
 // Thread per (token, column): the same term and sum expressions as accumulate_rows_kernel.
 __global__ void accumulate_slots_kernel(float* acc, const float* ys, const int32_t* order, const float* slot_weight,
                                         bool bf16, int64_t N, int64_t K, int64_t D, int64_t s_lo, int64_t s_hi) {
+  pdl_begin();
   const int64_t total = N * D;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -159,6 +165,7 @@ __global__ void accumulate_slots_kernel(float* acc, const float* ys, const int32
 }
 
 __global__ void add_round_kernel(const float* a, const float* b, int64_t n, bool bf16_out, float* y) {
+  pdl_begin();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float v = __fadd_rn(a[i], b[i]);
@@ -171,42 +178,38 @@ __global__ void add_round_kernel(const float* a, const float* b, int64_t n, bool
 gpuError_t route_select(const float* logits, int64_t N, int64_t E, WeightRef bias, bool has_bias, bool sigmoid,
                         int64_t groups, int64_t topk_groups, int64_t K, float route_scale, bool hashed, bool bf16,
                         int32_t* experts, float* weights, gpuStream_t s) {
-  if (N > 0)
-    route_select_kernel<<<static_cast<unsigned>(N), kWarp, static_cast<size_t>(route_select_shared_bytes(E, groups)),
-                          s>>>(logits, E, bias, has_bias, sigmoid, groups, topk_groups, K, route_scale, hashed, bf16,
-                               experts, weights);
-  return gpuGetLastError();
+  if (N <= 0) return gpuGetLastError();
+  return launch(route_select_kernel, static_cast<unsigned>(N), kWarp,
+                static_cast<size_t>(route_select_shared_bytes(E, groups)), s, logits, E, bias, has_bias, sigmoid, groups,
+                topk_groups, K, route_scale, hashed, bf16, experts, weights);
 }
 
 gpuError_t gather_rows(const float* src, int64_t D, const int32_t* rows, int64_t M, float* dst, gpuStream_t s) {
-  if (M * D > 0) gather_rows_kernel<<<blocks_for(M * D), kThreads, 0, s>>>(src, D, rows, M, dst);
-  return gpuGetLastError();
+  return M * D > 0 ? launch(gather_rows_kernel, blocks_for(M * D), kThreads, 0, s, src, D, rows, M, dst)
+                   : gpuGetLastError();
 }
 
 gpuError_t swiglu(const float* g, const float* u, int64_t M, int64_t I, const float* row_weight, float limit,
                   bool silu_bf16, bool bf16_out, float* h, gpuStream_t s) {
-  if (M * I > 0)
-    swiglu_kernel<<<blocks_for(M * I), kThreads, 0, s>>>(g, u, M, I, row_weight, limit, silu_bf16, bf16_out, h);
-  return gpuGetLastError();
+  if (M * I <= 0) return gpuGetLastError();
+  return launch(swiglu_kernel, blocks_for(M * I), kThreads, 0, s, g, u, M, I, row_weight, limit, silu_bf16, bf16_out, h);
 }
 
 gpuError_t accumulate_rows(float* acc, const float* ys, const int32_t* rows, const float* row_weight, bool bf16,
                            int64_t M, int64_t D, gpuStream_t s) {
-  if (M * D > 0) accumulate_rows_kernel<<<blocks_for(M * D), kThreads, 0, s>>>(acc, ys, rows, row_weight, bf16, M, D);
-  return gpuGetLastError();
+  if (M * D <= 0) return gpuGetLastError();
+  return launch(accumulate_rows_kernel, blocks_for(M * D), kThreads, 0, s, acc, ys, rows, row_weight, bf16, M, D);
 }
 
 gpuError_t accumulate_slots(float* acc, const float* ys, const int32_t* order, const float* slot_weight, bool bf16,
                             int64_t N, int64_t K, int64_t D, int64_t s_lo, int64_t s_hi, gpuStream_t s) {
-  if (N * D > 0 && s_hi > s_lo)
-    accumulate_slots_kernel<<<blocks_for(N * D), kThreads, 0, s>>>(acc, ys, order, slot_weight, bf16, N, K, D, s_lo,
-                                                                    s_hi);
-  return gpuGetLastError();
+  if (N * D <= 0 || s_hi <= s_lo) return gpuGetLastError();
+  return launch(accumulate_slots_kernel, blocks_for(N * D), kThreads, 0, s, acc, ys, order, slot_weight, bf16, N, K, D,
+                s_lo, s_hi);
 }
 
 gpuError_t add_round(const float* a, const float* b, int64_t n, bool bf16_out, float* y, gpuStream_t s) {
-  if (n > 0) add_round_kernel<<<blocks_for(n), kThreads, 0, s>>>(a, b, n, bf16_out, y);
-  return gpuGetLastError();
+  return n > 0 ? launch(add_round_kernel, blocks_for(n), kThreads, 0, s, a, b, n, bf16_out, y) : gpuGetLastError();
 }
 
 }  // namespace plumb::gpu::k

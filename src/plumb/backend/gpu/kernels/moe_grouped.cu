@@ -35,6 +35,7 @@
 #include "plumb/backend/gpu/kernels/elementwise.h"
 #include "plumb/backend/gpu/kernels/linear_common.h"
 #include "plumb/backend/gpu/kernels/moe_grouped.h"
+#include "plumb/backend/gpu/kernels/launch.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -338,6 +339,7 @@ constexpr int kDownBlockRows = kWarps * kDownP * kDownGroups;   // 64 (32 on HIP
 
 template <WFormat F, bool RW>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) up_kernel(GroupedMoeArgs a) {
+  pdl_begin();
   extern __shared__ __align__(16) float xs[];
   const int64_t s = blockIdx.y, n = s / a.K, I = a.I;
   const int64_t rb = static_cast<int64_t>(blockIdx.x) * kUpBlockRows;
@@ -379,6 +381,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) up_kernel(GroupedMoeArgs
 
 template <WFormat F, bool RW>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) down_kernel(GroupedMoeArgs a) {
+  pdl_begin();
   extern __shared__ __align__(16) float hs[];
   const int64_t s = blockIdx.y, D = a.D;
   const int32_t e = a.experts[s];
@@ -407,6 +410,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) down_kernel(GroupedMoeAr
 // y[n] = bf16?(acc + shared[n]), acc the token's slots in (expert id, k) order from zero: the CPU
 // loops over experts in id order and, within one, over (token, k) ascending.
 __global__ void combine_kernel(GroupedMoeArgs a, const float* shared, float* y) {
+  pdl_begin();
   const int64_t total = a.N * a.D;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -446,29 +450,25 @@ gpuError_t grouped_moe_experts(const GroupedMoeArgs& a, gpuStream_t s) {
   GroupedMoeArgs b = a;
   b.vec_up = chunk_vec(a.format, a.D);
   b.vec_down = chunk_vec(a.format, a.I);
-  auto launch = [&]<WFormat F, bool RW>() {
-    up_kernel<F, RW><<<up, kThreads, up_smem, s>>>(b);
-    const gpuError_t e = gpuGetLastError();
+  auto up_down = [&]<WFormat F, bool RW>() {
+    const gpuError_t e = launch(up_kernel<F, RW>, up, kThreads, up_smem, s, b);
     if (e != gpuSuccess) return e;
     if (a.quant_h && a.quant_h_launch) {
       const gpuError_t q = quant_blocks(a.h, a.h, S, a.I, a.I, 128, false, s);
       if (q != gpuSuccess) return q;
     }
-    down_kernel<F, RW><<<down, kThreads, down_smem, s>>>(b);
-    return gpuGetLastError();
+    return launch(down_kernel<F, RW>, down, kThreads, down_smem, s, b);
   };
   return dispatch_format(a.format, [&]<WFormat F>() {
-    return a.round_w ? launch.template operator()<F, true>() : launch.template operator()<F, false>();
+    return a.round_w ? up_down.template operator()<F, true>() : up_down.template operator()<F, false>();
   });
 }
 
 gpuError_t grouped_moe_combine(const GroupedMoeArgs& a, const float* shared, float* y, gpuStream_t s) {
   const int64_t total = a.N * a.D;
-  if (total > 0) {
-    const int64_t b = (total + kThreads - 1) / kThreads;
-    combine_kernel<<<static_cast<unsigned>(b < 65536 ? b : 65536), kThreads, 0, s>>>(a, shared, y);
-  }
-  return gpuGetLastError();
+  if (total <= 0) return gpuGetLastError();
+  const int64_t b = (total + kThreads - 1) / kThreads;
+  return launch(combine_kernel, static_cast<unsigned>(b < 65536 ? b : 65536), kThreads, 0, s, a, shared, y);
 }
 
 }  // namespace plumb::gpu::k

@@ -2,6 +2,7 @@
 // copy_rows_to): one block per row; the row is zeroed, then each thread encodes whole units (an
 // fp8 block of 64, a rope value, an fp4 block of 32, a bf16 value), which own disjoint bytes.
 #include "plumb/backend/gpu/kernels/paged.h"
+#include "plumb/backend/gpu/kernels/launch.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -9,6 +10,7 @@ namespace {
 constexpr int kThreads = 128;
 
 __global__ void encode_rows_kernel(const RowEncode* jobs, const float* src, backend::KvRowSpec spec) {
+  pdl_begin();
   const RowEncode j = jobs[blockIdx.x];
   const float* x = src + j.src_row * spec.values;
   const int64_t bytes = backend::kv_row_words(spec) * 4;
@@ -22,8 +24,8 @@ __global__ void encode_rows_kernel(const RowEncode* jobs, const float* src, back
 
 gpuError_t encode_rows(const RowEncode* jobs, int64_t n_jobs, const float* src, const backend::KvRowSpec& spec,
                        gpuStream_t s) {
-  if (n_jobs > 0 && spec.values > 0) encode_rows_kernel<<<static_cast<unsigned>(n_jobs), kThreads, 0, s>>>(jobs, src, spec);
-  return gpuGetLastError();
+  if (n_jobs <= 0 || spec.values <= 0) return gpuGetLastError();
+  return launch(encode_rows_kernel, static_cast<unsigned>(n_jobs), kThreads, 0, s, jobs, src, spec);
 }
 
 }  // namespace plumb::gpu::k

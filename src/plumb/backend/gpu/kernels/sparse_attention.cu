@@ -23,6 +23,7 @@
 #include "plumb/backend/gpu/kernels/attention.h"
 #include "plumb/backend/gpu/kernels/cpu_order.h"
 #include "plumb/backend/gpu/kernels/sparse_attention_common.h"
+#include "plumb/backend/gpu/kernels/launch.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -178,6 +179,7 @@ __device__ void pv_pass(const SparseAttnArgs& a, const RowCtx& c, int G, int64_t
 }
 
 __global__ void __launch_bounds__(kThreads) sparse_attention_kernel(SparseAttnArgs a) {
+  pdl_begin();
   extern __shared__ float smem[];  // q [G][Dp], the tile [kTile][Dp], then the scores [G][max_cand] unless a.scratch
   __shared__ float red[kMaxWarps];
   __shared__ float bmax[kMaxGroup][kMaxProbBlocks];
@@ -233,16 +235,14 @@ int64_t sparse_attention_max_prob_blocks() { return kMaxProbBlocks; }
 
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s) {
   if (a.split) return attn::split_attention(a, s);
-  if (a.rows * a.H > 0) {
-    SparseAttnArgs b = a;
-    // Two heads per block once there are blocks enough without it (batches of rows); a decode
-    // step of one token keeps one head per block so that its heads spread over the SMs.
-    b.heads_per_block = max_group(a.Dh) == 2 && a.H % 2 == 0 && a.rows * a.H >= 1024 ? 2 : 1;
-    const int64_t G = b.heads_per_block;
-    const std::size_t smem = static_cast<std::size_t>(staged_floats(G, a.Dh) + (a.scratch ? 0 : G * a.max_cand)) * sizeof(float);
-    sparse_attention_kernel<<<static_cast<unsigned>(a.rows * a.H / G), kThreads, smem, s>>>(b);
-  }
-  return gpuGetLastError();
+  if (a.rows * a.H <= 0) return gpuGetLastError();
+  SparseAttnArgs b = a;
+  // Two heads per block once there are blocks enough without it (batches of rows); a decode
+  // step of one token keeps one head per block so that its heads spread over the SMs.
+  b.heads_per_block = max_group(a.Dh) == 2 && a.H % 2 == 0 && a.rows * a.H >= 1024 ? 2 : 1;
+  const int64_t G = b.heads_per_block;
+  const std::size_t smem = static_cast<std::size_t>(staged_floats(G, a.Dh) + (a.scratch ? 0 : G * a.max_cand)) * sizeof(float);
+  return launch(sparse_attention_kernel, static_cast<unsigned>(a.rows * a.H / G), kThreads, smem, s, b);
 }
 
 }  // namespace plumb::gpu::k

@@ -25,6 +25,7 @@
 #include "plumb/backend/gpu/kernels/attention.h"
 #include "plumb/backend/gpu/kernels/cpu_order.h"
 #include "plumb/backend/gpu/kernels/sparse_attention_common.h"
+#include "plumb/backend/gpu/kernels/launch.h"
 
 namespace plumb::gpu::k {
 namespace attn {
@@ -54,6 +55,7 @@ __device__ float* head_scores(const SparseAttnArgs& a, int64_t row, int64_t h) {
 
 // grid (rows * tiles, ceil(H / kHeads)); tiles = ceil(max_cand / kCands).
 __global__ void __launch_bounds__(kThreads) scores_kernel(SparseAttnArgs a, int64_t tiles) {
+  pdl_begin();
   extern __shared__ float smem[];  // q [kHeads][Dp], then the candidates [kCands][Dp]
   __shared__ const float* tf[kCands];
   __shared__ const uint8_t* te[kCands];
@@ -158,6 +160,7 @@ __device__ float plain_softmax_live(const SparseAttnArgs& a, const RowCtx& c, fl
 
 // grid (rows * H, ceil(Dh / kDims)).
 __global__ void __launch_bounds__(kThreads) pv_kernel(SparseAttnArgs a) {
+  pdl_begin();
   extern __shared__ float4 pv_smem[];  // the live rows [max_cand], the scores [max_cand], lv [max_cand]
   __shared__ float bmax[kMaxProbBlocks];
   __shared__ int bend[kMaxProbBlocks];  // block b's candidates end before bend[b]
@@ -255,10 +258,10 @@ gpuError_t split_attention(const SparseAttnArgs& a, gpuStream_t s) {
   if (a.rows * a.H == 0) return gpuGetLastError();
   const int64_t tiles = (a.max_cand + kCands - 1) / kCands;
   const dim3 sgrid(static_cast<unsigned>(a.rows * tiles), static_cast<unsigned>((a.H + kHeads - 1) / kHeads));
-  scores_kernel<<<sgrid, kThreads, scores_smem(a.Dh), s>>>(a, tiles);
+  const gpuError_t e = launch(scores_kernel, sgrid, kThreads, scores_smem(a.Dh), s, a, tiles);
+  if (e != gpuSuccess) return e;
   const dim3 pgrid(static_cast<unsigned>(a.rows * a.H), static_cast<unsigned>((a.Dh + kDims - 1) / kDims));
-  pv_kernel<<<pgrid, kThreads, static_cast<std::size_t>(a.max_cand) * kPvBytesPerCand, s>>>(a);
-  return gpuGetLastError();
+  return launch(pv_kernel, pgrid, kThreads, static_cast<std::size_t>(a.max_cand) * kPvBytesPerCand, s, a);
 }
 
 }  // namespace attn
