@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -252,6 +254,43 @@ TEST_F(GpuOps, LinearFp8TensorCores) {
   set_path(TestLinearPath::Auto);
 #else
   GTEST_SKIP() << "the FP8 tensor-core path exists in CUDA builds only";
+#endif
+}
+
+// Path (f) (PLUMB_GPU_F32_MMA, kernels/linear_f32_mma.cu): f32 x times a BF16 weight on the bf16
+// tensor cores, x split exactly into three bf16 parts. Against the CPU at the f32 tolerance (only
+// the summation order differs) on 1 to 64 x rows (1, 2, 4 and 8 n-tiles of 8, partial ones),
+// weights with a partial last block of 256 rows, 2 groups, K from one 32-column stage to 4,096;
+// and exactly: a one-hot weight (w[r][k] = 1 where k = r) gives back x bit for bit, which holds
+// only if x's three parts add up to x and every k-slot pairs the right x and weight columns.
+TEST_F(GpuOps, LinearF32MmaIsTheF32Product) {
+#if defined(PLUMB_WITH_CUDA)
+  ASSERT_TRUE(set_path(TestLinearPath::F32Mma));
+  struct Case {
+    int64_t N, R, K, G;
+    const char* what;
+  };
+  for (const Case& c : {Case{1, 256, 32, 1, "1 row, one stage"}, Case{2, 300, 96, 1, "partial weight block"},
+                        Case{8, 1030, 4096, 1, "8 rows, K 4096"}, Case{9, 512, 1024, 2, "9 rows, 2 groups"},
+                        Case{17, 256, 256, 1, "17 rows"}, Case{32, 2048, 4096, 1, "32 rows"},
+                        Case{33, 300, 512, 1, "33 rows"}, Case{64, 512, 1024, 1, "64 rows"}}) {
+    const std::vector<float> x = rnd(c.N * c.G * c.K), wv = rnd(c.G * c.R * c.K, 0.05f);
+    const OwnedWeight w = bf16_weight({c.G * c.R, c.K}, wv);
+    const WeightView view = w.view();
+    check(std::string("f32 mma, ") + c.what, f32_tol(c.K),
+          [&](Backend& be) { return be.linear(up(be, x, {c.N, c.G * c.K}), view, LinearOpts{c.G, false, Round::None}); });
+  }
+  const int64_t N = 5, K = 256;
+  std::vector<float> one_hot(static_cast<std::size_t>(K * K), 0.f);
+  for (int64_t r = 0; r < K; ++r) one_hot[static_cast<std::size_t>(r * K + r)] = 1.f;
+  const OwnedWeight id = bf16_weight({K, K}, one_hot);
+  const WeightView idv = id.view();
+  const std::vector<float> x = rnd(N * K);
+  const std::vector<float> y = host(*gpu, gpu->linear(up(*gpu, x, {N, K}), idv, {}));
+  EXPECT_EQ(std::memcmp(y.data(), x.data(), x.size() * sizeof(float)), 0) << ctx("f32 mma: the one-hot weight's y is not x");
+  set_path(TestLinearPath::Auto);
+#else
+  GTEST_SKIP() << "path (f) exists in CUDA builds only";
 #endif
 }
 

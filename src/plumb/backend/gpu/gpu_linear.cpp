@@ -6,6 +6,9 @@
 //   reference (no act_fp8, f32)  SIMT f32 GEMM: exact f32 products like the CPU
 //   faithful, act_fp8, FP8 weight FP8 tensor-core GEMM on sm_90 (Hopper), kernels/linear_fp8.h,
 //                                when K % 128 == 0 and R % 64 == 0
+//   f32 x, BF16 weight, tall     with PLUMB_GPU_F32_MMA=on, 2 to 64 rows: path (f), the exact
+//                                three-part bf16 split of x on the tensor cores, the weight read
+//                                once (kernels/linear_f32_mma.cu; CUDA only)
 //   faithful (act_fp8 or bf16)   bf16 matrix-core GEMM, when bf16 holds the weight exactly
 //                                (BF16, FP8 with ue8m0 scales, FP4) or bf16_weight rounds it
 //                                there anyway (V3 faithful); else the SIMT GEMM. mma.sync on
@@ -87,7 +90,22 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
   a.round_w = o.bf16_weight;
 
   const bool fp8_ok = fp8_tensor_cores() && fp8_eligible(wr, o, K, R);
+  const bool f32_mma_fits = !o.act_fp8 && k::f32_mma_ok(a, wr);
+  const LinearPath asked = path;
   path = resolve_linear_path(path, N, wr, o, K, R);
+  // Path (f) in Auto where switched on, for tall weights (a block per 256 weight rows: at least
+  // one a multiprocessor) and 2 to 64 x rows; the GEMV keeps one row (read once either way).
+  if (asked == LinearPath::Auto && f32_mma_ && f32_mma_fits && N >= 2 &&
+      (path == LinearPath::Gemv || path == LinearPath::Simt) && k::f32_mma_blocks(a) >= info_.multiprocessors)
+    path = LinearPath::F32Mma;
+  if (path == LinearPath::F32Mma) {
+    if (!f32_mma_fits)
+      fail("linear: path (f) (f32 x bf16 on the tensor cores) needs a CUDA build, a BF16 weight, no act_fp8, bf16_weight "
+           "or bf16 output, K % 32 == 0, at most {} x rows and 16-byte aligned x rows (weight '{}' [{}, {}], {} x rows)",
+           k::kF32MmaMaxRows, w.name, w.rows(), K, N);
+    check_launch(k::linear_f32_mma(a, wr, stream_), "linear (f32 mma)");
+    return y;
+  }
   if (path == LinearPath::Fp8) {
     if (!fp8_ok)
       fail("linear: the FP8 tensor-core path needs an sm_90 device (this is {}), act_fp8 without bf16_weight, an FP8 "
@@ -122,7 +140,8 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
       break;
     case LinearPath::CpuOrder: check_launch(k::linear_cpu_order(a, wr, stream_), "linear (cpu order)"); break;
     case LinearPath::Auto:
-    case LinearPath::Fp8:  // handled above
+    case LinearPath::Fp8:     // handled above
+    case LinearPath::F32Mma:  // handled above
     case LinearPath::Simt: check_launch(k::linear_simt(a, wr, stream_), "linear (simt)"); break;
   }
   return y;

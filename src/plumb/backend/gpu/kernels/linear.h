@@ -36,6 +36,16 @@ gpuError_t linear_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 // on CUDA sm_80+, MFMA on HIP gfx90a (gated at run time by GpuBackend's self-check,
 // gpu_mfma_check.cpp), the same numerics by SIMT elsewhere.
 gpuError_t linear_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
+// (f) f32 x times a BF16 weight on the bf16 tensor cores, x split exactly into three bf16 parts
+// (nothing rounded: an f32 GEMM up to summation order), the weight read once for up to
+// kF32MmaMaxRows x rows (linear_f32_mma.cu). CUDA only (f32_mma_built); f32_mma_ok says whether it
+// takes a (BF16 weight, no rounding of weight, output or x, K % 32 == 0, x 16-byte aligned rows);
+// f32_mma_blocks is its grid's size (it suits tall weights: 256 weight rows a block).
+constexpr int64_t kF32MmaMaxRows = 64;
+bool f32_mma_built();
+bool f32_mma_ok(const LinearArgs& a, const WeightRef& w);
+int64_t f32_mma_blocks(const LinearArgs& a);
+gpuError_t linear_f32_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 // (c) with the SIMT loop on every target (same tiles, same numerics, accumulation order aside):
 // the fallback when the matrix-core kernel fails the self-check, and that check's reference.
 gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s);

@@ -184,4 +184,29 @@ gpuError_t dispatch_format(WFormat f, Fn&& fn) {
   return gpuSuccess;
 }
 
+// 16 bytes of weights read once (CUDA's streaming hint: evict first; a plain load on HIP).
+__device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
+#ifdef PLUMB_CUDA
+  return __ldcs(reinterpret_cast<const uint4*>(p));
+#else
+  return *reinterpret_cast<const uint4*>(p);
+#endif
+}
+
+#if defined(PLUMB_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define PLUMB_MMA_BF16 1
+// D = A (16x16, row) * B (16x8, col) + D, bf16 inputs, f32 accumulators (PTX ISA fragment layout
+// for m16n8k16: groupID = lane / 4, tig = lane % 4; A regs {a0a1, a2a3, a4a5, a6a7} hold
+// (g, 2tig..+1), (g+8, 2tig..+1), (g, 2tig+8..+9), (g+8, 2tig+8..+9); B regs hold k = 2tig..+1 and
+// 2tig+8..+9 of column g; C holds (g, 2tig..+1) and (g+8, 2tig..+1); lower half = lower index).
+// linear_gemm.cu's tiles and linear_f32_mma.cu use it.
+__device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, const uint32_t* b) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+
 }  // namespace plumb::gpu::k

@@ -118,20 +118,7 @@ struct SimtTile {
   }
 };
 
-#if defined(PLUMB_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define PLUMB_MMA_BF16 1
-// D = A (16x16, row) * B (16x8, col) + D, bf16 inputs, f32 accumulators (PTX ISA fragment layout
-// for m16n8k16: groupID = lane / 4, tig = lane % 4; A regs {a0a1, a2a3, a4a5, a6a7} hold
-// (g, 2tig..+1), (g+8, 2tig..+1), (g, 2tig+8..+9), (g+8, 2tig+8..+9); B regs hold k = 2tig..+1 and
-// 2tig+8..+9 of column g; C holds (g, 2tig..+1) and (g+8, 2tig..+1); lower half = lower index).
-__device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, const uint32_t* b) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
+#ifdef PLUMB_MMA_BF16  // (linear_common.h: mma_bf16)
 // 4 warps of 32, each a 32x32 corner of the tile: 2 (m16) x 4 (n8) mma tiles.
 struct MmaSyncTile {
   int gid, tig, wm, wn;

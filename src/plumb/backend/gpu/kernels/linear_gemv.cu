@@ -343,13 +343,6 @@ __global__ void __launch_bounds__(kThreads, (min_blocks<F, NB>()))  // (parenthe
 // around each load), weights read with the streaming hint, a segment's 16 x values loaded before
 // its rows' math, the column loop left to the compiler. The same products in the same order as
 // gemv_rows (lane l of split s: segments s * per + l * 16 + m * kStep, one fmaf chain a row).
-__device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
-#ifdef PLUMB_CUDA
-  return __ldcs(reinterpret_cast<const uint4*>(p));
-#else
-  return *reinterpret_cast<const uint4*>(p);
-#endif
-}
 
 constexpr int kPrefetchSteps = 4;  // warp steps of each row prefetched before pdl_wait
 

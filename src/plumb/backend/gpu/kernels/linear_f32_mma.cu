@@ -1,0 +1,209 @@
+// linear() path (f): f32 x times a BF16 weight on the bf16 tensor cores with nothing rounded, for
+// a few rows of x and a tall weight: the f32 head at decode batches (129,280 x 4,096, 1.06 GB),
+// which the GEMV reads once per 8 x rows (4 x 740 us at batch 32, PERF.md v12) and this kernel once.
+//
+// Exact split: every finite f32 x is hi + mid + lo with hi = bf16(x), mid = bf16(x - hi),
+// lo = x - hi - mid, each a bf16 value (8 + 8 + 8 significand bits; x - hi and (x - hi) - mid are
+// exact in f32, and the last has at most 8 significant bits), so W x = W hi + W mid + W lo and
+// each product of two bf16 values is exact in f32. The three products go into one f32
+// accumulator per output (mma.sync m16n8k16, f32 accumulation): an f32 GEMM's result up to
+// summation order, the op harness's f32 tolerance (not bitwise). Limits: a non-finite x gives NaN
+// (hi - x is inf - inf); parts below bf16's normal range (|x| < ~2^-110) may lose bits.
+//
+// Shape: weights are the MMA's A side (16 weight rows an m-tile), x rows the B side (8 an n-tile,
+// NT n-tiles for up to 8 NT rows). A warp owns 32 weight rows (2 m-tiles) over all of K; a block
+// of 8 warps 256 rows, and x's three parts for 32 columns at a time in shared memory (staged by
+// the block, double-buffered: one barrier a stage). The summation order within 16 columns is
+// free, so each lane loads 16 contiguous bytes of a weight row (columns 8 tig .. 8 tig + 7 of a
+// 32-column stage) and reads x at the same 8 columns: A's and B's k-slots stay paired (mma_bf16's
+// layout: slots 2 tig, 2 tig + 1 <- columns 8 tig + {0, 1} (first MMA) or {4, 5} (second);
+// slots 8 + 2 tig, 9 + 2 tig <- columns 8 tig + {2, 3} or {6, 7}). The next stage's weights are
+// loaded (streaming) before this stage's MMAs. CUDA sm_80+ only: elsewhere linear() never takes
+// this path (f32_mma_built).
+#include "plumb/backend/gpu/gpu_numerics.h"
+#include "plumb/backend/gpu/kernels/linear.h"
+#include "plumb/backend/gpu/kernels/linear_common.h"
+#include "plumb/backend/gpu/kernels/launch.h"
+
+namespace plumb::gpu::k {
+namespace {
+
+constexpr int kThreads = 256, kWarps = 8;  // CUDA: warps of 32
+constexpr int kWarpRows = 32;              // weight rows of a warp: two 16-row m-tiles
+constexpr int kBlockRows = kWarps * kWarpRows;
+constexpr int kStage = 32;                 // K columns per stage
+
+#ifdef PLUMB_CUDA  // (the kernel's body is CUDA's only)
+constexpr int kColGroups = kStage / 8;  // 8-column groups of a stage (one per tig)
+
+// x's three bf16 parts of one stage: [part][column group][x row][8 bf16]. Rows padded by 2 (32
+// bytes), so the 8 lanes of a quarter warp (2 rows x 4 groups) hit distinct banks.
+template <int NT>
+struct XStage {
+  uint4 v[3][kColGroups][NT * 8 + 2];
+};
+
+__device__ __forceinline__ uint32_t bf16_hi16(float v) { return f32_bits(v) >> 16; }  // v bf16-exact
+
+// The three bf16 parts of 8 x values as three rows of 8 bf16 (module comment).
+__device__ __forceinline__ void split8(const float (&x)[8], uint4 (&out)[3]) {
+  uint32_t w[3][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t b[3][2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float v = x[2 * i + e];
+      const float hi = round_bf16(v);
+      const float r = __fsub_rn(v, hi);
+      const float mid = round_bf16(r);
+      const float lo = __fsub_rn(r, mid);  // exact, and bf16-exact
+      b[0][e] = bf16_hi16(hi), b[1][e] = bf16_hi16(mid), b[2][e] = bf16_hi16(round_bf16(lo));
+    }
+#pragma unroll
+    for (int p = 0; p < 3; ++p) w[p][i] = b[p][0] | (b[p][1] << 16);
+  }
+#pragma unroll
+  for (int p = 0; p < 3; ++p) out[p] = make_uint4(w[p][0], w[p][1], w[p][2], w[p][3]);
+}
+
+// Thread t's share of staging: x row t / 4 (of the NT * 8 the stage holds), column group t % 4.
+template <int NT>
+struct XStager {
+  float v[8];
+  bool active;
+  __device__ __forceinline__ void load(const LinearArgs& a, int64_t k0) {
+    const int row = static_cast<int>(threadIdx.x) / kColGroups, grp = static_cast<int>(threadIdx.x) % kColGroups;
+    active = row < NT * 8;
+    if (active && row < a.nrows) {
+      const float4* p = reinterpret_cast<const float4*>(a.x + row * a.ldx + blockIdx.y * a.K + k0 + 8 * grp);
+      const float4 u = p[0], w = p[1];
+      v[0] = u.x, v[1] = u.y, v[2] = u.z, v[3] = u.w, v[4] = w.x, v[5] = w.y, v[6] = w.z, v[7] = w.w;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = 0.f;
+    }
+  }
+  __device__ __forceinline__ void store(XStage<NT>& s) const {
+    if (!active) return;
+    const int row = static_cast<int>(threadIdx.x) / kColGroups, grp = static_cast<int>(threadIdx.x) % kColGroups;
+    uint4 parts[3];
+    split8(v, parts);
+#pragma unroll
+    for (int p = 0; p < 3; ++p) s.v[p][grp][row] = parts[p];
+  }
+};
+
+#endif
+
+// grid (ceil(R / kBlockRows), groups); NT: x rows up to 8 NT (a.nrows <= 8 NT).
+template <int NT>
+__global__ void __launch_bounds__(kThreads, 2) f32_mma_kernel(LinearArgs a, WeightRef w) {
+#ifdef PLUMB_MMA_BF16
+  __shared__ XStage<NT> stage[2];
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int g = lane / 4, tig = lane % 4;
+  const int64_t R = a.R, K = a.K, group = blockIdx.y;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kBlockRows + warp * kWarpRows;
+  // Lane's weight rows: m-tile i, half h (rows g and g + 8); rows past R read row R - 1 (not stored).
+  const uint8_t* wrow[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = r0 + 16 * i + 8 * h + g;
+      wrow[i][h] = w.data + 2 * ((group * R + (r < R ? r : R - 1)) * w.cols + 8 * tig);
+    }
+  uint4 cur[2][2], nxt[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) cur[i][h] = load_stream(wrow[i][h]);
+  pdl_wait();  // (the weights are no kernel's output; x is the previous kernel's)
+  pdl_release();
+  XStager<NT> xs;
+  xs.load(a, 0);
+  xs.store(stage[0]);
+  __syncthreads();
+  float acc[2][NT][4] = {};
+  const int64_t stages = K / kStage;
+  for (int64_t st = 0; st < stages; ++st) {
+    const bool more = st + 1 < stages;
+    if (more) {
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) nxt[i][h] = load_stream(wrow[i][h] + 2 * (st + 1) * kStage);
+      xs.load(a, (st + 1) * kStage);
+    }
+    const XStage<NT>& s = stage[st & 1];
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int p = 0; p < 3; ++p) {
+        const uint4 q = s.v[p][tig][8 * j + g];  // x row 8 j + g, columns 8 tig .. 8 tig + 7
+        const uint32_t b0[2] = {q.x, q.y}, b1[2] = {q.z, q.w};
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const uint32_t a0[4] = {cur[i][0].x, cur[i][1].x, cur[i][0].y, cur[i][1].y};
+          const uint32_t a1[4] = {cur[i][0].z, cur[i][1].z, cur[i][0].w, cur[i][1].w};
+          mma_bf16(acc[i][j], a0, b0);
+          mma_bf16(acc[i][j], a1, b1);
+        }
+      }
+    if (more) xs.store(stage[(st + 1) & 1]);  // its last readers passed the previous barrier
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) cur[i][h] = nxt[i][h];
+  }
+  // acc[i][j][e]: weight row r0 + 16 i + g (+ 8 for e >= 2), x row 8 j + 2 tig + (e & 1).
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t r = r0 + 16 * i + g + 8 * (e >> 1), n = 8 * j + 2 * tig + (e & 1);
+        if (r < R && n < a.nrows) a.y[n * a.ldy + group * R + r] = acc[i][j][e];
+      }
+#else
+  pdl_begin();  // (never launched: f32_mma_built() is false where this is compiled)
+#endif
+}
+
+template <int NT>
+gpuError_t launch_nt(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
+  const dim3 grid(static_cast<unsigned>((a.R + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(a.groups));
+  return launch(f32_mma_kernel<NT>, grid, kThreads, 0, s, a, w);
+}
+
+}  // namespace
+
+bool f32_mma_built() {
+#ifdef PLUMB_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool f32_mma_ok(const LinearArgs& a, const WeightRef& w) {
+  return f32_mma_built() && w.format == WFormat::BF16 && !a.round_w && !a.round_bf16 && !a.quant_x &&
+         a.nrows >= 1 && a.nrows <= kF32MmaMaxRows && a.K > 0 && a.K % kStage == 0 && w.cols == a.K &&
+         reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.ldx % 4 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
+}
+
+int64_t f32_mma_blocks(const LinearArgs& a) { return (a.R + kBlockRows - 1) / kBlockRows * a.groups; }
+
+gpuError_t linear_f32_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
+  if (a.R <= 0 || a.groups <= 0) return gpuGetLastError();
+  if (!f32_mma_ok(a, w)) return gpuErrorNotSupported;
+  if (a.nrows <= 8) return launch_nt<1>(a, w, s);
+  if (a.nrows <= 16) return launch_nt<2>(a, w, s);
+  if (a.nrows <= 32) return launch_nt<4>(a, w, s);
+  return launch_nt<8>(a, w, s);
+}
+
+}  // namespace plumb::gpu::k
