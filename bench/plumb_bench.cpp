@@ -124,6 +124,10 @@ int main(int argc, char** argv) {
   app.add_option("--kv-bf16-recent", kv_bf16_recent, "entries of the last N positions kept bf16")->capture_default_str();
   app.add_option("--prefill", prefill, "prefill length (0: skip)")->capture_default_str();
   app.add_option("--json", json_out, "write the results here");
+  bool profile_last = false;
+  app.add_flag("--profile-last-step", profile_last,
+               "capture only each batch's last decode step for a profiler started with capture off "
+               "(ncu --profile-from-start off)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (ops) {
@@ -189,17 +193,20 @@ int main(int argc, char** argv) {
       }
       std::vector<std::vector<double>> per_layer(static_cast<std::size_t>(cfg.num_hidden_layers + 1));
       std::vector<double> plain, enqueue;
+      const int64_t last_plain = (steps + 1) % 2 == 1 ? steps + 1 : steps;  // the last step without marks
       for (int64_t s = 0; s < steps + 2; ++s) {
         const auto ids = random_ids(B);
         std::vector<SequenceStep> in;
         for (int64_t b = 0; b < B; ++b) in.push_back({&seqs[b], std::span(ids).subspan(b, 1)});
         Marks mk{&be, {}};
-        const bool marked = s % 2 == 0;
+        const bool marked = s % 2 == 0, capture = profile_last && s == last_plain;
+        if (capture) be.profile_capture(true);
         const auto t0 = Clock::now();
         fwd.forward(in, marked ? mk.taps() : Taps());
         const double host = std::chrono::duration<double>(Clock::now() - t0).count();
         be.synchronize();
         const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (capture) be.profile_capture(false);
         if (s < 2) continue;  // warm-up
         if (!marked) {
           plain.push_back(dt);

@@ -7,9 +7,9 @@
 set -uo pipefail
 . scripts/device/bench_env.sh
 for B in ${PROFILE_BATCH:-1}; do
-  # --steps 2: the last forward of the run is a timed decode step of batch B
-  ncu_kernel_times "$OUT/ncu-b$B${PROFILE_TAG:-}.csv.gz" "${PROFILE_TIMEOUT:-240}" -- plumb_bench --model "$CKPT" \
-    --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch "$B" --context "${BENCH_CONTEXT:-64}" --steps 2 \
-    --prefill 0 ${BENCH_EXTRA:-}
+  # only the last decode step of batch B is captured (--profile-last-step)
+  ncu_kernel_times "$OUT/ncu-b$B${PROFILE_TAG:-}.csv.gz" "${PROFILE_TIMEOUT:-240}" --profile-from-start off -- \
+    plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch "$B" \
+    --context "${BENCH_CONTEXT:-64}" --steps 2 --prefill 0 --profile-last-step ${BENCH_EXTRA:-}
   python3 scripts/device/profile_summary.py "$OUT/ncu-b$B${PROFILE_TAG:-}.csv.gz" | tee "$OUT/prof-b$B${PROFILE_TAG:-}.txt"
 done

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Summarises an Nsight Compute CSV of plumb_bench decode steps (scripts/device/profile.sh).
 
-ncu runs each kernel alone (base clocks, caches flushed), so the sums are upper bounds of the
-kernel time of a step. The trace is split into forwards at each embed_kernel (every forward
-starts with the embedding); the last one is a decode step of the last batch size. Prints the
+ncu runs each kernel alone, so the sums are upper bounds of the kernel time of a step. The trace
+(profile.sh and quick_round.sh capture only the bench's last decode step: --profile-last-step) is
+split into forwards at each embed_kernel (every forward starts with the embedding); the last one
+is that step. Prints the
 kernels per step, their summed time, and per kernel name the launches and time, largest first;
 with --list also every kernel of the step in order with its grid.
 """

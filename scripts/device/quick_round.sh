@@ -76,11 +76,13 @@ for spec in "${ncus[@]}"; do
 done
 # QUICK_PROFILE: batch sizes whose last decode step ncu times kernel by kernel (warm caches, the
 # lease's clocks: close to the kernels' share of the bench's step; profile_summary.py --list).
+# Only that step is captured (--profile-last-step): profiling the B sequences' prefills first ran
+# past the timeout at B = 8, and the summary then showed a prefill.
 for B in ${QUICK_PROFILE:-}; do
   [ -f "$CKPT/config.json" ] || continue
-  ncu_kernel_times "$OUT/ncu-b$B.csv.gz" "${QUICK_PROFILE_TIMEOUT:-150}" --cache-control none -- plumb_bench \
-    --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch "$B" \
-    --context "${BENCH_CONTEXT:-512}" --steps 2 --prefill 0
+  ncu_kernel_times "$OUT/ncu-b$B.csv.gz" "${QUICK_PROFILE_TIMEOUT:-150}" --cache-control none \
+    --profile-from-start off -- plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" \
+    --batch "$B" --context "${BENCH_CONTEXT:-512}" --steps 2 --prefill 0 --profile-last-step
   python3 scripts/device/profile_summary.py --list "$OUT/ncu-b$B.csv.gz" > "$OUT/prof-b$B.txt" 2>&1
   echo "profile B=$B:"; head -22 "$OUT/prof-b$B.txt"
 done

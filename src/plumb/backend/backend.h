@@ -241,6 +241,10 @@ class Backend {
   // device backend reports here what only its kernels can detect (sparse_attention: a selected
   // entry the query cannot see), so an op may refuse a call as late as the next synchronize().
   virtual void synchronize() {}
+  // Starts or stops the device profiler's capture (an Nsight Compute run with
+  // --profile-from-start off records only what lies between; plumb_bench --profile-last-step).
+  // Synchronizes first; a no-op on backends without one.
+  virtual void profile_capture(bool on) { (void)on; }
 
   // ---- memory
   virtual Tensor full(ElemType type, Shape shape, float value) = 0;

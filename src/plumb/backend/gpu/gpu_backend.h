@@ -143,6 +143,7 @@ class GpuBackend final : public Backend {
   // PLUMB_GPU_ORDER's value as OrderSite bits; throws naming the value otherwise.
   static unsigned parse_order(const std::string& order);
   void synchronize() override { sync(); }
+  void profile_capture(bool on) override;
 
   Tensor full(ElemType type, Shape shape, float value) override;
   Tensor from_host(const float* data, Shape shape) override;

@@ -250,6 +250,11 @@ void GpuBackend::sync() {
   if (attn_err_pending_) check_attention_errors();
 }
 
+void GpuBackend::profile_capture(bool on) {
+  sync();
+  check(on ? gpuProfilerStart() : gpuProfilerStop(), on ? "starting the profiler's capture" : "stopping the profiler's capture");
+}
+
 void GpuBackend::copy_in(void* dst, const void* src, std::size_t bytes, const char* what) {
   if (bytes == 0 || staging_.upload(dst, src, bytes, stream_)) return;
   check(gpuMemcpyAsync(dst, src, bytes, gpuMemcpyHostToDevice, stream_), what);
