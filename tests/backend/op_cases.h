@@ -163,6 +163,7 @@ inline std::vector<AttentionCase> sparse_attention_cases() {
   return {
       {64, 512, 128, 0, {0, 300, 1000}, {3, 1, 5}, 0, true, false, Round::None, "window only, ragged with rings"},
       {64, 512, 128, 4, {5, 700}, {2, 3}, 512, true, true, Round::BF16, "release softmax blocks of 64", 64},
+      {64, 512, 128, 4, {512}, {1}, 512, true, true, Round::BF16, "one decode row at 512 (a B = 1 CSA step)", 64},
       {4, 192, 128, 4, {0, 300}, {150, 1}, 40, true, true, Round::BF16, "release blocks: prefill > 64, decode", 64},
       // chunks of prefills given their lengths (index_row.h): a chunk inside a 100-token prefill,
       // one straddling the end of a 40-token one (its later rows laid out as decode steps)
