@@ -47,8 +47,6 @@ using gpuStream_t = hipStream_t;
 #define gpuEventQuery hipEventQuery
 #define gpuHostMalloc(p, n) hipHostMalloc(p, n, hipHostMallocDefault)
 #define gpuHostFree hipHostFree
-#define gpuProfilerStart hipProfilerStart
-#define gpuProfilerStop hipProfilerStop
 #else
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
@@ -88,8 +86,6 @@ using gpuStream_t = cudaStream_t;
 #define gpuEventQuery cudaEventQuery
 #define gpuHostMalloc(p, n) cudaMallocHost(p, n)
 #define gpuHostFree cudaFreeHost
-#define gpuProfilerStart cudaProfilerStart
-#define gpuProfilerStop cudaProfilerStop
 #endif
 
 namespace plumb::gpu {

@@ -252,7 +252,11 @@ void GpuBackend::sync() {
 
 void GpuBackend::profile_capture(bool on) {
   sync();
-  check(on ? gpuProfilerStart() : gpuProfilerStop(), on ? "starting the profiler's capture" : "stopping the profiler's capture");
+#ifdef PLUMB_CUDA
+  check(on ? cudaProfilerStart() : cudaProfilerStop(), on ? "starting the profiler's capture" : "stopping the profiler's capture");
+#else
+  (void)on;  // HIP's hipProfilerStart / Stop are deprecated (rocprof has range controls of its own)
+#endif
 }
 
 void GpuBackend::copy_in(void* dst, const void* src, std::size_t bytes, const char* what) {

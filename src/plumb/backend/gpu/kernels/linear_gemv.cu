@@ -337,15 +337,14 @@ __global__ void __launch_bounds__(kThreads, (min_blocks<F, NB>()))  // (parenthe
   }
 }
 
+constexpr int kPrefetchSteps = 4;  // warp steps of each row gemv_row_kernel prefetches before pdl_wait
+
 // The 1-row FP8 form in the probe's shape (scripts/device/probes/gemv_probe.cu; on the H200 it
 // took 5-8% off every decode GEMV against gemv_kernel, PERF v13, e.g. wq_b 23.3 vs 24.6 us): whole
 // segments only (vec_ok), RPW 4, one step a batch, the scale's type a template argument (no branch
 // around each load), weights read with the streaming hint, a segment's 16 x values loaded before
 // its rows' math, the column loop left to the compiler. The same products in the same order as
 // gemv_rows (lane l of split s: segments s * per + l * 16 + m * kStep, one fmaf chain a row).
-
-constexpr int kPrefetchSteps = 4;  // warp steps of each row prefetched before pdl_wait
-
 template <bool HW, bool QX, bool SF32>
 __global__ void __launch_bounds__(kThreads, 3) gemv_row_kernel(LinearArgs a, WeightRef w, int splits, bool x4) {
   constexpr int RPW = 4;
@@ -367,7 +366,7 @@ __global__ void __launch_bounds__(kThreads, 3) gemv_row_kernel(LinearArgs a, Wei
   }
   // No kernel writes the weights: the lane's first kPrefetchSteps segments of each row head for
   // L2 while the previous kernel finishes (launch.h), everything else waits for it.
-  if (r0 < R)
+  if (r0 < R) {
 #pragma unroll
     for (int m = 0; m < kPrefetchSteps; ++m) {
       const int64_t c = s * per + lane * kSeg + m * kStep;
@@ -375,6 +374,7 @@ __global__ void __launch_bounds__(kThreads, 3) gemv_row_kernel(LinearArgs a, Wei
       for (int j = 0; j < RPW; ++j)
         if (c < ce) prefetch_l2(w.data + base[j] + c);
     }
+  }
   pdl_wait();
   pdl_release();
   if constexpr (QX) {
