@@ -7,8 +7,9 @@
 // exact in f32, and the last has at most 8 significant bits), so W x = W hi + W mid + W lo and
 // each product of two bf16 values is exact in f32. The three products go into one f32
 // accumulator per output (mma.sync m16n8k16, f32 accumulation): an f32 GEMM's result up to
-// summation order, the op harness's f32 tolerance (not bitwise). Limits: a non-finite x gives NaN
-// (hi - x is inf - inf); parts below bf16's normal range (|x| < ~2^-110) may lose bits.
+// summation order, the op harness's f32 tolerance (not bitwise). Limits: a non-finite x, or one
+// within half a bf16 ulp of FLT_MAX (hi rounds to inf), gives NaN (x - hi is inf - inf); parts
+// below bf16's normal range (|x| < ~2^-110) may lose bits.
 //
 // Shape: weights are the MMA's A side (16 weight rows an m-tile), x rows the B side (8 an n-tile,
 // NT n-tiles for up to 8 NT rows). A warp owns 32 weight rows (2 m-tiles) over all of K; a block
@@ -96,9 +97,10 @@ struct XStager {
 
 #endif
 
-// grid (ceil(R / kBlockRows), groups); NT: x rows up to 8 NT (a.nrows <= 8 NT).
+// grid (ceil(R / kBlockRows), groups); NT: x rows up to 8 NT (a.nrows <= 8 NT). 2 blocks per SM
+// (<= 128 registers) up to 32 rows; 64 rows' 64 accumulators need more (1 block per SM).
 template <int NT>
-__global__ void __launch_bounds__(kThreads, 2) f32_mma_kernel(LinearArgs a, WeightRef w) {
+__global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2) f32_mma_kernel(LinearArgs a, WeightRef w) {
 #ifdef PLUMB_MMA_BF16
   __shared__ XStage<NT> stage[2];
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
@@ -126,17 +128,8 @@ __global__ void __launch_bounds__(kThreads, 2) f32_mma_kernel(LinearArgs a, Weig
   xs.store(stage[0]);
   __syncthreads();
   float acc[2][NT][4] = {};
-  const int64_t stages = K / kStage;
-  for (int64_t st = 0; st < stages; ++st) {
-    const bool more = st + 1 < stages;
-    if (more) {
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) nxt[i][h] = load_stream(wrow[i][h] + 2 * (st + 1) * kStage);
-      xs.load(a, (st + 1) * kStage);
-    }
-    const XStage<NT>& s = stage[st & 1];
+  // One stage's MMAs: x's parts from s, the weights in cur.
+  const auto mma_stage = [&](const XStage<NT>& s) {
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
@@ -151,13 +144,23 @@ __global__ void __launch_bounds__(kThreads, 2) f32_mma_kernel(LinearArgs a, Weig
           mma_bf16(acc[i][j], a1, b1);
         }
       }
-    if (more) xs.store(stage[(st + 1) & 1]);  // its last readers passed the previous barrier
+  };
+  const int64_t stages = K / kStage;
+  for (int64_t st = 0; st + 1 < stages; ++st) {  // the next stage's weights and x out first
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) nxt[i][h] = load_stream(wrow[i][h] + 2 * (st + 1) * kStage);
+    xs.load(a, (st + 1) * kStage);
+    mma_stage(stage[st & 1]);
+    xs.store(stage[(st + 1) & 1]);  // its last readers passed the previous barrier
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) cur[i][h] = nxt[i][h];
   }
+  mma_stage(stage[(stages - 1) & 1]);
   // acc[i][j][e]: weight row r0 + 16 i + g (+ 8 for e >= 2), x row 8 j + 2 tig + (e & 1).
 #pragma unroll
   for (int i = 0; i < 2; ++i)
@@ -169,7 +172,7 @@ __global__ void __launch_bounds__(kThreads, 2) f32_mma_kernel(LinearArgs a, Weig
         if (r < R && n < a.nrows) a.y[n * a.ldy + group * R + r] = acc[i][j][e];
       }
 #else
-  pdl_begin();  // (never launched: f32_mma_built() is false where this is compiled)
+  pdl_begin();  // (HIP, never launched there: f32_mma_built() is false; and nvcc's host pass)
 #endif
 }
 
