@@ -30,6 +30,7 @@ Facts healthy() {
   d.multiprocessors = 132;
   d.warp_size = 32;
   d.ecc = 1;
+  d.pdl = true;
   f.gpu.devices = {d};
   HostFacts& h = f.host;
   h.max_map_count = 1048576;
@@ -241,7 +242,8 @@ TEST(DoctorReport, TextShowsEachDeviceAndTheEnvironment) {
   f.host.env["HIP_VISIBLE_DEVICES"] = "1";
   const std::string t = facts_text(f);
   for (const char* s : {"build     git_rev        abc1234", "cuda backend for 80-real,90a-real,80-virtual; runtime 13.0",
-                        "NVIDIA H200 (sm_90, 132 SMs, warp 32), 150.00 GB (149.40 GB free), 1980 MHz, memory 3201 MHz, ECC on",
+                        "NVIDIA H200 (sm_90, 132 SMs, warp 32), 150.00 GB (149.40 GB free), 1980 MHz, memory 3201 MHz, ECC on, "
+                        "programmatic dependent launch",
                         "host      Linux 6.1.0, 2 CPUs", "env       HIP_VISIBLE_DEVICES=1"})
     EXPECT_NE(t.find(s), std::string::npos) << "missing '" << s << "' in:\n" << t;
 }

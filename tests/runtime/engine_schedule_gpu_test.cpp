@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "engine_schedule.h"
 #include "fake_engine_model.h"
 #include "gpu_test_env.h"
+#include "plumb/backend/device_facts.h"
 
 namespace plumb::runtime {
 namespace {
@@ -107,6 +109,11 @@ TEST(EngineScheduleGpu, V4FaithfulFastOrderRepeatsBitwiseWithAndWithoutPdl) {
     test::ScopedEnv off("PLUMB_GPU_PDL", "off");
     ScheduleRunner plain(dir, gpu, faithful, kBlock, kBlocks);
     no_pdl = plain.run(steps, reqs);
+  }
+  // On Hopper the comparison is one: plumb's kernels must run with PDL there (doctor's fact).
+  const backend::GpuFacts facts = backend::query_gpu_facts();
+  if (!std::getenv("PLUMB_GPU_PDL") && !facts.devices.empty() && facts.devices[0].arch == "sm_90") {
+    EXPECT_TRUE(facts.devices[0].pdl) << "an sm_90 device, and the kernels launch without programmatic dependent launch";
   }
   const std::string diff = first_request_difference(run.a, no_pdl, vocab);
   std::printf("[schedule] fast order, PDL vs PLUMB_GPU_PDL=off: %s\n",

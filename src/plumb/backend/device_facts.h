@@ -15,6 +15,7 @@ struct GpuDeviceFacts {
   int clock_mhz = -1, memory_clock_mhz = -1;         // peak, as the runtime reports them
   int multiprocessors = 0, warp_size = 0;
   int ecc = -1;       // 1 on, 0 off, -1 not reported
+  bool pdl = false;   // plumb's kernels launch with programmatic dependent launch here (CUDA sm_90+)
   std::string error;  // a query of this device that failed (the rest is still filled)
 };
 

@@ -30,6 +30,7 @@ json device_json(const backend::GpuDeviceFacts& d) {
           {"multiprocessors", d.multiprocessors},
           {"warp_size", d.warp_size},
           {"ecc", d.ecc < 0 ? json(nullptr) : json(d.ecc == 1)},
+          {"pdl", d.pdl},
           {"error", d.error}};
 }
 
@@ -41,6 +42,7 @@ std::string device_text(const backend::GpuDeviceFacts& d) {
   if (d.clock_mhz > 0) t += fmt::format(", {} MHz", d.clock_mhz);
   if (d.memory_clock_mhz > 0) t += fmt::format(", memory {} MHz", d.memory_clock_mhz);
   if (d.ecc >= 0) t += d.ecc ? ", ECC on" : ", ECC off";
+  if (d.pdl) t += ", programmatic dependent launch";
   if (!d.pci_bus_id.empty()) t += ", bus " + d.pci_bus_id;
   if (!d.error.empty()) t += "; " + d.error;
   return t + "\n";

@@ -4,6 +4,7 @@
 
 #include "plumb/backend/device_facts.h"
 #include "plumb/backend/gpu/gpu_backend.h"
+#include "plumb/backend/gpu/kernels/pdl.h"
 
 namespace plumb::backend {
 namespace {
@@ -70,6 +71,7 @@ GpuDeviceFacts device_facts(int i) {
   if (info == gpuSuccess) {
     d.memory_free = static_cast<std::int64_t>(free);
     d.memory_total = static_cast<std::int64_t>(total);
+    d.pdl = plumb::gpu::k::pdl_on();  // (of the current device: i)
   } else {
     (void)gpuGetLastError();
     d.error = "reading its free memory failed: " + runtime_error_text(info);

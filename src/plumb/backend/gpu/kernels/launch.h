@@ -23,6 +23,7 @@
 #include <utility>
 
 #include "plumb/backend/gpu/gpu_compat.h"
+#include "plumb/backend/gpu/kernels/pdl.h"
 
 namespace plumb::gpu::k {
 
@@ -53,11 +54,7 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
 }
 #endif
 
-// Whether launch() uses PDL on the current device (see the header comment): the device's part is
-// asked once per device and process, PLUMB_GPU_PDL at each call.
-bool pdl_on();
-
-// kernel<<<grid, block, smem, s>>>(args...), with PDL where pdl_on(); the launch's error.
+// kernel<<<grid, block, smem, s>>>(args...), with PDL where pdl_on() (pdl.h); the launch's error.
 template <class... P, class... A>
 gpuError_t launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, gpuStream_t s, A&&... args) {
 #ifdef PLUMB_CUDA
