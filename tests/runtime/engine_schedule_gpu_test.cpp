@@ -110,7 +110,8 @@ TEST(EngineScheduleGpu, V4FaithfulFastOrderRepeatsBitwiseWithAndWithoutPdl) {
     ScheduleRunner plain(dir, gpu, faithful, kBlock, kBlocks);
     no_pdl = plain.run(steps, reqs);
   }
-  // On Hopper the comparison is one: plumb's kernels must run with PDL there (doctor's fact).
+  // On Hopper plumb's kernels must run with PDL (doctor's fact), or the comparison below would be
+  // between two plain runs.
   const backend::GpuFacts facts = backend::query_gpu_facts();
   if (!std::getenv("PLUMB_GPU_PDL") && !facts.devices.empty() && facts.devices[0].arch == "sm_90") {
     EXPECT_TRUE(facts.devices[0].pdl) << "an sm_90 device, and the kernels launch without programmatic dependent launch";

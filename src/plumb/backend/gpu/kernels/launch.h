@@ -1,6 +1,7 @@
 #pragma once
-// Every kernel plumb launches goes through launch() (kernel files only; tests/backend/
-// launch_lint_test.py checks that no file launches with <<< >>> and that every kernel waits).
+// Every kernel plumb launches goes through launch() (kernel files only; ctest kernel_launch_lint,
+// tests/backend/kernel_launch_lint.py, checks that no file launches with <<< >>> and that every
+// kernel waits).
 //
 // Programmatic dependent launch (PDL, CUDA on sm_90+): a decode step is ~130 dependent kernels of
 // 2-25 us, and between two of them the GPU sat idle ~1.8 us (PERF.md v12: 1,480 us of kernels in
