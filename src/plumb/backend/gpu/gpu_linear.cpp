@@ -90,19 +90,19 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
   a.round_w = o.bf16_weight;
 
   const bool fp8_ok = fp8_tensor_cores() && fp8_eligible(wr, o, K, R);
-  const bool f32_mma_fits = !o.act_fp8 && k::f32_mma_ok(a, wr);
   const LinearPath asked = path;
   path = resolve_linear_path(path, N, wr, o, K, R);
-  // Path (f) in Auto where switched on, for tall weights (a block per 256 weight rows: at least
-  // one a multiprocessor) and 2 to 64 x rows; the GEMV keeps one row (read once either way).
-  if (asked == LinearPath::Auto && f32_mma_ && f32_mma_fits && N >= 2 &&
-      (path == LinearPath::Gemv || path == LinearPath::Simt) && k::f32_mma_blocks(a) >= info_.multiprocessors)
+  // Path (f): forced (a test), or in Auto where switched on, for tall weights (a block per 256
+  // weight rows: at least one a multiprocessor) and 2 to 64 x rows; the GEMV keeps one row (read
+  // once either way). Its eligibility is asked only then, not on every call.
+  if (path == LinearPath::F32Mma && (o.act_fp8 || !k::f32_mma_ok(a, wr)))
+    fail("linear: path (f) (f32 x bf16 on the tensor cores) needs a CUDA build, a BF16 weight, no act_fp8, bf16_weight "
+         "or bf16 output, K % 32 == 0, at most {} x rows and 16-byte aligned x rows (weight '{}' [{}, {}], {} x rows)",
+         k::kF32MmaMaxRows, w.name, w.rows(), K, N);
+  if (asked == LinearPath::Auto && f32_mma_ && N >= 2 && (path == LinearPath::Gemv || path == LinearPath::Simt) &&
+      !o.act_fp8 && k::f32_mma_ok(a, wr) && k::f32_mma_blocks(a) >= info_.multiprocessors)
     path = LinearPath::F32Mma;
   if (path == LinearPath::F32Mma) {
-    if (!f32_mma_fits)
-      fail("linear: path (f) (f32 x bf16 on the tensor cores) needs a CUDA build, a BF16 weight, no act_fp8, bf16_weight "
-           "or bf16 output, K % 32 == 0, at most {} x rows and 16-byte aligned x rows (weight '{}' [{}, {}], {} x rows)",
-           k::kF32MmaMaxRows, w.name, w.rows(), K, N);
     check_launch(k::linear_f32_mma(a, wr, stream_), "linear (f32 mma)");
     return y;
   }
