@@ -232,9 +232,6 @@ class GpuBackend final : public Backend {
   // decode: the 8-row GEMV reads weights 3.5x slower per byte than the 1-row one, PERF.md v12).
   // Fewer rows take the GEMV, whose rows do not depend on the batch (GemvRowsIndependentOfBatch).
   int64_t fp8_min_rows_ = 9;
-  // Path (f), the f32 x BF16 products on the tensor cores (k::linear_f32_mma), in Auto for tall
-  // weights: PLUMB_GPU_F32_MMA=on (off by default until measured: PERF.md v14).
-  bool f32_mma_ = false;
   std::deque<ExpertTable> expert_tables_;  // one per routed expert set (a layer), references stay valid
   unsigned cpu_order_sites_ = 0;  // OrderSite bits
   std::shared_ptr<DeviceAllocator> alloc_;

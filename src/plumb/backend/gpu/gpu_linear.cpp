@@ -6,9 +6,9 @@
 //   reference (no act_fp8, f32)  SIMT f32 GEMM: exact f32 products like the CPU
 //   faithful, act_fp8, FP8 weight FP8 tensor-core GEMM on sm_90 (Hopper), kernels/linear_fp8.h,
 //                                when K % 128 == 0 and R % 64 == 0
-//   f32 x, BF16 weight, tall     with PLUMB_GPU_F32_MMA=on, 2 to 64 rows: path (f), the exact
-//                                three-part bf16 split of x on the tensor cores, the weight read
-//                                once (kernels/linear_f32_mma.cu; CUDA only)
+//   f32 x, BF16 weight, tall     2 to 64 rows: path (f), the exact three-part bf16 split of x on
+//                                the tensor cores, the weight read once (kernels/linear_f32_mma.cu;
+//                                CUDA only; the f32 head at B = 32 2.95 -> 0.51 ms, PERF.md v14)
 //   faithful (act_fp8 or bf16)   bf16 matrix-core GEMM, when bf16 holds the weight exactly
 //                                (BF16, FP8 with ue8m0 scales, FP4) or bf16_weight rounds it
 //                                there anyway (V3 faithful); else the SIMT GEMM. mma.sync on
@@ -92,14 +92,14 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
   const bool fp8_ok = fp8_tensor_cores() && fp8_eligible(wr, o, K, R);
   const LinearPath asked = path;
   path = resolve_linear_path(path, N, wr, o, K, R);
-  // Path (f): forced (a test), or in Auto where switched on, for tall weights (a block per 256
+  // Path (f): forced (a test), or in Auto for tall weights (a block per 256
   // weight rows: at least one a multiprocessor) and 2 to 64 x rows; the GEMV keeps one row (read
   // once either way). Its eligibility is asked only then, not on every call.
   if (path == LinearPath::F32Mma && (o.act_fp8 || !k::f32_mma_ok(a, wr)))
     fail("linear: path (f) (f32 x bf16 on the tensor cores) needs a CUDA build, a BF16 weight, no act_fp8, bf16_weight "
          "or bf16 output, K % 32 == 0, at most {} x rows and 16-byte aligned x rows (weight '{}' [{}, {}], {} x rows)",
          k::kF32MmaMaxRows, w.name, w.rows(), K, N);
-  if (asked == LinearPath::Auto && f32_mma_ && N >= 2 && (path == LinearPath::Gemv || path == LinearPath::Simt) &&
+  if (asked == LinearPath::Auto && N >= 2 && (path == LinearPath::Gemv || path == LinearPath::Simt) &&
       !o.act_fp8 && k::f32_mma_ok(a, wr) && k::f32_mma_blocks(a) >= info_.multiprocessors)
     path = LinearPath::F32Mma;
   if (path == LinearPath::F32Mma) {

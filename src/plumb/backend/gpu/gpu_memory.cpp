@@ -167,12 +167,6 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
            path);
     fp8_tensor_cores_ = std::strcmp(path, "auto") == 0;
   }
-  if (const char* fm = std::getenv("PLUMB_GPU_F32_MMA"); fm && *fm) {  // for A/B measurements
-    if (std::strcmp(fm, "on") != 0 && std::strcmp(fm, "off") != 0)
-      fail("PLUMB_GPU_F32_MMA is '{}': expected 'on' (f32 x bf16 products of tall weights on the tensor cores) or 'off'",
-           fm);
-    f32_mma_ = std::strcmp(fm, "on") == 0;
-  }
   if (const char* rows = std::getenv("PLUMB_GPU_FP8_MIN_ROWS"); rows && *rows) {  // for A/B measurements
     char* end = nullptr;
     const long v = std::strtol(rows, &end, 10);
