@@ -3,7 +3,7 @@
 # when little device time is left. The synthetic checkpoint is written in the background while
 # the op tests run in QUICK_SHARDS gtest shards side by side (the op tests leave the GPU mostly
 # idle), then one bench of the batches in QUICK_BATCH and a prefill of QUICK_PREFILL tokens.
-# Prints a summary last; logs in $OUT/quick.tgz.
+# Prints a summary last; logs in $OUT/quick.tgz (scores.txt: every op comparison's score and bar).
 #   QUICK_FILTER='GpuOps*:GpuCpuOrder*' QUICK_BATCH=1,32 QUICK_PREFILL=4096 scripts/device/quick_round.sh
 # QUICK_AB (below) repeats the bench under switches for an A/B in the same lease; QUICK_OPS times
 # op-bench cases, QUICK_NCU profiles one op-bench launch, QUICK_PROFILE times the kernels of a
@@ -20,7 +20,7 @@ fi
 shards=${QUICK_SHARDS:-4}
 pids=()
 for i in $(seq 0 $((shards - 1))); do
-  GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${QUICK_TEST_TIMEOUT:-240}" plumb_tests \
+  PLUMB_TEST_SCORES=1 GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "${QUICK_TEST_TIMEOUT:-240}" plumb_tests \
     --gtest_filter="${QUICK_FILTER:-GpuOps*:GpuCpuOrder*}" > "$OUT/ops-$i.log" 2>&1 &
   pids+=($!)
 done
@@ -30,6 +30,8 @@ grep -h -E '^\[  FAILED  \] [A-Za-z]' "$OUT"/ops-*.log | sort -u | head -20
 passed=$(grep -hoE '^\[  PASSED  \] [0-9]+' "$OUT"/ops-*.log | awk '{s+=$4} END {print s+0}')
 failed=$(grep -hoE '^\[  FAILED  \] [0-9]+ test' "$OUT"/ops-*.log | awk '{s+=$4} END {print s+0}')
 skipped=$(grep -hoE '^\[  SKIPPED \] [0-9]+' "$OUT"/ops-*.log | awk '{s+=$4} END {print s+0}')
+# Every op comparison's score beside its bar (PLUMB_TEST_SCORES): the measured floors.
+grep -h '^score ' "$OUT"/ops-*.log | sed 's/ \[seed [0-9]*, replay with PLUMB_TEST_SEED=[0-9]*\]$//' | sort -k5 > "$OUT/scores.txt"
 [ -n "$synth" ] && { wait "$synth" || tail -2 "$OUT/synth.log"; }
 bench="not run"
 if [ -f "$CKPT/config.json" ] && [ -n "${QUICK_BATCH-1,32}" ]; then

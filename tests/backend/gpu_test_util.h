@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <memory>
@@ -43,6 +44,14 @@ enum class TestLinearPath { Auto, Gemv, Simt, Mma, Fp8, F32Mma };
 inline const char* path_name(TestLinearPath p) {
   static const char* n[] = {"auto", "gemv", "simt", "mma", "fp8", "f32mma"};
   return n[static_cast<int>(p)];
+}
+
+inline bool print_scores() {
+  static const bool on = [] {
+    const char* v = std::getenv("PLUMB_TEST_SCORES");
+    return v && std::string(v) == "1";
+  }();
+  return on;
 }
 
 // Members are public so helpers shared by several tests can be free functions taking the fixture.
@@ -166,6 +175,9 @@ class GpuOps : public ::testing::Test {
                       << (first_nan >= 0 ? got[first_nan] : 0) << ", ref " << (first_nan >= 0 ? ref[first_nan] : 0)
                       << ") - unwritten elements or computed NaN";
     const double score = max_ref > 0 ? max_abs / max_ref : max_abs;
+    // PLUMB_TEST_SCORES=1 prints every comparison's score beside its bar: the measured floors a
+    // tolerance is set just above (scripts/device/quick_round.sh collects them).
+    if (print_scores()) std::printf("score %.3g tol %.3g %s\n", score, tol, ctx(what).c_str());
     EXPECT_LE(score, tol) << ctx(s.str()) << " (max abs / max |ref| = " << score << " > " << tol << ")";
   }
 
