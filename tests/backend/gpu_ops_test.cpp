@@ -251,6 +251,22 @@ TEST_F(GpuOps, LinearFp8TensorCores) {
               [&](Backend& be) { return be.linear(up(be, x, {c.N, Kx}), view, LinearOpts{c.G, true, r}); });
       }
   }
+  // Split K (kernels/linear_fp8.h) does not look at the rows within one 64-row tile, so a row's
+  // result does not depend on the rows beside it: the first rows of 1-, 5- and 40-row calls are
+  // bitwise alike (R = 512, K = 4,096: 16 splits on an H200).
+  const int64_t R = 512, K = 4096;
+  const OwnedWeight w = fp8_weight(R, K, rnd(R * K, 0.05f));
+  const WeightView view = w.view();
+  const std::vector<float> x = rnd(40 * K);
+  ASSERT_TRUE(set_path(TestLinearPath::Fp8));
+  auto rows = [&](int64_t n) {
+    const std::vector<float> xn(x.begin(), x.begin() + n * K);
+    return host(*gpu, gpu->linear(up(*gpu, xn, {n, K}), view, LinearOpts{1, true, Round::None}));
+  };
+  const std::vector<float> y40 = rows(40);
+  for (int64_t n : {1, 5})
+    EXPECT_EQ(std::memcmp(rows(n).data(), y40.data(), static_cast<std::size_t>(n * R) * sizeof(float)), 0)
+        << ctx("fp8 path: the first " + std::to_string(n) + " row(s) differ from the same rows of a 40-row call");
   set_path(TestLinearPath::Auto);
 #else
   GTEST_SKIP() << "the FP8 tensor-core path exists in CUDA builds only";

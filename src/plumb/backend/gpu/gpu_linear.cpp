@@ -115,7 +115,10 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
     Tensor sx = alloc(ElemType::F32, {N, in / 128});
     auto* codes = static_cast<uint8_t*>(dev_ptr(q));
     check_launch(k::act_quant_fp8(src, in, N, in, codes, in, dev_f32(sx), stream_), "linear act_fp8 (fp8)");
-    check_launch(k::linear_fp8_mma(a, codes, in, dev_f32(sx), wr, stream_), "linear (fp8 mma)");
+    const int splits = k::fp8_mma_splits(a, info_.multiprocessors);
+    Tensor part = splits > 1 ? alloc(ElemType::F32, {splits, N, G * R}) : Tensor();
+    check_launch(k::linear_fp8_mma(a, codes, in, dev_f32(sx), wr, splits, splits > 1 ? dev_f32(part) : nullptr, stream_),
+                 "linear (fp8 mma)");
     return y;
   }
   // The product sees the FP8 round trip of x, per group's K blocks: the GEMV applies it while it

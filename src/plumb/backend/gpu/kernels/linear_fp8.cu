@@ -1,6 +1,8 @@
 // linear() path (d): FP8 e4m3 mma.sync on sm_89+ (see linear_fp8.h for the numerics).
 // Tiles: 64 rows of x by 64 weight rows by 128 K (one scale block), 4 warps of 32x32, each warp
-// 2 x 4 m16n8k32 MMAs per 32-wide K step. Expected (untuned, synchronous 16-byte tile loads, no
+// 2 x 4 m16n8k32 MMAs per 32-wide K step. Split K when the tiles alone are too few blocks for the
+// device (decode: 1 row tile; wkv's 512 rows are 8 blocks that each walked all 32 K blocks with
+// synchronous loads, 52 us for 2 MB at 32 rows whatever the rows, PERF.md v15). Expected (untuned, synchronous 16-byte tile loads, no
 // double buffering): a few hundred TFLOP/s at most, well under wgmma's ceiling; what it buys now
 // is reading 1-byte weights and activations through the tensor cores instead of decoding to bf16.
 #include "plumb/backend/gpu/kernels/linear_fp8.h"
@@ -54,8 +56,11 @@ __device__ __forceinline__ void mma_e4m3(float* d, const uint32_t* a, const uint
 }
 #endif
 
+// grid (R / kBN, ceil(N / kBM), groups * splits): split s of a group sums K blocks
+// [s * KB / splits, (s + 1) * KB / splits) and writes its unrounded total to part[s] when splits > 1
+// (split_sum_kernel adds them), else y.
 __global__ void __launch_bounds__(kThreads) fp8_kernel(LinearArgs a, const uint8_t* q, int64_t ldq, const float* sx,
-                                                      WeightRef w) {
+                                                      WeightRef w, int splits, float* part) {
   pdl_begin();
 #ifdef PLUMB_FP8_MMA
   constexpr int kLd = kBK + 16;  // 144-byte rows: fragment loads of a warp hit 32 distinct banks
@@ -63,11 +68,11 @@ __global__ void __launch_bounds__(kThreads) fp8_kernel(LinearArgs a, const uint8
   __shared__ __align__(16) uint8_t ws[kBN][kLd];
   const int t = threadIdx.x, warp = t / 32, lane = t % 32, g = lane / 4, tg = lane % 4;
   const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;  // this warp's 32x32 corner of the tile
-  const int64_t grp = blockIdx.z, R = a.R, K = a.K, KB = K / kBK;
+  const int64_t grp = blockIdx.z / splits, split = blockIdx.z % splits, R = a.R, K = a.K, KB = K / kBK;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kBM, r0 = static_cast<int64_t>(blockIdx.x) * kBN;
   const int64_t xblocks = a.groups * KB;  // scale blocks per x row
   float total[2][4][4] = {};
-  for (int64_t kb = 0; kb < KB; ++kb) {
+  for (int64_t kb = split * KB / splits; kb < (split + 1) * KB / splits; ++kb) {
     __syncthreads();
     // 64 rows x 128 bytes per operand = 512 16-byte chunks: 4 per thread per operand.
 #pragma unroll
@@ -131,14 +136,35 @@ __global__ void __launch_bounds__(kThreads) fp8_kernel(LinearArgs a, const uint8
         const int64_t r = r0 + wn + ni * 8 + 2 * tg + (e & 1);
         if (n < a.nrows && r < R) {
           const float v = total[mi][ni][e];
-          a.y[n * a.ldy + grp * R + r] = a.round_bf16 ? round_bf16(v) : v;
+          if (splits > 1)
+            part[(split * a.nrows + n) * a.groups * R + grp * R + r] = v;
+          else
+            a.y[n * a.ldy + grp * R + r] = a.round_bf16 ? round_bf16(v) : v;
         }
       }
 #endif
 }
+
+// y[n][c] = part[0][n][c] + part[1][n][c] + ... in split order (then rounded as asked).
+__global__ void split_sum_kernel(LinearArgs a, int splits, const float* part) {
+  pdl_begin();
+  const int64_t cols = a.groups * a.R, i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= a.nrows * cols) return;
+  const int64_t n = i / cols, c = i % cols;
+  float v = part[i];
+  for (int s = 1; s < splits; ++s) v += part[s * a.nrows * cols + i];
+  a.y[n * a.ldy + c] = a.round_bf16 ? round_bf16(v) : v;
+}
 }  // namespace
 
 bool fp8_mma_built() { return true; }
+
+int fp8_mma_splits(const LinearArgs& a, int multiprocessors) {
+  const int64_t blocks = a.R / kBN * ((a.nrows + kBM - 1) / kBM) * a.groups, KB = a.K / kBK;
+  const int64_t want = (2 * static_cast<int64_t>(multiprocessors) + blocks - 1) / blocks;
+  const int64_t most = std::min(KB / 2, a.K / 256);
+  return static_cast<int>(std::max<int64_t>(1, std::min(want, most)));
+}
 
 gpuError_t act_quant_fp8(const float* x, int64_t ldx, int64_t N, int64_t cols, uint8_t* q, int64_t ldq, float* sx,
                          gpuStream_t s) {
@@ -149,10 +175,16 @@ gpuError_t act_quant_fp8(const float* x, int64_t ldx, int64_t N, int64_t cols, u
 }
 
 gpuError_t linear_fp8_mma(const LinearArgs& a, const uint8_t* q, int64_t ldq, const float* sx, const WeightRef& w,
-                          gpuStream_t s) {
+                          int splits, float* part, gpuStream_t s) {
+  if (a.nrows == 0) return gpuGetLastError();
+  if (splits < 1 || (splits > 1 && !part) || splits > a.K / kBK) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>((a.R + kBN - 1) / kBN), static_cast<unsigned>((a.nrows + kBM - 1) / kBM),
-                  static_cast<unsigned>(a.groups));
-  return a.nrows > 0 ? launch(fp8_kernel, grid, kThreads, 0, s, a, q, ldq, sx, w) : gpuGetLastError();
+                  static_cast<unsigned>(a.groups * splits));
+  const gpuError_t e = launch(fp8_kernel, grid, kThreads, 0, s, a, q, ldq, sx, w, splits, part);
+  if (e != gpuSuccess || splits == 1) return e;
+  const int64_t outs = a.nrows * a.groups * a.R;
+  return launch(split_sum_kernel, static_cast<unsigned>((outs + 255) / 256), 256, 0, s, a, splits,
+                static_cast<const float*>(part));
 }
 
 #else  // HIP: no FP8 matrix instructions on gfx90a
@@ -161,7 +193,9 @@ bool fp8_mma_built() { return false; }
 gpuError_t act_quant_fp8(const float*, int64_t, int64_t, int64_t, uint8_t*, int64_t, float*, gpuStream_t) {
   return gpuErrorNotSupported;
 }
-gpuError_t linear_fp8_mma(const LinearArgs&, const uint8_t*, int64_t, const float*, const WeightRef&, gpuStream_t) {
+int fp8_mma_splits(const LinearArgs&, int) { return 1; }
+gpuError_t linear_fp8_mma(const LinearArgs&, const uint8_t*, int64_t, const float*, const WeightRef&, int, float*,
+                          gpuStream_t) {
   return gpuErrorNotSupported;
 }
 #endif

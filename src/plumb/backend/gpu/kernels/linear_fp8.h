@@ -24,8 +24,16 @@ bool fp8_mma_built();
 // a multiple of 128).
 gpuError_t act_quant_fp8(const float* x, int64_t ldx, int64_t N, int64_t cols, uint8_t* q, int64_t ldq, float* sx,
                          gpuStream_t s);
-// y = x . w^T per group from the quantized x (a.x is ignored; a.ldx unused).
+// How many ways linear_fp8_mma splits K for a (1 = not split): enough blocks for about two a
+// multiprocessor, at least 2 K blocks a split, and at most K / 256 splits, so the partial sums
+// (splits x N x R f32, written and read once, mostly in L2) stay at most a quarter of the
+// weight's bytes at 16 rows. It does not look at N within one 64-row tile.
+int fp8_mma_splits(const LinearArgs& a, int multiprocessors);
+// y = x . w^T per group from the quantized x (a.x is ignored; a.ldx unused). With splits > 1,
+// part holds splits x N x groups x R floats: each split's partial sum (in K order within it), then
+// added in split order by a second launch. A row's result depends on R, K, groups and splits, not
+// on the other rows (up to 64 rows, splits does not change with N: one row tile).
 gpuError_t linear_fp8_mma(const LinearArgs& a, const uint8_t* q, int64_t ldq, const float* sx, const WeightRef& w,
-                          gpuStream_t s);
+                          int splits, float* part, gpuStream_t s);
 
 }  // namespace plumb::gpu::k
