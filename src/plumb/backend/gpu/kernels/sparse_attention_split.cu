@@ -9,8 +9,8 @@
 //      scores and the candidates' row pointers into shared memory with the list of the live
 //      candidates (not a skipped selection slot) in candidate order, runs the plain or the
 //      release's blocked softmax (every thread gets the denominator, summed over the live list),
-//      and each thread sums p_j v_j[d] over the live candidates in order for its own d, 16 rows'
-//      values and scores loaded before their sums. A skipped slot's score is -inf: its e = +0 adds nothing
+//      and each thread sums p_j v_j[d] over the live candidates in order for its own d, 8 rows'
+//      loads issued before their sums. A skipped slot's score is -inf: its e = +0 adds nothing
 //      to any sum, so walking the live list gives bitwise the walk over every slot.
 // Why: the one-kernel form spends a block per head (G = 1 at decode) that walks every candidate
 // with 256 threads for one dot at a time: at B = 1 its 64 blocks left half the SMs idle and each
@@ -22,9 +22,6 @@
 // Prefill too (PERF.md v8): the one-kernel form's block per (row, 2 heads) re-stages every
 // candidate row for 2 heads only, 315 ms per layer for 4,096 rows (ncu, 2026-12-03); it now
 // serves only rows whose candidates overflow the P.V kernel's shared memory.
-// The serial sums (PERF.md v15): a B = 1 CSA P.V launch took 61.6 us at 18% issue-slot use (ncu,
-// 2026-12-05) for 577 candidates: every thread's denominator waited on two dependent shared loads
-// an addition, and the P.V walk on its score's; both now load a batch before adding it.
 #include "plumb/backend/gpu/kernels/attention.h"
 #include "plumb/backend/gpu/kernels/cpu_order.h"
 #include "plumb/backend/gpu/kernels/sparse_attention_common.h"
@@ -39,8 +36,7 @@ constexpr int kWarps = kThreads / 32;  // kWarp is 32 or 64: room for either
 constexpr int kCands = 8;              // candidates per scores block
 constexpr int kHeads = 8;              // heads per scores block
 constexpr int kDims = kThreads;        // output dims per P.V block
-constexpr int kPvLoads = 16;           // candidate rows whose values a thread loads before summing
-constexpr int kSumLoads = 8;           // live scores loaded before their additions in a serial sum
+constexpr int kPvLoads = 8;            // candidate rows whose values a thread loads before summing
 static_assert(kHeads * kCands == 2 * (kThreads / 8), "every 8-lane group computes two dots");
 
 // Scores kernel shared memory: q [kHeads][Dp] and the candidates [kCands][Dp].
@@ -102,33 +98,6 @@ __global__ void __launch_bounds__(kThreads) scores_kernel(SparseAttnArgs a, int6
   }
 }
 
-// s + sc[lv[i0]] + ... + sc[lv[i1 - 1]] in order (live-list entries i0 to i1): kSumLoads entries'
-// scores are loaded before their additions, so the serial sum waits on shared memory once a batch,
-// not twice an addition (every thread runs it: the denominator each needs).
-__device__ float add_live_scores(float s, const float* sc, const uint16_t* lv, int i0, int i1) {
-  int i = i0;
-  for (; i + kSumLoads <= i1; i += kSumLoads) {
-    float v[kSumLoads];
-#pragma unroll
-    for (int u = 0; u < kSumLoads; ++u) v[u] = sc[lv[i + u] & kCandIndex];
-#pragma unroll
-    for (int u = 0; u < kSumLoads; ++u) s = __fadd_rn(s, v[u]);
-  }
-  for (; i < i1; ++i) s = __fadd_rn(s, sc[lv[i] & kCandIndex]);
-  return s;
-}
-
-// The first live-list entry at or after candidate j (lv is in candidate order).
-__device__ int live_lower_bound(const uint16_t* lv, int nlive, int64_t j) {
-  int lo = 0, hi = nlive;
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if ((lv[mid] & kCandIndex) < j) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
 // ---- the softmax forms of sparse_attention_common.h with the denominator summed over the live
 // candidates lv[0, nlive) (candidate order) instead of every slot. A skipped slot's score is -inf
 // and the running max is finite (the window's candidates are live and come first, in block 0), so
@@ -137,14 +106,13 @@ __device__ int live_lower_bound(const uint16_t* lv, int nlive, int64_t j) {
 
 // blocked_softmax: block maxima over the slots, then l = sum over blocks of l * alpha_b + (the
 // block's live e_j in order), block after block (an empty block keeps m and adds 0, as before).
-// lend[b]: where block b's live candidates end in the live list.
 __device__ float blocked_softmax_live(const SparseAttnArgs& a, const RowCtx& c, float sink, float* sc, float* bmax,
-                                      int* lend, int64_t nb, const uint16_t* lv, int nlive) {
+                                      int* bend, int64_t nb, const uint16_t* lv, int nlive) {
   for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
     float mx = -INFINITY;
     for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) mx = fmaxf(mx, sc[j]);
     bmax[b] = mx;
-    lend[b] = live_lower_bound(lv, nlive, first_cand(a, c, b + 1));
+    bend[b] = static_cast<int>(first_cand(a, c, b + 1));
   }
   __syncthreads();
   if (threadIdx.x == 0)
@@ -155,8 +123,11 @@ __device__ float blocked_softmax_live(const SparseAttnArgs& a, const RowCtx& c, 
       sc[j] = exp_cr(sc[j] - bmax[b]);
   __syncthreads();
   float l = 0.f, m = -INFINITY;
+  int i = 0;
   for (int64_t b = 0; b < nb; ++b) {
-    const float bs = add_live_scores(0.f, sc, lv, b > 0 ? lend[b - 1] : 0, lend[b]);
+    const int end = bend[b];
+    float bs = 0.f;
+    for (; i < nlive && (lv[i] & kCandIndex) < end; ++i) bs = __fadd_rn(bs, sc[lv[i] & kCandIndex]);
     l = __fadd_rn(__fmul_rn(l, exp_cr(m - bmax[b])), bs);
     m = bmax[b];
   }
@@ -177,7 +148,8 @@ __device__ float plain_softmax_live(const SparseAttnArgs& a, const RowCtx& c, fl
   mx = block_max(mx, red);  // also a barrier: every score is written
   for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) sc[j] = exp_cr(sc[j] - mx);
   __syncthreads();
-  float sum = add_live_scores(0.f, sc, lv, 0, nlive);
+  float sum = 0.f;
+  for (int i = 0; i < nlive; ++i) sum = __fadd_rn(sum, sc[lv[i] & kCandIndex]);
   sum = __fadd_rn(sum, exp_cr(sink - mx));  // the sink: a logit with a zero value
   __syncthreads();  // every thread has summed the unrounded values
   if (a.bf16_probs)
@@ -191,7 +163,7 @@ __global__ void __launch_bounds__(kThreads) pv_kernel(SparseAttnArgs a) {
   pdl_begin();
   extern __shared__ float4 pv_smem[];  // the live rows [max_cand], the scores [max_cand], lv [max_cand]
   __shared__ float bmax[kMaxProbBlocks];
-  __shared__ int lend[kMaxProbBlocks];  // block b's live candidates end before live-list entry lend[b]
+  __shared__ int bend[kMaxProbBlocks];  // block b's candidates end before bend[b]
   __shared__ float red[kWarps];
   __shared__ int wlive[kWarps];
   const int64_t row = a.row0 + blockIdx.x / a.H, h = blockIdx.x % a.H;
@@ -241,7 +213,7 @@ __global__ void __launch_bounds__(kThreads) pv_kernel(SparseAttnArgs a) {
   }
   const int nb = static_cast<int>(prob_blocks(a, c));
   const float sink = weight_at(a.sink, h / a.sink.cols, h % a.sink.cols);
-  const float l = nb > 0 ? blocked_softmax_live(a, c, sink, sc, bmax, lend, nb, lv, nlive)
+  const float l = nb > 0 ? blocked_softmax_live(a, c, sink, sc, bmax, bend, nb, lv, nlive)
                          : plain_softmax_live(a, c, sink, sc, red, lv, nlive);
   if (d >= a.Dh) return;  // (after the softmax's barriers)
   // o = sum_j p_j v_j[d] over the live candidates in order; with blocks (nb > 0): acc = acc *
@@ -249,32 +221,31 @@ __global__ void __launch_bounds__(kThreads) pv_kernel(SparseAttnArgs a) {
   // without a live candidate is still closed: the same additions and closes in the same order as
   // the walk over every slot, which added nothing for a skipped one.
   PvSum o;
-  int b = 0, end = nb > 0 ? lend[0] : nlive;  // where block b's live entries end
+  int b = 0, end = nb > 0 ? bend[0] : static_cast<int>(c.nc);
   auto flush = [&] {
     o.close_block(bmax[b]);
     ++b;
-    end = b < nb ? lend[b] : nlive;
+    end = b < nb ? bend[b] : static_cast<int>(c.nc);
   };
   auto value = [&](int i) {
     return (lv[i] & kEncodedRow) ? backend::kv_value(a.comp.spec, static_cast<const uint8_t*>(rows[i]), d)
                                  : static_cast<const float*>(rows[i])[d];
   };
-  auto add = [&](int i, float p, float v) {
+  auto add = [&](int i, float v) {
+    const int j = lv[i] & kCandIndex;
     if (nb > 0)
-      while (i >= end) flush();
-    o.add(__fmul_rn(p, v), nb > 0);
+      while (j >= end) flush();
+    o.add(__fmul_rn(sc[j], v), nb > 0);
   };
   int i = 0;
-  for (; i + kPvLoads <= nlive; i += kPvLoads) {  // kPvLoads rows' values and scores loaded before their sums
-    float v[kPvLoads], p[kPvLoads];
+  for (; i + kPvLoads <= nlive; i += kPvLoads) {  // kPvLoads rows' loads issued before their sums
+    float v[kPvLoads];
 #pragma unroll
     for (int u = 0; u < kPvLoads; ++u) v[u] = value(i + u);
 #pragma unroll
-    for (int u = 0; u < kPvLoads; ++u) p[u] = sc[lv[i + u] & kCandIndex];
-#pragma unroll
-    for (int u = 0; u < kPvLoads; ++u) add(i + u, p[u], v[u]);
+    for (int u = 0; u < kPvLoads; ++u) add(i + u, v[u]);
   }
-  for (; i < nlive; ++i) add(i, sc[lv[i] & kCandIndex], value(i));
+  for (; i < nlive; ++i) add(i, value(i));
   if (nb > 0)
     while (b < nb) flush();
   const float y = o.acc / l;
