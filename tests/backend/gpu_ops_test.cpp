@@ -279,6 +279,7 @@ TEST_F(GpuOps, LinearFp8TensorCores) {
 // weights with a partial last block of 256 rows, 2 groups, K from one 32-column stage to 4,096;
 // and exactly: a one-hot weight (w[r][k] = 1 where k = r) gives back x bit for bit, which holds
 // only if x's three parts add up to x and every k-slot pairs the right x and weight columns.
+// Split K runs 1, 2, 4 and 16 ways across the cases (f32_mma_splits, 132 SMs).
 TEST_F(GpuOps, LinearF32MmaIsTheF32Product) {
 #if defined(PLUMB_WITH_CUDA)
   ASSERT_TRUE(set_path(TestLinearPath::F32Mma));
@@ -295,6 +296,21 @@ TEST_F(GpuOps, LinearF32MmaIsTheF32Product) {
     const WeightView view = w.view();
     check(std::string("f32 mma, ") + c.what, f32_tol(c.K),
           [&](Backend& be) { return be.linear(up(be, x, {c.N, c.G * c.K}), view, LinearOpts{c.G, false, Round::None}); });
+  }
+  {  // Split K (16 ways for 1,024 x 4,096 on an H200) does not look at the rows: a row's result
+     // is the same whatever rows beside it (1-, 5- and 40-row calls, 1 to 5 n-tiles).
+    const int64_t R = 1024, K = 4096;
+    const OwnedWeight w = bf16_weight({R, K}, rnd(R * K, 0.05f));
+    const WeightView view = w.view();
+    const std::vector<float> x = rnd(40 * K);
+    auto rows = [&](int64_t n) {
+      const std::vector<float> xn(x.begin(), x.begin() + n * K);
+      return host(*gpu, gpu->linear(up(*gpu, xn, {n, K}), view, {}));
+    };
+    const std::vector<float> y40 = rows(40);
+    for (int64_t n : {1, 5})
+      EXPECT_EQ(std::memcmp(rows(n).data(), y40.data(), static_cast<std::size_t>(n * R) * sizeof(float)), 0)
+          << ctx("f32 mma: the first " + std::to_string(n) + " row(s) differ from the same rows of a 40-row call");
   }
   const int64_t N = 5, K = 256;
   std::vector<float> one_hot(static_cast<std::size_t>(K * K), 0.f);

@@ -57,7 +57,7 @@ inline std::vector<LinearCase> linear_bf16_weight_cases() {
 inline std::vector<LinearCase> linear_fp8_cases() {
   return {
       {16, 1024, 4096, 1, "q_lora from hidden, 16 rows"},
-      {1, 4096, 1024, 1, "1 row (PLUMB_GPU_FP8_MIN_ROWS=1)"},
+      {1, 4096, 1024, 1, "1 row (forced: Auto takes the GEMV)"},
       {8, 8192, 1024, 1, "8 rows (a batch-8 decode step)"},
       {200, 512, 1024, 1, "200 rows (partial row tile)"},
       {33, 2 * 1024, 4096, 2, "grouped o projection"},

@@ -228,10 +228,6 @@ class GpuBackend final : public Backend {
   bool split_attention_ = true;  // PLUMB_GPU_ATTN=one-kernel: sparse attention never splits (A/B)
   bool fused_act_quant_ = true;  // PLUMB_GPU_ACT_QUANT=separate: act_fp8 by its own launch (A/B)
   bool fp8_tensor_cores_ = true;  // PLUMB_GPU_PATH
-  // The fewest x rows the FP8 tensor-core GEMM takes (PLUMB_GPU_FP8_MIN_ROWS, an A/B of batched
-  // decode: the 8-row GEMV reads weights 3.5x slower per byte than the 1-row one, PERF.md v12).
-  // Fewer rows take the GEMV, whose rows do not depend on the batch (GemvRowsIndependentOfBatch).
-  int64_t fp8_min_rows_ = 9;
   std::deque<ExpertTable> expert_tables_;  // one per routed expert set (a layer), references stay valid
   unsigned cpu_order_sites_ = 0;  // OrderSite bits
   std::shared_ptr<DeviceAllocator> alloc_;

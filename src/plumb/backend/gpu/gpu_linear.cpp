@@ -1,14 +1,15 @@
 // GPU backend: linear(). Host side: the op's checks (op_checks.h), the activation FP8
 // round trip, and the choice of kernel (kernels/linear.h):
-//   N <= 8                       GEMV (decode; memory-bound, weight bytes read once)
-//   N <= kGemvLoopMaxRows        GEMV, 8 rows a pass, unless FP8 tensor cores apply (below;
-//                                from 9 rows, or from PLUMB_GPU_FP8_MIN_ROWS: fp8_min_rows_)
+//   N == 1                       GEMV (decode; memory-bound, weight bytes read once)
+//   N <= kGemvLoopMaxRows        GEMV, 8 rows a pass, unless FP8 tensor cores apply (below; from
+//                                kFp8MinRows)
 //   reference (no act_fp8, f32)  SIMT f32 GEMM: exact f32 products like the CPU
 //   faithful, act_fp8, FP8 weight FP8 tensor-core GEMM on sm_90 (Hopper), kernels/linear_fp8.h,
 //                                when K % 128 == 0 and R % 64 == 0
-//   f32 x, BF16 weight, tall     2 to 64 rows: path (f), the exact three-part bf16 split of x on
-//                                the tensor cores, the weight read once (kernels/linear_f32_mma.cu;
-//                                CUDA only; the f32 head at B = 32 2.95 -> 0.51 ms, PERF.md v14)
+//   f32 x, BF16 weight           2 to 64 rows: path (f), the exact three-part bf16 split of x on
+//                                the tensor cores, the weight read once, K split for short
+//                                weights (kernels/linear_f32_mma.cu; CUDA only; the f32 head at
+//                                B = 32 2.95 -> 0.51 ms, PERF.md v14)
 //   faithful (act_fp8 or bf16)   bf16 matrix-core GEMM, when bf16 holds the weight exactly
 //                                (BF16, FP8 with ue8m0 scales, FP4) or bf16_weight rounds it
 //                                there anyway (V3 faithful); else the SIMT GEMM. mma.sync on
@@ -38,6 +39,16 @@ namespace {
 // and 94 us a pass, docs/PERF.md v4). Its products are exact f32 ones: for the bf16 GEMM's
 // inputs (bf16-exact by then in faithful) the same values, summed in another order.
 constexpr int64_t kGemvLoopMaxRows = 64;
+// From 2 rows FP8 act_fp8 linears take the FP8 tensor cores: the 8-row GEMV reads weights 3.5x
+// slower per byte than the 1-row one (PERF.md v12), and with split K the tensor-core GEMM beat it
+// on every decode shape at 8 rows (B = 8 step 4.18 -> 3.46 ms, PERF.md v15). One row keeps the
+// 1-row GEMV (wkv 6.4 us against 13): a sequence's rows in the fast order differ between a step
+// where it runs alone and one beside others (as they did past 8 rows); the CPU order is unchanged.
+constexpr int64_t kFp8MinRows = 2;
+// Path (f) in Auto from this many blocks (after split K): the head (505 blocks), the compressor's
+// 1,024 x 4,096 (4 x 16) and the router gate's 256 x 4,096 (1 x 16), whose GEMV reads the weight
+// once per 8 rows (PERF.md v15 measures each).
+constexpr int64_t kF32MmaMinBlocks = 16;
 
 // Path (d) needs the FP8 tensor cores (GpuBackend::fp8_tensor_cores), an FP8 weight used as
 // stored (no bf16_weight) and whole 128-wide K blocks and 64-row weight tiles.
@@ -60,7 +71,7 @@ GpuBackend::LinearPath GpuBackend::resolve_linear_path(LinearPath path, int64_t 
   if (path == LinearPath::Auto && cpu_order(kLinear)) return LinearPath::CpuOrder;
   if (path != LinearPath::Auto) return path;
   const bool faithful = o.act_fp8 || o.out == Round::BF16;
-  if (N >= fp8_min_rows_ && fp8_tensor_cores() && fp8_eligible(wr, o, K, R)) return LinearPath::Fp8;
+  if (N >= kFp8MinRows && fp8_tensor_cores() && fp8_eligible(wr, o, K, R)) return LinearPath::Fp8;
   if (N <= kGemvLoopMaxRows) return LinearPath::Gemv;
   return faithful && (bf16_exact(wr) || o.bf16_weight) ? LinearPath::Mma : LinearPath::Simt;
 }
@@ -89,21 +100,30 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
   a.round_bf16 = o.out == Round::BF16;
   a.round_w = o.bf16_weight;
 
+  // Split K's partial sums (paths (d) and (f)): splits x N x G*R floats, none when not split.
+  Tensor part;
+  auto partials = [&](int splits) -> float* {
+    if (splits <= 1) return nullptr;
+    part = alloc(ElemType::F32, {splits, N, G * R});
+    return dev_f32(part);
+  };
   const bool fp8_ok = fp8_tensor_cores() && fp8_eligible(wr, o, K, R);
   const LinearPath asked = path;
   path = resolve_linear_path(path, N, wr, o, K, R);
-  // Path (f): forced (a test), or in Auto for tall weights (a block per 256
-  // weight rows: at least one a multiprocessor) and 2 to 64 x rows; the GEMV keeps one row (read
-  // once either way). Its eligibility is asked only then, not on every call.
+  // Path (f): forced (a test), or in Auto for 2 to 64 x rows where its blocks (one per 256 weight
+  // rows, times its splits of K) are at least kF32MmaMinBlocks; the GEMV keeps one row (read once
+  // either way). Its eligibility is asked only then, not on every call.
   if (path == LinearPath::F32Mma && (o.act_fp8 || !k::f32_mma_ok(a, wr)))
     fail("linear: path (f) (f32 x bf16 on the tensor cores) needs a CUDA build, a BF16 weight, no act_fp8, bf16_weight "
          "or bf16 output, K % 32 == 0, at most {} x rows and 16-byte aligned x rows (weight '{}' [{}, {}], {} x rows)",
          k::kF32MmaMaxRows, w.name, w.rows(), K, N);
   if (asked == LinearPath::Auto && N >= 2 && (path == LinearPath::Gemv || path == LinearPath::Simt) &&
-      !o.act_fp8 && k::f32_mma_ok(a, wr) && k::f32_mma_blocks(a) >= info_.multiprocessors)
+      !o.act_fp8 && k::f32_mma_ok(a, wr) &&
+      k::f32_mma_blocks(a) * k::f32_mma_splits(a, info_.multiprocessors) >= kF32MmaMinBlocks)
     path = LinearPath::F32Mma;
   if (path == LinearPath::F32Mma) {
-    check_launch(k::linear_f32_mma(a, wr, stream_), "linear (f32 mma)");
+    const int splits = k::f32_mma_splits(a, info_.multiprocessors);
+    check_launch(k::linear_f32_mma(a, wr, splits, partials(splits), stream_), "linear (f32 mma)");
     return y;
   }
   if (path == LinearPath::Fp8) {
@@ -116,8 +136,7 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
     auto* codes = static_cast<uint8_t*>(dev_ptr(q));
     check_launch(k::act_quant_fp8(src, in, N, in, codes, in, dev_f32(sx), stream_), "linear act_fp8 (fp8)");
     const int splits = k::fp8_mma_splits(a, info_.multiprocessors);
-    Tensor part = splits > 1 ? alloc(ElemType::F32, {splits, N, G * R}) : Tensor();
-    check_launch(k::linear_fp8_mma(a, codes, in, dev_f32(sx), wr, splits, splits > 1 ? dev_f32(part) : nullptr, stream_),
+    check_launch(k::linear_fp8_mma(a, codes, in, dev_f32(sx), wr, splits, partials(splits), stream_),
                  "linear (fp8 mma)");
     return y;
   }

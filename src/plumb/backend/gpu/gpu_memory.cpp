@@ -167,13 +167,6 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
            path);
     fp8_tensor_cores_ = std::strcmp(path, "auto") == 0;
   }
-  if (const char* rows = std::getenv("PLUMB_GPU_FP8_MIN_ROWS"); rows && *rows) {  // for A/B measurements
-    char* end = nullptr;
-    const long v = std::strtol(rows, &end, 10);
-    if (*end != '\0' || v < 1 || v > 65)
-      fail("PLUMB_GPU_FP8_MIN_ROWS is '{}': expected the fewest x rows (1 to 65) the FP8 tensor-core GEMM takes", rows);
-    fp8_min_rows_ = v;
-  }
 }
 
 unsigned GpuBackend::parse_order(const std::string& order) {

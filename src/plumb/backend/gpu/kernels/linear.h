@@ -40,12 +40,20 @@ gpuError_t linear_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 // (nothing rounded: an f32 GEMM up to summation order), the weight read once for up to
 // kF32MmaMaxRows x rows (linear_f32_mma.cu). CUDA only (f32_mma_built); f32_mma_ok says whether it
 // takes a (BF16 weight, no rounding of weight, output or x, K % 32 == 0, x 16-byte aligned rows);
-// f32_mma_blocks is its grid's size (it suits tall weights: 256 weight rows a block).
+// f32_mma_blocks is its grid's size before split K (256 weight rows a block), f32_mma_splits the
+// ways it splits K (1: not split) for about one block a multiprocessor, at least 4 stages of 32
+// columns a split and at most K / 256 splits; it does not look at the rows, so a row's result
+// does not depend on the rows beside it. With splits > 1, part holds splits x N x groups x R
+// floats (linear_split_sum adds them).
 constexpr int64_t kF32MmaMaxRows = 64;
 bool f32_mma_built();
 bool f32_mma_ok(const LinearArgs& a, const WeightRef& w);
 int64_t f32_mma_blocks(const LinearArgs& a);
-gpuError_t linear_f32_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
+int f32_mma_splits(const LinearArgs& a, int multiprocessors);
+gpuError_t linear_f32_mma(const LinearArgs& a, const WeightRef& w, int splits, float* part, gpuStream_t s);
+// Split K (paths (d) and (f), linear_split.cu): y = the sum of part[0, splits) [N][groups * R] in
+// split order, rounded to bf16 when a.round_bf16.
+gpuError_t linear_split_sum(const LinearArgs& a, int splits, const float* part, gpuStream_t s);
 // (c) with the SIMT loop on every target (same tiles, same numerics, accumulation order aside):
 // the fallback when the matrix-core kernel fails the self-check, and that check's reference.
 gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s);

@@ -12,8 +12,9 @@
 // below bf16's normal range (|x| < ~2^-110) may lose bits.
 //
 // Shape: weights are the MMA's A side (16 weight rows an m-tile), x rows the B side (8 an n-tile,
-// NT n-tiles for up to 8 NT rows). A warp owns 32 weight rows (2 m-tiles) over all of K; a block
-// of 8 warps 256 rows, and x's three parts for 32 columns at a time in shared memory (staged by
+// NT n-tiles for up to 8 NT rows). A warp owns 32 weight rows (2 m-tiles) over all of K (or its
+// split's range of K, when the weight's blocks are fewer than the multiprocessors); a block of 8
+// warps 256 rows, and x's three parts for 32 columns at a time in shared memory (staged by
 // the block, double-buffered: one barrier a stage). The summation order within 16 columns is
 // free, so each lane loads 16 contiguous bytes of a weight row (columns 8 tig .. 8 tig + 7 of a
 // 32-column stage) and reads x at the same 8 columns: A's and B's k-slots stay paired (mma_bf16's
@@ -21,6 +22,8 @@
 // slots 8 + 2 tig, 9 + 2 tig <- columns 8 tig + {2, 3} or {6, 7}). The next stage's weights are
 // loaded (streaming) before this stage's MMAs. CUDA sm_80+ only: elsewhere linear() never takes
 // this path (f32_mma_built).
+#include <algorithm>
+
 #include "plumb/backend/gpu/gpu_numerics.h"
 #include "plumb/backend/gpu/kernels/linear.h"
 #include "plumb/backend/gpu/kernels/linear_common.h"
@@ -97,15 +100,20 @@ struct XStager {
 
 #endif
 
-// grid (ceil(R / kBlockRows), groups); NT: x rows up to 8 NT (a.nrows <= 8 NT). 2 blocks per SM
-// (<= 128 registers) up to 32 rows; 64 rows' 64 accumulators need more (1 block per SM).
+// grid (ceil(R / kBlockRows), groups, splits); NT: x rows up to 8 NT (a.nrows <= 8 NT). 2 blocks
+// per SM (<= 128 registers) up to 32 rows; 64 rows' 64 accumulators need more (1 block per SM).
+// Split z takes stages [z * stages / splits, (z + 1) * stages / splits) and writes its unrounded
+// sums to part[z] when splits > 1, else y.
 template <int NT>
-__global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2) f32_mma_kernel(LinearArgs a, WeightRef w) {
+__global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
+    f32_mma_kernel(LinearArgs a, WeightRef w, int splits, float* part) {
 #ifdef PLUMB_MMA_BF16
   __shared__ XStage<NT> stage[2];
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int g = lane / 4, tig = lane % 4;
-  const int64_t R = a.R, K = a.K, group = blockIdx.y;
+  const int64_t R = a.R, K = a.K, group = blockIdx.y, split = blockIdx.z;
+  const int64_t st0 = split * (K / kStage) / splits, stages = (split + 1) * (K / kStage) / splits - st0;
+  const int64_t k0 = st0 * kStage;  // this split's first column
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kBlockRows + warp * kWarpRows;
   // Lane's weight rows: m-tile i, half h (rows g and g + 8); rows past R read row R - 1 (not stored).
   const uint8_t* wrow[2][2];
@@ -114,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2) f32_mma_kernel(Line
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = r0 + 16 * i + 8 * h + g;
-      wrow[i][h] = w.data + 2 * ((group * R + (r < R ? r : R - 1)) * w.cols + 8 * tig);
+      wrow[i][h] = w.data + 2 * ((group * R + (r < R ? r : R - 1)) * w.cols + k0 + 8 * tig);
     }
   uint4 cur[2][2], nxt[2][2];
 #pragma unroll
@@ -124,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2) f32_mma_kernel(Line
   pdl_wait();  // (the weights are no kernel's output; x is the previous kernel's)
   pdl_release();
   XStager<NT> xs;
-  xs.load(a, 0);
+  xs.load(a, k0);
   xs.store(stage[0]);
   __syncthreads();
   float acc[2][NT][4] = {};
@@ -145,13 +153,12 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2) f32_mma_kernel(Line
         }
       }
   };
-  const int64_t stages = K / kStage;
   for (int64_t st = 0; st + 1 < stages; ++st) {  // the next stage's weights and x out first
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) nxt[i][h] = load_stream(wrow[i][h] + 2 * (st + 1) * kStage);
-    xs.load(a, (st + 1) * kStage);
+    xs.load(a, k0 + (st + 1) * kStage);
     mma_stage(stage[st & 1]);
     xs.store(stage[(st + 1) & 1]);  // its last readers passed the previous barrier
     __syncthreads();
@@ -169,7 +176,11 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2) f32_mma_kernel(Line
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int64_t r = r0 + 16 * i + g + 8 * (e >> 1), n = 8 * j + 2 * tig + (e & 1);
-        if (r < R && n < a.nrows) a.y[n * a.ldy + group * R + r] = acc[i][j][e];
+        if (r >= R || n >= a.nrows) continue;
+        if (splits > 1)
+          part[(split * a.nrows + n) * a.groups * R + group * R + r] = acc[i][j][e];
+        else
+          a.y[n * a.ldy + group * R + r] = acc[i][j][e];
       }
 #else
   pdl_begin();  // (HIP, never launched there: f32_mma_built() is false; and nvcc's host pass)
@@ -177,9 +188,10 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2) f32_mma_kernel(Line
 }
 
 template <int NT>
-gpuError_t launch_nt(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
-  const dim3 grid(static_cast<unsigned>((a.R + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(a.groups));
-  return launch(f32_mma_kernel<NT>, grid, kThreads, 0, s, a, w);
+gpuError_t launch_nt(const LinearArgs& a, const WeightRef& w, int splits, float* part, gpuStream_t s) {
+  const dim3 grid(static_cast<unsigned>((a.R + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(a.groups),
+                  static_cast<unsigned>(splits));
+  return launch(f32_mma_kernel<NT>, grid, kThreads, 0, s, a, w, splits, part);
 }
 
 }  // namespace
@@ -200,13 +212,21 @@ bool f32_mma_ok(const LinearArgs& a, const WeightRef& w) {
 
 int64_t f32_mma_blocks(const LinearArgs& a) { return (a.R + kBlockRows - 1) / kBlockRows * a.groups; }
 
-gpuError_t linear_f32_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
+int f32_mma_splits(const LinearArgs& a, int multiprocessors) {
+  const int64_t blocks = f32_mma_blocks(a), want = (multiprocessors + blocks - 1) / blocks;
+  const int64_t most = std::min(a.K / kStage / 4, a.K / 256);
+  return static_cast<int>(std::max<int64_t>(1, std::min(want, most)));
+}
+
+gpuError_t linear_f32_mma(const LinearArgs& a, const WeightRef& w, int splits, float* part, gpuStream_t s) {
   if (a.R <= 0 || a.groups <= 0) return gpuGetLastError();
   if (!f32_mma_ok(a, w)) return gpuErrorNotSupported;
-  if (a.nrows <= 8) return launch_nt<1>(a, w, s);
-  if (a.nrows <= 16) return launch_nt<2>(a, w, s);
-  if (a.nrows <= 32) return launch_nt<4>(a, w, s);
-  return launch_nt<8>(a, w, s);
+  if (splits < 1 || (splits > 1 && !part) || splits > a.K / kStage) return gpuErrorNotSupported;
+  const gpuError_t e = a.nrows <= 8    ? launch_nt<1>(a, w, splits, part, s)
+                       : a.nrows <= 16 ? launch_nt<2>(a, w, splits, part, s)
+                       : a.nrows <= 32 ? launch_nt<4>(a, w, splits, part, s)
+                                       : launch_nt<8>(a, w, splits, part, s);
+  return e != gpuSuccess || splits == 1 ? e : linear_split_sum(a, splits, part, s);
 }
 
 }  // namespace plumb::gpu::k

@@ -1,11 +1,14 @@
 // linear() path (d): FP8 e4m3 mma.sync on sm_89+ (see linear_fp8.h for the numerics).
 // Tiles: 64 rows of x by 64 weight rows by 128 K (one scale block), 4 warps of 32x32, each warp
-// 2 x 4 m16n8k32 MMAs per 32-wide K step. Split K when the tiles alone are too few blocks for the
-// device (decode: 1 row tile; wkv's 512 rows are 8 blocks that each walked all 32 K blocks with
-// synchronous loads, 52 us for 2 MB at 32 rows whatever the rows, PERF.md v15). Expected (untuned, synchronous 16-byte tile loads, no
+// 2 x 4 m16n8k32 MMAs per 32-wide K step. Expected (untuned, synchronous 16-byte tile loads, no
 // double buffering): a few hundred TFLOP/s at most, well under wgmma's ceiling; what it buys now
 // is reading 1-byte weights and activations through the tensor cores instead of decoding to bf16.
+// Split K when the tiles alone are too few blocks for the device (decode: one row tile; wkv's 512
+// rows were 8 blocks that each walked all 32 K blocks with synchronous loads, 52 us for 2 MB at 8
+// or 32 rows; 13 us split 16 ways, PERF.md v15).
 #include "plumb/backend/gpu/kernels/linear_fp8.h"
+
+#include <algorithm>
 
 #include "plumb/backend/gpu/gpu_numerics.h"
 #include "plumb/backend/gpu/kernels/launch.h"
@@ -57,10 +60,10 @@ __device__ __forceinline__ void mma_e4m3(float* d, const uint32_t* a, const uint
 #endif
 
 // grid (R / kBN, ceil(N / kBM), groups * splits): split s of a group sums K blocks
-// [s * KB / splits, (s + 1) * KB / splits) and writes its unrounded total to part[s] when splits > 1
-// (split_sum_kernel adds them), else y.
+// [s * KB / splits, (s + 1) * KB / splits) and writes its unrounded total to partials[s] when
+// splits > 1 (linear_split_sum adds them), else y.
 __global__ void __launch_bounds__(kThreads) fp8_kernel(LinearArgs a, const uint8_t* q, int64_t ldq, const float* sx,
-                                                      WeightRef w, int splits, float* part) {
+                                                      WeightRef w, int splits, float* partials) {
   pdl_begin();
 #ifdef PLUMB_FP8_MMA
   constexpr int kLd = kBK + 16;  // 144-byte rows: fragment loads of a warp hit 32 distinct banks
@@ -137,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) fp8_kernel(LinearArgs a, const uint8
         if (n < a.nrows && r < R) {
           const float v = total[mi][ni][e];
           if (splits > 1)
-            part[(split * a.nrows + n) * a.groups * R + grp * R + r] = v;
+            partials[(split * a.nrows + n) * a.groups * R + grp * R + r] = v;
           else
             a.y[n * a.ldy + grp * R + r] = a.round_bf16 ? round_bf16(v) : v;
         }
@@ -145,16 +148,6 @@ __global__ void __launch_bounds__(kThreads) fp8_kernel(LinearArgs a, const uint8
 #endif
 }
 
-// y[n][c] = part[0][n][c] + part[1][n][c] + ... in split order (then rounded as asked).
-__global__ void split_sum_kernel(LinearArgs a, int splits, const float* part) {
-  pdl_begin();
-  const int64_t cols = a.groups * a.R, i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= a.nrows * cols) return;
-  const int64_t n = i / cols, c = i % cols;
-  float v = part[i];
-  for (int s = 1; s < splits; ++s) v += part[s * a.nrows * cols + i];
-  a.y[n * a.ldy + c] = a.round_bf16 ? round_bf16(v) : v;
-}
 }  // namespace
 
 bool fp8_mma_built() { return true; }
@@ -181,10 +174,7 @@ gpuError_t linear_fp8_mma(const LinearArgs& a, const uint8_t* q, int64_t ldq, co
   const dim3 grid(static_cast<unsigned>((a.R + kBN - 1) / kBN), static_cast<unsigned>((a.nrows + kBM - 1) / kBM),
                   static_cast<unsigned>(a.groups * splits));
   const gpuError_t e = launch(fp8_kernel, grid, kThreads, 0, s, a, q, ldq, sx, w, splits, part);
-  if (e != gpuSuccess || splits == 1) return e;
-  const int64_t outs = a.nrows * a.groups * a.R;
-  return launch(split_sum_kernel, static_cast<unsigned>((outs + 255) / 256), 256, 0, s, a, splits,
-                static_cast<const float*>(part));
+  return e != gpuSuccess || splits == 1 ? e : linear_split_sum(a, splits, part, s);
 }
 
 #else  // HIP: no FP8 matrix instructions on gfx90a
