@@ -93,6 +93,27 @@ inline Batched run_batched(const std::vector<Request>& reqs, const EngineOptions
   return b;
 }
 
+inline void expect_same(const std::vector<RequestResult>& alone, const std::vector<RequestResult>& batched,
+                        const std::string& what);
+
+// Batched runs of reqs (each checked against `alone`) until one preempts, at most `tries` runs
+// with seeds seed, seed + 1, ...; returns that run's preemptions (0: none did). Whether requests
+// compete for KV blocks depends on when the engine thread sees them: on a loaded machine the
+// client thread can be descheduled between submits and the requests then run one after another
+// (seen once under ctest -j2), so a single run cannot promise a preemption.
+inline std::int64_t preemptions_within(int tries, const std::vector<RequestResult>& alone,
+                                       const std::vector<Request>& reqs, const EngineOptions& o, std::uint64_t seed,
+                                       const std::string& dir, std::uint64_t max_gap_us, const std::string& what,
+                                       const LoadOptions& load = kCpu) {
+  for (int t = 0; t < tries; ++t) {
+    const Batched b = run_batched(reqs, o, seed + static_cast<std::uint64_t>(t), dir, max_gap_us, load);
+    expect_same(alone, b.results, what + " (run " + std::to_string(t + 1) + ")");
+    EXPECT_EQ(b.stats.kv_blocks_used, 0) << what;
+    if (b.stats.preemptions_total > 0) return b.stats.preemptions_total;
+  }
+  return 0;
+}
+
 inline void expect_same(const std::vector<RequestResult>& alone, const std::vector<RequestResult>& batched, const std::string& what) {
   for (std::size_t i = 0; i < alone.size(); ++i) {
     EXPECT_EQ(batched[i].finish, alone[i].finish) << what << " request " << i << ": " << batched[i].error;
