@@ -3,7 +3,9 @@
 # (it reuses /tmp/plumb-device and the synthetic at $CKPT): the long checks that leave the GPU
 # mostly idle, side by side, each under its own timeout, logs in $OUT/long.tgz:
 #   RACE_FILTER   compute-sanitizer racecheck, one process per test of this gtest filter (issue 19
-#                 item 4: racecheck serializes shared-memory accesses, one test can take minutes)
+#                 item 4: racecheck serializes shared-memory accesses, one test can take minutes);
+#                 RACE_SHARDS=n: n processes per test, each running a share of its cases
+#                 (PLUMB_TEST_CASES=k/n, the long per-case loops of tests/backend/gpu_test_util.h)
 #   KVQ_CONTEXTS  plumb_kv_quality on $KVQ_IDS random ids of the synthetic at these contexts
 #                 (issue 15 item 7), Markdown kvq.md in the tarball
 #   STEP17=1      the release's inference code on the block-aligned fixture (issue 13 item 1; carry
@@ -15,10 +17,15 @@ limit=${LONG_TIMEOUT:-500}
 declare -A jobs=()
 if [ -n "${RACE_FILTER:-}" ]; then
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  shards=${RACE_SHARDS:-1}
   for t in $(plumb_tests --gtest_list_tests --gtest_filter="$RACE_FILTER" | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
-    log="$OUT/race-$(echo "$t" | tr -c 'A-Za-z0-9_.\n' _).log"
-    timeout "$limit" "$cs" --tool racecheck --error-exitcode 9 plumb_tests --gtest_filter="$t" > "$log" 2>&1 &
-    jobs[race $t]=$!
+    for k in $(seq 0 $((shards - 1))); do
+      name="$t"; [ "$shards" -gt 1 ] && name="$t.$k-of-$shards"
+      log="$OUT/race-$(echo "$name" | tr -c 'A-Za-z0-9_.\n-' _).log"
+      PLUMB_TEST_CASES=$([ "$shards" -gt 1 ] && echo "$k/$shards") timeout "$limit" "$cs" --tool racecheck \
+        --error-exitcode 9 plumb_tests --gtest_filter="$t" > "$log" 2>&1 &
+      jobs[race $name]=$!
+    done
   done
 fi
 if [ -n "${KVQ_CONTEXTS:-}" ] && [ -f "$CKPT/config.json" ]; then
@@ -37,7 +44,7 @@ for name in "${!jobs[@]}"; do
   rc=$?
   detail=""
   case $name in
-    race*) log="$OUT/race-$(echo "${name#race }" | tr -c 'A-Za-z0-9_.\n' _).log"
+    race*) log="$OUT/race-$(echo "${name#race }" | tr -c 'A-Za-z0-9_.\n-' _).log"
            detail="$(grep -m1 -E 'RACECHECK SUMMARY|ERROR SUMMARY' "$log") $(grep -m1 -E '^\[  (PASSED|FAILED) ' "$log")" ;;
     kv-quality) detail="$(tail -1 "$OUT/kvq.log")" ;;
     step17) detail="$(tail -1 "$OUT/step17.log")" ;;

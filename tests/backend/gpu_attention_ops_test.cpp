@@ -154,8 +154,10 @@ TEST_F(GpuOps, IndexerTopKWithTies) {
 // (sparse_attention.cu, sparse_attention_split.cu), so every case must be bitwise the CPU's, in
 // the split form (the default) and in the one-kernel form (PLUMB_GPU_ATTN=one-kernel).
 TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
+  CaseShare share;
   for (const bool split : {true, false})
   for (const AttentionCase& c : sparse_attention_cases()) {
+    if (!share.take()) continue;
     set_split_attention(split);
     const Batch b = make_batch(c.starts, c.lens);
     const int64_t N = b.rows;
@@ -389,7 +391,9 @@ TEST_F(GpuOps, WindowUpdate) {
 // Every MLA case (op_cases.h); `compare(what, case, round, op)` judges one (a tolerance or bitwise).
 template <class Compare>
 void run_mla_cases(GpuOps& t, Compare&& compare) {
+  CaseShare share;
   for (const MlaCase& c : mla_cases()) {
+    if (!share.take()) continue;
     const Batch b = make_batch(c.starts, c.lens);
     const int64_t N = b.rows;
     const std::vector<float> ql = t.rnd(N * c.H * c.R, 0.1f), qp = t.rnd(N * c.H * c.P, 0.1f);

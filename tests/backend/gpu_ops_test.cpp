@@ -155,7 +155,9 @@ TEST_F(GpuOps, RmsNormRowIndependentOfRows) {
 TEST_F(GpuOps, LinearEveryFormatOptionAndPath) {
   const std::vector<LinearCase> cases = linear_cases();
   std::vector<std::string> unavailable;
+  CaseShare share;
   for (const LinearCase& c : cases) {
+    if (!share.take()) continue;
     const int64_t Kx = c.G * c.K;
     const std::vector<float> wv = rnd(c.R * c.K, 0.05f), x = rnd(c.N * Kx), xb = rnd_bf16(c.N * Kx);
     for (const FormatWeight& fw : every_format(c.R, c.K, wv, rng)) {
@@ -209,7 +211,9 @@ TEST_F(GpuOps, LinearEveryFormatOptionAndPath) {
 // weight is rounded to bf16 on both sides, so with bf16-exact activations every product is exact
 // and only the summation order differs.
 TEST_F(GpuOps, LinearBf16WeightEveryPath) {
+  CaseShare share;
   for (const LinearCase& c : linear_bf16_weight_cases()) {
+    if (!share.take()) continue;
     const int64_t N = c.N, R = c.R, K = c.K;
     const std::vector<float> wv = rnd(R * K, 0.05f), xb = rnd_bf16(N * K);
     for (const FormatWeight& fw : every_format(R, K, wv, rng)) {

@@ -54,6 +54,31 @@ inline bool print_scores() {
   return on;
 }
 
+// PLUMB_TEST_CASES=k/n: the long per-case loops (the five tests compute-sanitizer's racecheck cut
+// at 400 s: it serializes every shared-memory access) run only their cases k, k + n, k + 2n, ...
+// in visiting order, so n processes with k = 0 .. n - 1 cover every case between them
+// (scripts/device/long_checks.sh, RACE_SHARDS). Unset: every case. A loop makes one CaseShare and
+// asks take() once per case, before the case draws its random inputs.
+class CaseShare {
+ public:
+  CaseShare() {
+    const char* v = std::getenv("PLUMB_TEST_CASES");
+    if (!v || !*v) return;
+    long long k = -1, n = 0;
+    char tail = 0;
+    if (std::sscanf(v, "%lld/%lld%c", &k, &n, &tail) != 2 || n < 1 || k < 0 || k >= n) {
+      ADD_FAILURE() << "PLUMB_TEST_CASES is '" << v << "': expected k/n with 0 <= k < n (every case runs)";
+      return;
+    }
+    k_ = k, n_ = n;
+    std::printf("[ NOTE ] PLUMB_TEST_CASES=%s: this loop runs its cases %lld, %lld + %lld, ...\n", v, k, k, n);
+  }
+  bool take() { return n_ <= 1 || i_++ % n_ == k_; }
+
+ private:
+  long long k_ = 0, n_ = 1, i_ = 0;
+};
+
 // Members are public so helpers shared by several tests can be free functions taking the fixture.
 class GpuOps : public ::testing::Test {
  public:
