@@ -320,9 +320,8 @@ __global__ void hc_post_kernel(const float* out, const float* X, const float* po
 namespace {
 // Pass 1's split of a token's hc*D elements into slices of kSlice: a decode step's few tokens
 // then fill the device. It depends on the width only, never on N, so that a token's sums (and
-// so its result) do not change with the batch it runs in. 256 (64 blocks a token at V4-Flash's
-// 4 x 4,096): at 512 a B = 1 pass 1 was 32 blocks reading 1.5 MB of fn in 9.7 us (PERF.md v15).
-constexpr int64_t kSlice = 256;
+// so its result) do not change with the batch it runs in.
+constexpr int64_t kSlice = 512;
 int64_t hc_slices(int64_t W) {
   const int64_t s = (W + kSlice - 1) / kSlice;
   return s < 1 ? 1 : (s > kMaxSlices ? kMaxSlices : s);
