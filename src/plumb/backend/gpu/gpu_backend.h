@@ -228,6 +228,10 @@ class GpuBackend final : public Backend {
   bool split_attention_ = true;  // PLUMB_GPU_ATTN=one-kernel: sparse attention never splits (A/B)
   bool fused_act_quant_ = true;  // PLUMB_GPU_ACT_QUANT=separate: act_fp8 by its own launch (A/B)
   bool fp8_tensor_cores_ = true;  // PLUMB_GPU_PATH
+  // Path (f) in Auto from this many blocks after split K (0: the multiprocessors, as measured in
+  // PERF.md v14: the head only). PLUMB_GPU_F32_MMA_MIN_BLOCKS=16 also gives it the compressor
+  // and the router gate, split 16 ways: an A/B not yet run (PERF.md v15).
+  int64_t f32_mma_min_blocks_ = 0;
   std::deque<ExpertTable> expert_tables_;  // one per routed expert set (a layer), references stay valid
   unsigned cpu_order_sites_ = 0;  // OrderSite bits
   std::shared_ptr<DeviceAllocator> alloc_;

@@ -45,10 +45,6 @@ constexpr int64_t kGemvLoopMaxRows = 64;
 // 1-row GEMV (wkv 6.4 us against 13): a sequence's rows in the fast order differ between a step
 // where it runs alone and one beside others (as they did past 8 rows); the CPU order is unchanged.
 constexpr int64_t kFp8MinRows = 2;
-// Path (f) in Auto from this many blocks (after split K): the head (505 blocks), the compressor's
-// 1,024 x 4,096 (4 x 16) and the router gate's 256 x 4,096 (1 x 16), whose GEMV reads the weight
-// once per 8 rows (PERF.md v15 measures each).
-constexpr int64_t kF32MmaMinBlocks = 16;
 
 // Path (d) needs the FP8 tensor cores (GpuBackend::fp8_tensor_cores), an FP8 weight used as
 // stored (no bf16_weight) and whole 128-wide K blocks and 64-row weight tiles.
@@ -111,15 +107,17 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
   const LinearPath asked = path;
   path = resolve_linear_path(path, N, wr, o, K, R);
   // Path (f): forced (a test), or in Auto for 2 to 64 x rows where its blocks (one per 256 weight
-  // rows, times its splits of K) are at least kF32MmaMinBlocks; the GEMV keeps one row (read once
-  // either way). Its eligibility is asked only then, not on every call.
+  // rows, times its splits of K) are at least f32_mma_min_blocks_ (default: the multiprocessors,
+  // the head only); the GEMV keeps one row (read once either way). Its eligibility is asked only
+  // then, not on every call.
   if (path == LinearPath::F32Mma && (o.act_fp8 || !k::f32_mma_ok(a, wr)))
     fail("linear: path (f) (f32 x bf16 on the tensor cores) needs a CUDA build, a BF16 weight, no act_fp8, bf16_weight "
          "or bf16 output, K % 32 == 0, at most {} x rows and 16-byte aligned x rows (weight '{}' [{}, {}], {} x rows)",
          k::kF32MmaMaxRows, w.name, w.rows(), K, N);
   if (asked == LinearPath::Auto && N >= 2 && (path == LinearPath::Gemv || path == LinearPath::Simt) &&
       !o.act_fp8 && k::f32_mma_ok(a, wr) &&
-      k::f32_mma_blocks(a) * k::f32_mma_splits(a, info_.multiprocessors) >= kF32MmaMinBlocks)
+      k::f32_mma_blocks(a) * k::f32_mma_splits(a, info_.multiprocessors) >=
+          (f32_mma_min_blocks_ > 0 ? f32_mma_min_blocks_ : info_.multiprocessors))
     path = LinearPath::F32Mma;
   if (path == LinearPath::F32Mma) {
     const int splits = k::f32_mma_splits(a, info_.multiprocessors);

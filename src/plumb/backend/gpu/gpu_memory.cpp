@@ -167,6 +167,15 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
            path);
     fp8_tensor_cores_ = std::strcmp(path, "auto") == 0;
   }
+  if (const char* mb = std::getenv("PLUMB_GPU_F32_MMA_MIN_BLOCKS"); mb && *mb) {  // for A/B measurements
+    char* end = nullptr;
+    const long v = std::strtol(mb, &end, 10);
+    if (*end != '\0' || v < 1 || v > 1000000)
+      fail("PLUMB_GPU_F32_MMA_MIN_BLOCKS is '{}': expected the fewest blocks (1 to 1000000, after split K) for which "
+           "Auto takes path (f)",
+           mb);
+    f32_mma_min_blocks_ = v;
+  }
 }
 
 unsigned GpuBackend::parse_order(const std::string& order) {
