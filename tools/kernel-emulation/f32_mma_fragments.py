@@ -4,8 +4,9 @@
 Checks, without a GPU, that the kernel's loads, its mma.sync m16n8k16 operands (the PTX fragment
 layout, as mma_bf16 in linear_common.h documents it) and its stores compute Y = X W^T with every
 output written once: each lane's 16 contiguous bytes of a weight row (columns 8 tig .. 8 tig + 7
-of a 32-column stage) split over two MMAs' k-slots, x read at the same columns, and the
-accumulator fragments stored to (x row, weight row). Float64, no bf16 split (the split's
+of a 32-column stage) split over two MMAs' k-slots, x read at the same columns, the
+accumulator fragments stored to (x row, weight row), and split K (each split's stage range,
+its partial sums, and their sum in split order). Float64, no bf16 split (the split's
 exactness is the kernel comment's argument and GpuOps.LinearF32MmaIsTheF32Product's one-hot
 check). Mirror any change of the kernel's mapping here.
 
@@ -14,16 +15,39 @@ check). Mirror any change of the kernel's mapping here.
 import numpy as np
 
 
-def emulate(X, W, NT):
-    """Y as the kernel stores it (NaN where nothing is stored)."""
+def splits_for(R, K, multiprocessors=132):
+    """f32_mma_splits (one group): about one block a multiprocessor, >= 4 stages a split, <= K / 256."""
+    blocks = (R + 255) // 256
+    want = (multiprocessors + blocks - 1) // blocks
+    return max(1, min(want, min(K // 32 // 4, K // 256)))
+
+
+def emulate(X, W, NT, splits=1):
+    """Y as the kernel (split z of `splits` storing to part[z]) and linear_split_sum leave it
+    (NaN where nothing is stored)."""
     N, K = X.shape
     R = W.shape[0]
-    Y = np.full((N, R), np.nan)
+    part = np.full((splits, N, R), np.nan)
+    for split in range(splits):
+        # The kernel's integer arithmetic: st0 = split * (K / kStage) / splits, its stage count, k0.
+        st0 = split * (K // 32) // splits
+        stages = (split + 1) * (K // 32) // splits - st0
+        emulate_split(X, W, NT, st0 * 32, stages, part[split])
+    Y = part[0].copy()
+    for split in range(1, splits):  # linear_split_sum: in split order
+        Y += part[split]
+    return Y
+
+
+def emulate_split(X, W, NT, kfirst, stages, Y):
+    """One split's grid: K columns [kfirst, kfirst + 32 stages), stored to Y."""
+    N, K = X.shape
+    R = W.shape[0]
     for block in range((R + 255) // 256):
         for warp in range(8):
             r0 = block * 256 + warp * 32
             acc = np.zeros((32, 2, NT, 4))
-            for k0 in range(0, K, 32):
+            for k0 in range(kfirst, kfirst + 32 * stages, 32):
                 for i in range(2):          # weight m-tile (16 rows)
                     for j in range(NT):     # x n-tile (8 rows)
                         for h in range(2):  # the two MMAs of a lane's 8 columns
@@ -52,21 +76,23 @@ def emulate(X, W, NT):
                             r, n = r0 + 16 * i + g + 8 * (e >> 1), 8 * j + 2 * t + (e & 1)
                             if r < R and n < N:
                                 Y[n, r] = acc[lane, i, j, e]
-    return Y
 
 
 def main():
     rng = np.random.default_rng(1)
     worst = 0.0
-    for N, R, K in [(5, 300, 64), (17, 256, 96), (33, 512, 32), (64, 260, 64)]:
+    # The last three split K (4, 2 and 3 ways, the last uneven: 25 stages) as f32_mma_splits picks on 132 SMs.
+    for N, R, K in [(5, 300, 64), (17, 256, 96), (33, 512, 32), (64, 260, 64), (5, 300, 1024), (9, 256, 512),
+                    (3, 256, 800)]:
         NT = 1 if N <= 8 else 2 if N <= 16 else 4 if N <= 32 else 8  # linear_f32_mma's launch_nt
+        S = splits_for(R, K)
         X, W = rng.standard_normal((N, K)), rng.standard_normal((R, K))
-        Y = emulate(X, W, NT)
-        assert not np.isnan(Y).any(), f"N={N} R={R} K={K}: an output was never stored"
+        Y = emulate(X, W, NT, S)
+        assert not np.isnan(Y).any(), f"N={N} R={R} K={K} splits {S}: an output was never stored"
         err = np.abs(Y - X @ W.T).max()
-        assert err < 1e-12, f"N={N} R={R} K={K}: max error {err}"
+        assert err < 1e-12, f"N={N} R={R} K={K} splits {S}: max error {err}"
         worst = max(worst, err)
-        print(f"N={N} R={R} K={K} (NT={NT}): every output stored, max |Y - X W^T| = {err:.1e}")
+        print(f"N={N} R={R} K={K} (NT={NT}, splits {S}): every output stored, max |Y - X W^T| = {err:.1e}")
     print(f"the mapping computes X W^T (worst {worst:.1e})")
 
 
