@@ -283,7 +283,8 @@ TEST_F(GpuOps, LinearFp8TensorCores) {
 // weights with a partial last block of 256 rows, 2 groups, K from one 32-column stage to 4,096;
 // and exactly: a one-hot weight (w[r][k] = 1 where k = r) gives back x bit for bit, which holds
 // only if x's three parts add up to x and every k-slot pairs the right x and weight columns.
-// Split K runs 1, 2, 4 and 16 ways across the cases (f32_mma_splits, 132 SMs).
+// Split K runs 1, 2, 4 and 16 ways across the cases (f32_mma_splits, 132 SMs); each case with a
+// BF16 weight and an FP8 one (ue8m0 scales, made bf16 in the kernel), f32 and bf16 outputs.
 TEST_F(GpuOps, LinearF32MmaIsTheF32Product) {
 #if defined(PLUMB_WITH_CUDA)
   ASSERT_TRUE(set_path(TestLinearPath::F32Mma));
@@ -296,10 +297,13 @@ TEST_F(GpuOps, LinearF32MmaIsTheF32Product) {
                         Case{17, 256, 256, 1, "17 rows"}, Case{32, 2048, 4096, 1, "32 rows"},
                         Case{33, 300, 512, 1, "33 rows"}, Case{64, 512, 1024, 1, "64 rows"}}) {
     const std::vector<float> x = rnd(c.N * c.G * c.K), wv = rnd(c.G * c.R * c.K, 0.05f);
-    const OwnedWeight w = bf16_weight({c.G * c.R, c.K}, wv);
-    const WeightView view = w.view();
-    check(std::string("f32 mma, ") + c.what, f32_tol(c.K),
-          [&](Backend& be) { return be.linear(up(be, x, {c.N, c.G * c.K}), view, LinearOpts{c.G, false, Round::None}); });
+    const OwnedWeight bf16 = bf16_weight({c.G * c.R, c.K}, wv), fp8 = fp8_weight(c.G * c.R, c.K, wv);
+    for (const auto& [fname, view] : {std::pair<std::string, WeightView>{"bf16", bf16.view()},
+                                      std::pair<std::string, WeightView>{"fp8 ue8m0", fp8.view()}})
+      for (Round r : {Round::None, Round::BF16})
+        check(std::string("f32 mma, ") + c.what + ", " + fname + (r == Round::BF16 ? " out bf16" : ""),
+              with_round(f32_tol(c.K), r),
+              [&](Backend& be) { return be.linear(up(be, x, {c.N, c.G * c.K}), view, LinearOpts{c.G, false, r}); });
   }
   {  // Split K (16 ways for 1,024 x 4,096 on an H200) does not look at the rows: a row's result
      // is the same whatever rows beside it (1-, 5- and 40-row calls, 1 to 5 n-tiles).

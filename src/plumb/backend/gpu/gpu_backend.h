@@ -232,6 +232,9 @@ class GpuBackend final : public Backend {
   // PERF.md v14: the head only). PLUMB_GPU_F32_MMA_MIN_BLOCKS=16 also gives it the compressor
   // and the router gate, split 16 ways: an A/B not yet run (PERF.md v15).
   int64_t f32_mma_min_blocks_ = 0;
+  // Path (f) in Auto for FP8 weights (ue8m0 scales) and bf16-rounded outputs too:
+  // PLUMB_GPU_F32_MMA_FP8=on, an A/B not yet run (PERF.md v15).
+  bool f32_mma_fp8_ = false;
   std::deque<ExpertTable> expert_tables_;  // one per routed expert set (a layer), references stay valid
   unsigned cpu_order_sites_ = 0;  // OrderSite bits
   std::shared_ptr<DeviceAllocator> alloc_;

@@ -111,11 +111,15 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
   // the head only); the GEMV keeps one row (read once either way). Its eligibility is asked only
   // then, not on every call.
   if (path == LinearPath::F32Mma && (o.act_fp8 || !k::f32_mma_ok(a, wr)))
-    fail("linear: path (f) (f32 x bf16 on the tensor cores) needs a CUDA build, a BF16 weight, no act_fp8, bf16_weight "
-         "or bf16 output, K % 32 == 0, at most {} x rows and 16-byte aligned x rows (weight '{}' [{}, {}], {} x rows)",
+    fail("linear: path (f) (f32 x bf16 on the tensor cores) needs a CUDA build, a BF16 weight or an FP8 one with ue8m0 "
+         "scales, no act_fp8 or bf16_weight, K % 32 == 0, at most {} x rows and 16-byte aligned x rows (weight '{}' [{}, "
+         "{}], {} x rows)",
          k::kF32MmaMaxRows, w.name, w.rows(), K, N);
+  // FP8 weights and bf16 outputs (wo_a at B > 8: 4 passes of the 8-row GEMV, 725 us of a B = 32
+  // step, PERF.md v15) only under PLUMB_GPU_F32_MMA_FP8=on until measured.
+  const bool f32_mma_kind = (wr.format == WFormat::BF16 && !a.round_bf16) || f32_mma_fp8_;
   if (asked == LinearPath::Auto && N >= 2 && (path == LinearPath::Gemv || path == LinearPath::Simt) &&
-      !o.act_fp8 && k::f32_mma_ok(a, wr) &&
+      !o.act_fp8 && f32_mma_kind && k::f32_mma_ok(a, wr) &&
       k::f32_mma_blocks(a) * k::f32_mma_splits(a, info_.multiprocessors) >=
           (f32_mma_min_blocks_ > 0 ? f32_mma_min_blocks_ : info_.multiprocessors))
     path = LinearPath::F32Mma;

@@ -176,6 +176,11 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
            mb);
     f32_mma_min_blocks_ = v;
   }
+  if (const char* f8 = std::getenv("PLUMB_GPU_F32_MMA_FP8"); f8 && *f8) {  // for A/B measurements
+    if (std::strcmp(f8, "on") != 0 && std::strcmp(f8, "off") != 0)
+      fail("PLUMB_GPU_F32_MMA_FP8 is '{}': expected 'on' (path (f) also for FP8 weights and bf16 outputs) or 'off'", f8);
+    f32_mma_fp8_ = std::strcmp(f8, "on") == 0;
+  }
 }
 
 unsigned GpuBackend::parse_order(const std::string& order) {

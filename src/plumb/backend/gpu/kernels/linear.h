@@ -39,7 +39,8 @@ gpuError_t linear_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 // (f) f32 x times a BF16 weight on the bf16 tensor cores, x split exactly into three bf16 parts
 // (nothing rounded: an f32 GEMM up to summation order), the weight read once for up to
 // kF32MmaMaxRows x rows (linear_f32_mma.cu). CUDA only (f32_mma_built); f32_mma_ok says whether it
-// takes a (BF16 weight, no rounding of weight, output or x, K % 32 == 0, x 16-byte aligned rows);
+// takes a (a BF16 weight, or FP8 with ue8m0 scales, made bf16 exactly in the kernel; no rounding of
+// the weight or x; K % 32 == 0; x 16-byte aligned rows; the output may be rounded to bf16);
 // f32_mma_blocks is its grid's size before split K (256 weight rows a block), f32_mma_splits the
 // ways it splits K (1: not split) for about one block a multiprocessor, at least 4 stages of 32
 // columns a split and at most K / 256 splits; it does not look at the rows, so a row's result

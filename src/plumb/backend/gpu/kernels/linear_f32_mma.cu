@@ -1,4 +1,5 @@
-// linear() path (f): f32 x times a BF16 weight on the bf16 tensor cores with nothing rounded, for
+// linear() path (f): f32 x times a BF16 weight (or an FP8 one with ue8m0 scales, each value made
+// bf16 exactly as it is used) on the bf16 tensor cores with nothing rounded, for
 // a few rows of x and a tall weight: the f32 head at decode batches (129,280 x 4,096, 1.06 GB),
 // which the GEMV reads once per 8 x rows (4 x 740 us at batch 32, PERF.md v12) and this kernel once.
 //
@@ -98,13 +99,50 @@ struct XStager {
   }
 };
 
+// A lane's 8 weights of one stage's row (columns 8 tig .. 8 tig + 7). BF16: as stored, 16 bytes.
+// FP8 with ue8m0 scales: the 8 e4m3 codes and their block's scale, made bf16 at the MMA, exactly
+// (an e4m3 value times a power of two has at most 4 significant bits).
+template <WFormat F>
+struct WChunk;
+template <>
+struct WChunk<WFormat::BF16> {
+  uint4 v;
+  __device__ __forceinline__ void load(const WeightRef& w, int64_t row, int64_t col) {
+    v = load_stream(w.data + 2 * (row * w.cols + col));
+  }
+  __device__ __forceinline__ uint4 bf16x8() const { return v; }
+};
+template <>
+struct WChunk<WFormat::FP8> {
+  uint2 v;
+  float s;
+  __device__ __forceinline__ void load(const WeightRef& w, int64_t row, int64_t col) {
+    v = __ldcs(reinterpret_cast<const uint2*>(w.data + row * w.cols + col));
+    s = weight_scale(w, row, col);
+  }
+  __device__ __forceinline__ uint4 bf16x8() const {
+    float f[8];
+#if PLUMB_FP8_CVT
+    fp8x4_cvt(v.x, s, f);
+    fp8x4_cvt(v.y, s, f + 4);
+#else
+#pragma unroll
+    for (int e = 0; e < 8; ++e) f[e] = e4m3_to_f32(static_cast<uint8_t>((e < 4 ? v.x : v.y) >> (8 * (e % 4)))) * s;
+#endif
+    uint32_t p[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) p[e] = bf16_hi16(f[2 * e]) | (bf16_hi16(f[2 * e + 1]) << 16);
+    return make_uint4(p[0], p[1], p[2], p[3]);
+  }
+};
+
 #endif
 
 // grid (ceil(R / kBlockRows), groups, splits); NT: x rows up to 8 NT (a.nrows <= 8 NT). 2 blocks
 // per SM (<= 128 registers) up to 32 rows; 64 rows' 64 accumulators need more (1 block per SM).
 // Split z takes stages [z * stages / splits, (z + 1) * stages / splits) and writes its unrounded
 // sums to part[z] when splits > 1, else y.
-template <int NT>
+template <int NT, WFormat F>
 __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
     f32_mma_kernel(LinearArgs a, WeightRef w, int splits, float* part) {
 #ifdef PLUMB_MMA_BF16
@@ -116,19 +154,20 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
   const int64_t k0 = st0 * kStage;  // this split's first column
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kBlockRows + warp * kWarpRows;
   // Lane's weight rows: m-tile i, half h (rows g and g + 8); rows past R read row R - 1 (not stored).
-  const uint8_t* wrow[2][2];
+  int64_t wrow[2][2];
 #pragma unroll
   for (int i = 0; i < 2; ++i)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = r0 + 16 * i + 8 * h + g;
-      wrow[i][h] = w.data + 2 * ((group * R + (r < R ? r : R - 1)) * w.cols + k0 + 8 * tig);
+      wrow[i][h] = group * R + (r < R ? r : R - 1);
     }
-  uint4 cur[2][2], nxt[2][2];
+  const int64_t wcol = k0 + 8 * tig;  // the lane's first column of the split's first stage
+  WChunk<F> cur[2][2], nxt[2][2];
 #pragma unroll
   for (int i = 0; i < 2; ++i)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) cur[i][h] = load_stream(wrow[i][h]);
+    for (int h = 0; h < 2; ++h) cur[i][h].load(w, wrow[i][h], wcol);
   pdl_wait();  // (the weights are no kernel's output; x is the previous kernel's)
   pdl_release();
   XStager<NT> xs;
@@ -138,6 +177,11 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
   float acc[2][NT][4] = {};
   // One stage's MMAs: x's parts from s, the weights in cur.
   const auto mma_stage = [&](const XStage<NT>& s) {
+    uint4 wb[2][2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) wb[i][h] = cur[i][h].bf16x8();
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
@@ -146,8 +190,8 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
         const uint32_t b0[2] = {q.x, q.y}, b1[2] = {q.z, q.w};
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          const uint32_t a0[4] = {cur[i][0].x, cur[i][1].x, cur[i][0].y, cur[i][1].y};
-          const uint32_t a1[4] = {cur[i][0].z, cur[i][1].z, cur[i][0].w, cur[i][1].w};
+          const uint32_t a0[4] = {wb[i][0].x, wb[i][1].x, wb[i][0].y, wb[i][1].y};
+          const uint32_t a1[4] = {wb[i][0].z, wb[i][1].z, wb[i][0].w, wb[i][1].w};
           mma_bf16(acc[i][j], a0, b0);
           mma_bf16(acc[i][j], a1, b1);
         }
@@ -157,7 +201,7 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
 #pragma unroll
     for (int i = 0; i < 2; ++i)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) nxt[i][h] = load_stream(wrow[i][h] + 2 * (st + 1) * kStage);
+      for (int h = 0; h < 2; ++h) nxt[i][h].load(w, wrow[i][h], wcol + (st + 1) * kStage);
     xs.load(a, k0 + (st + 1) * kStage);
     mma_stage(stage[st & 1]);
     xs.store(stage[(st + 1) & 1]);  // its last readers passed the previous barrier
@@ -180,7 +224,7 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
         if (splits > 1)
           part[(split * a.nrows + n) * a.groups * R + group * R + r] = acc[i][j][e];
         else
-          a.y[n * a.ldy + group * R + r] = acc[i][j][e];
+          a.y[n * a.ldy + group * R + r] = a.round_bf16 ? round_bf16(acc[i][j][e]) : acc[i][j][e];
       }
 #else
   pdl_begin();  // (HIP, never launched there: f32_mma_built() is false; and nvcc's host pass)
@@ -191,7 +235,8 @@ template <int NT>
 gpuError_t launch_nt(const LinearArgs& a, const WeightRef& w, int splits, float* part, gpuStream_t s) {
   const dim3 grid(static_cast<unsigned>((a.R + kBlockRows - 1) / kBlockRows), static_cast<unsigned>(a.groups),
                   static_cast<unsigned>(splits));
-  return launch(f32_mma_kernel<NT>, grid, kThreads, 0, s, a, w, splits, part);
+  return w.format == WFormat::FP8 ? launch(f32_mma_kernel<NT, WFormat::FP8>, grid, kThreads, 0, s, a, w, splits, part)
+                                  : launch(f32_mma_kernel<NT, WFormat::BF16>, grid, kThreads, 0, s, a, w, splits, part);
 }
 
 }  // namespace
@@ -205,7 +250,8 @@ bool f32_mma_built() {
 }
 
 bool f32_mma_ok(const LinearArgs& a, const WeightRef& w) {
-  return f32_mma_built() && w.format == WFormat::BF16 && !a.round_w && !a.round_bf16 && !a.quant_x &&
+  const bool weight_ok = w.format == WFormat::BF16 || (w.format == WFormat::FP8 && !w.scale_f32);
+  return f32_mma_built() && weight_ok && !a.round_w && !a.quant_x &&
          a.nrows >= 1 && a.nrows <= kF32MmaMaxRows && a.K > 0 && a.K % kStage == 0 && w.cols == a.K &&
          reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.ldx % 4 == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0;
 }
