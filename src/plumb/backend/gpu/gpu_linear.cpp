@@ -7,9 +7,9 @@
 //   faithful, act_fp8, FP8 weight FP8 tensor-core GEMM on sm_90 (Hopper), kernels/linear_fp8.h,
 //                                when K % 128 == 0 and R % 64 == 0
 //   f32 x, BF16 weight           2 to 64 rows: path (f), the exact three-part bf16 split of x on
-//                                the tensor cores, the weight read once, K split for short
-//                                weights (kernels/linear_f32_mma.cu; CUDA only; the f32 head at
-//                                B = 32 2.95 -> 0.51 ms, PERF.md v14)
+//                                the tensor cores, the weight read once, for weights of at least
+//                                one block a multiprocessor (the head; B = 32 2.95 -> 0.51 ms,
+//                                PERF.md v14); kernels/linear_f32_mma.cu, CUDA only
 //   faithful (act_fp8 or bf16)   bf16 matrix-core GEMM, when bf16 holds the weight exactly
 //                                (BF16, FP8 with ue8m0 scales, FP4) or bf16_weight rounds it
 //                                there anyway (V3 faithful); else the SIMT GEMM. mma.sync on
