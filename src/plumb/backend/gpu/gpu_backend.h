@@ -22,6 +22,7 @@
 #include "plumb/backend/op_checks.h"
 #include "plumb/backend/gpu/gpu_compat.h"
 #include "plumb/backend/gpu/gpu_staging.h"
+#include "plumb/backend/gpu/kernels/hc.h"
 #include "plumb/backend/gpu/kernels/paged.h"
 #include "plumb/backend/gpu/weight_ref.h"
 
@@ -235,6 +236,9 @@ class GpuBackend final : public Backend {
   // Path (f) in Auto for FP8 weights (ue8m0 scales) and bf16-rounded outputs too:
   // PLUMB_GPU_F32_MMA_FP8=on, an A/B not yet run (PERF.md v15).
   bool f32_mma_fp8_ = false;
+  // The mHC pass 1's slice of a token's hc * D elements (k::hc_mix): PLUMB_GPU_HC_SLICE=256 (64
+  // blocks a token at 4 x 4,096 instead of 32) is an A/B not yet run (PERF.md v15).
+  int64_t hc_slice_ = k::kHcSlice;
   std::deque<ExpertTable> expert_tables_;  // one per routed expert set (a layer), references stay valid
   unsigned cpu_order_sites_ = 0;  // OrderSite bits
   std::shared_ptr<DeviceAllocator> alloc_;

@@ -181,6 +181,13 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
       fail("PLUMB_GPU_F32_MMA_FP8 is '{}': expected 'on' (path (f) also for FP8 weights and bf16 outputs) or 'off'", f8);
     f32_mma_fp8_ = std::strcmp(f8, "on") == 0;
   }
+  if (const char* hs = std::getenv("PLUMB_GPU_HC_SLICE"); hs && *hs) {  // for A/B measurements
+    char* end = nullptr;
+    const long v = std::strtol(hs, &end, 10);
+    if (*end != '\0' || v < 32 || v > 1000000)
+      fail("PLUMB_GPU_HC_SLICE is '{}': expected the mHC pass 1's slice of a token's elements (32 to 1000000)", hs);
+    hc_slice_ = v;
+  }
 }
 
 unsigned GpuBackend::parse_order(const std::string& order) {

@@ -318,21 +318,20 @@ __global__ void hc_post_kernel(const float* out, const float* X, const float* po
 }  // namespace
 
 namespace {
-// Pass 1's split of a token's hc*D elements into slices of kSlice: a decode step's few tokens
-// then fill the device. It depends on the width only, never on N, so that a token's sums (and
-// so its result) do not change with the batch it runs in.
-constexpr int64_t kSlice = 512;
-int64_t hc_slices(int64_t W) {
-  const int64_t s = (W + kSlice - 1) / kSlice;
+// Pass 1's split of a token's W = hc*D elements into slices of about `slice` (hc.h).
+int64_t hc_slices(int64_t W, int64_t slice) {
+  const int64_t s = (W + slice - 1) / (slice > 0 ? slice : 1);
   return s < 1 ? 1 : (s > kMaxSlices ? kMaxSlices : s);
 }
 }  // namespace
 
-int64_t hc_mix_scratch_floats(int64_t N, int64_t hc, int64_t D) { return N * hc_slices(hc * D) * (kHcMaxOut + 1); }
+int64_t hc_mix_scratch_floats(int64_t N, int64_t hc, int64_t D, int64_t slice) {
+  return N * hc_slices(hc * D, slice) * (kHcMaxOut + 1);
+}
 
 gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn, WeightRef base, WeightRef scale,
-                  int64_t sinkhorn_iters, float hc_eps, float norm_eps, bool bf16_out, bool cpu_order, float* y,
-                  float* post, float* comb, float* scratch, gpuStream_t s) {
+                  int64_t sinkhorn_iters, float hc_eps, float norm_eps, bool bf16_out, bool cpu_order, int64_t slice_width,
+                  float* y, float* post, float* comb, float* scratch, gpuStream_t s) {
   const int64_t n_out = post ? hc * (2 + hc) : hc;
   if (N <= 0 || n_out > kHcMaxOut) return gpuGetLastError();
   const int h = static_cast<int>(hc), no = static_cast<int>(n_out);
@@ -340,7 +339,7 @@ gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn
     return launch(hc_mix_cpu_order_kernel, static_cast<unsigned>(N), kThreads, 0, s, X, h, D, fn, base, scale, no,
                   sinkhorn_iters, hc_eps, norm_eps, bf16_out, y, post, comb);
   }
-  const int64_t W = hc * D, S = hc_slices(W), slice = (W + S - 1) / S;
+  const int64_t W = hc * D, S = hc_slices(W, slice_width), slice = (W + S - 1) / S;
   const gpuError_t e = launch(hc_partial_kernel, dim3(static_cast<unsigned>(N), static_cast<unsigned>(S)), kThreads, 0,
                               s, X, h, D, fn, no, slice, scratch);
   if (e != gpuSuccess) return e;
