@@ -278,9 +278,10 @@ TEST_F(GpuOps, LinearFp8TensorCores) {
 }
 
 // Path (f) (kernels/linear_f32_mma.cu; Auto takes it for tall BF16 weights at 2-64 rows): f32 x
-// times a BF16 weight on the bf16 tensor cores, x split exactly into three bf16 parts. Against the CPU at the f32 tolerance (only
-// the summation order differs) on 1 to 64 x rows (1, 2, 4 and 8 n-tiles of 8, partial ones),
-// weights with a partial last block of 256 rows, 2 groups, K from one 32-column stage to 4,096;
+// times a BF16 weight on the bf16 tensor cores, x split exactly into three bf16 parts. Against the
+// CPU at the f32 tolerance (only the summation order differs) on 1 to 64 x rows (1, 2, 4 and 8
+// n-tiles of 8, partial ones), weights with a partial last block of 256 rows, 2 groups, K from one
+// 32-column stage to 4,096;
 // and exactly: a one-hot weight (w[r][k] = 1 where k = r) gives back x bit for bit, which holds
 // only if x's three parts add up to x and every k-slot pairs the right x and weight columns.
 // Split K runs 1, 2, 4 and 16 ways across the cases (f32_mma_splits, 132 SMs); each case with a

@@ -107,7 +107,8 @@ Outcome workload(const std::string& dir, Numerics numerics, KvDtype kv, IndexKey
   // they meet depends on when the engine thread sees them (a loaded machine can run them one after
   // another), so the burst runs again on a fresh engine, up to 5 times, until one preempts; the
   // last run's results are the ones compared (expect_bitwise).
-  for (std::uint64_t i = 0; i < 4; ++i) burst.push_back(request(random_prompt(118 + 3 * i, 10 + i, vocab), 16, i % 2 ? i : 0));
+  for (std::uint64_t i = 0; i < 4; ++i)
+    burst.push_back(request(random_prompt(118 + 3 * i, 10 + i, vocab), 16, i % 2 ? i : 0));
   const std::size_t first = o.results.size();
   for (int run = 0; run < 5 && o.preemptions == 0; ++run) {
     auto engine = start_engine(load_engine_model(dir, load), tokenizer(), e);
