@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
 #include "plumb/backend/device_facts.h"
 #include "plumb/backend/gpu/gpu_backend.h"
@@ -16,6 +17,32 @@ namespace plumb::gpu {
 void check(gpuError_t e, const char* what) {
   if (e != gpuSuccess) fail("GPU: {} failed: {} (error {})", what, gpuGetErrorString(e), static_cast<int>(e));
 }
+
+namespace {
+// Environment switch `name`: the index of its value in `choices`, or -1 when unset or empty; any
+// other value fails, naming what was `expected`.
+int env_choice(const char* name, std::initializer_list<const char*> choices, const char* expected) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return -1;
+  int i = 0;
+  for (const char* c : choices) {
+    if (std::strcmp(v, c) == 0) return i;
+    ++i;
+  }
+  fail("{} is '{}': expected {}", name, v, expected);
+}
+
+// Environment setting `name`, a whole number in [lo, hi] (`meaning` says of what); `fallback` when
+// unset or empty.
+int64_t env_count(const char* name, int64_t lo, int64_t hi, int64_t fallback, const char* meaning) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  if (*end != '\0' || n < lo || n > hi) fail("{} is '{}': expected {}, {} to {}", name, v, meaning, lo, hi);
+  return n;
+}
+}  // namespace
 
 // ---- allocator
 
@@ -143,51 +170,27 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
   const char* s = std::getenv("PLUMB_GPU_SYNC");
   sync_each_op_ = s && std::strcmp(s, "0") != 0;
   if (const char* order = std::getenv("PLUMB_GPU_ORDER"); order && *order) cpu_order_sites_ = parse_order(order);
-  if (const char* moe = std::getenv("PLUMB_GPU_MOE"); moe && *moe) {  // for A/B measurements
-    if (std::strcmp(moe, "auto") != 0 && std::strcmp(moe, "per-expert") != 0 && std::strcmp(moe, "grouped-gemm") != 0)
-      fail("PLUMB_GPU_MOE is '{}': expected 'auto', 'per-expert' or 'grouped-gemm'", moe);
-    moe_path_ = std::strcmp(moe, "auto") == 0         ? MoePath::Auto
-                : std::strcmp(moe, "per-expert") == 0 ? MoePath::PerExpert
-                                                      : MoePath::GroupedGemm;
-  }
-  if (const char* attn = std::getenv("PLUMB_GPU_ATTN"); attn && *attn) {  // for A/B measurements
-    if (std::strcmp(attn, "auto") != 0 && std::strcmp(attn, "one-kernel") != 0)
-      fail("PLUMB_GPU_ATTN is '{}': expected 'auto' or 'one-kernel'", attn);
-    split_attention_ = std::strcmp(attn, "auto") == 0;
-  }
-  if (const char* aq = std::getenv("PLUMB_GPU_ACT_QUANT"); aq && *aq) {  // for A/B measurements
-    if (std::strcmp(aq, "fused") != 0 && std::strcmp(aq, "separate") != 0)
-      fail("PLUMB_GPU_ACT_QUANT is '{}': expected 'fused' or 'separate'", aq);
-    fused_act_quant_ = std::strcmp(aq, "fused") == 0;
-  }
-  if (const char* path = std::getenv("PLUMB_GPU_PATH"); path && *path) {
-    if (std::strcmp(path, "auto") != 0 && std::strcmp(path, "portable") != 0)
-      fail("PLUMB_GPU_PATH is '{}': expected 'auto' (FP8 tensor cores where the device has them) or 'portable' "
-           "(bf16 matrix cores on dequantized weights, as on a GPU without FP8)",
-           path);
-    fp8_tensor_cores_ = std::strcmp(path, "auto") == 0;
-  }
-  if (const char* mb = std::getenv("PLUMB_GPU_F32_MMA_MIN_BLOCKS"); mb && *mb) {  // for A/B measurements
-    char* end = nullptr;
-    const long v = std::strtol(mb, &end, 10);
-    if (*end != '\0' || v < 1 || v > 1000000)
-      fail("PLUMB_GPU_F32_MMA_MIN_BLOCKS is '{}': expected the fewest blocks (1 to 1000000, after split K) for which "
-           "Auto takes path (f)",
-           mb);
-    f32_mma_min_blocks_ = v;
-  }
-  if (const char* f8 = std::getenv("PLUMB_GPU_F32_MMA_FP8"); f8 && *f8) {  // for A/B measurements
-    if (std::strcmp(f8, "on") != 0 && std::strcmp(f8, "off") != 0)
-      fail("PLUMB_GPU_F32_MMA_FP8 is '{}': expected 'on' (path (f) also for FP8 weights and bf16 outputs) or 'off'", f8);
-    f32_mma_fp8_ = std::strcmp(f8, "on") == 0;
-  }
-  if (const char* hs = std::getenv("PLUMB_GPU_HC_SLICE"); hs && *hs) {  // for A/B measurements
-    char* end = nullptr;
-    const long v = std::strtol(hs, &end, 10);
-    if (*end != '\0' || v < 32 || v > 1000000)
-      fail("PLUMB_GPU_HC_SLICE is '{}': expected the mHC pass 1's slice of a token's elements (32 to 1000000)", hs);
-    hc_slice_ = v;
-  }
+  // The A/B switches (PERF.md) and the portable path; unset or empty: the default stays.
+  if (const int c = env_choice("PLUMB_GPU_MOE", {"auto", "per-expert", "grouped-gemm"},
+                               "'auto', 'per-expert' or 'grouped-gemm'");
+      c >= 0)
+    moe_path_ = c == 0 ? MoePath::Auto : c == 1 ? MoePath::PerExpert : MoePath::GroupedGemm;
+  if (const int c = env_choice("PLUMB_GPU_ATTN", {"auto", "one-kernel"}, "'auto' or 'one-kernel'"); c >= 0)
+    split_attention_ = c == 0;
+  if (const int c = env_choice("PLUMB_GPU_ACT_QUANT", {"fused", "separate"}, "'fused' or 'separate'"); c >= 0)
+    fused_act_quant_ = c == 0;
+  if (const int c = env_choice("PLUMB_GPU_PATH", {"auto", "portable"},
+                               "'auto' (FP8 tensor cores where the device has them) or 'portable' (bf16 matrix cores "
+                               "on dequantized weights, as on a GPU without FP8)");
+      c >= 0)
+    fp8_tensor_cores_ = c == 0;
+  f32_mma_min_blocks_ = env_count("PLUMB_GPU_F32_MMA_MIN_BLOCKS", 1, 1000000, f32_mma_min_blocks_,
+                                  "the fewest blocks (after split K) for which Auto takes path (f)");
+  if (const int c = env_choice("PLUMB_GPU_F32_MMA_FP8", {"on", "off"},
+                               "'on' (path (f) also for FP8 weights and bf16 outputs) or 'off'");
+      c >= 0)
+    f32_mma_fp8_ = c == 0;
+  hc_slice_ = env_count("PLUMB_GPU_HC_SLICE", 32, 1000000, hc_slice_, "the mHC pass 1's slice of a token's elements");
 }
 
 unsigned GpuBackend::parse_order(const std::string& order) {
