@@ -3,6 +3,7 @@
 // compute, for n < nrows, g < groups, r < R:
 //   y[n*ldy + g*R + r] = sum_k x[n*ldx + g*K + k] * w[g*R + r, k]   (then bf16 rounding if asked)
 // with w decoded from its checkpoint format in registers / shared memory.
+#include <algorithm>
 #include <cstdint>
 
 #include "plumb/backend/gpu/gpu_compat.h"
@@ -55,6 +56,16 @@ gpuError_t linear_f32_mma(const LinearArgs& a, const WeightRef& w, int splits, f
 // Split K (paths (d) and (f), linear_split.cu): y = the sum of part[0, splits) [N][groups * R] in
 // split order, rounded to bf16 when a.round_bf16.
 gpuError_t linear_split_sum(const LinearArgs& a, int splits, const float* part, gpuStream_t s);
+// Where split `split`'s unrounded sum of output (n, col) lies in part (col < groups * R).
+PLUMB_HD int64_t split_part_index(const LinearArgs& a, int64_t split, int64_t n, int64_t col) {
+  return (split * a.nrows + n) * a.groups * a.R + col;
+}
+// How many ways a GEMM of `blocks` blocks splits K: enough for about `target_blocks` blocks, at
+// most `most`, at least 1. It does not look at the x rows (a row's result must not depend on them).
+inline int split_k_ways(int64_t blocks, int64_t target_blocks, int64_t most) {
+  const int64_t want = (target_blocks + blocks - 1) / blocks;
+  return static_cast<int>(std::max<int64_t>(1, std::min(want, most)));
+}
 // (c) with the SIMT loop on every target (same tiles, same numerics, accumulation order aside):
 // the fallback when the matrix-core kernel fails the self-check, and that check's reference.
 gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s);

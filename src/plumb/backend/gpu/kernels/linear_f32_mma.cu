@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
         const int64_t r = r0 + 16 * i + g + 8 * (e >> 1), n = 8 * j + 2 * tig + (e & 1);
         if (r >= R || n >= a.nrows) continue;
         if (splits > 1)
-          part[(split * a.nrows + n) * a.groups * R + group * R + r] = acc[i][j][e];
+          part[split_part_index(a, split, n, group * R + r)] = acc[i][j][e];
         else
           a.y[n * a.ldy + group * R + r] = a.round_bf16 ? round_bf16(acc[i][j][e]) : acc[i][j][e];
       }
@@ -259,9 +259,7 @@ bool f32_mma_ok(const LinearArgs& a, const WeightRef& w) {
 int64_t f32_mma_blocks(const LinearArgs& a) { return (a.R + kBlockRows - 1) / kBlockRows * a.groups; }
 
 int f32_mma_splits(const LinearArgs& a, int multiprocessors) {
-  const int64_t blocks = f32_mma_blocks(a), want = (multiprocessors + blocks - 1) / blocks;
-  const int64_t most = std::min(a.K / kStage / 4, a.K / 256);
-  return static_cast<int>(std::max<int64_t>(1, std::min(want, most)));
+  return split_k_ways(f32_mma_blocks(a), multiprocessors, std::min(a.K / kStage / 4, a.K / 256));
 }
 
 gpuError_t linear_f32_mma(const LinearArgs& a, const WeightRef& w, int splits, float* part, gpuStream_t s) {

@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) fp8_kernel(LinearArgs a, const uint8
         if (n < a.nrows && r < R) {
           const float v = total[mi][ni][e];
           if (splits > 1)
-            partials[(split * a.nrows + n) * a.groups * R + grp * R + r] = v;
+            partials[split_part_index(a, split, n, grp * R + r)] = v;
           else
             a.y[n * a.ldy + grp * R + r] = a.round_bf16 ? round_bf16(v) : v;
         }
@@ -153,10 +153,8 @@ __global__ void __launch_bounds__(kThreads) fp8_kernel(LinearArgs a, const uint8
 bool fp8_mma_built() { return true; }
 
 int fp8_mma_splits(const LinearArgs& a, int multiprocessors) {
-  const int64_t blocks = a.R / kBN * ((a.nrows + kBM - 1) / kBM) * a.groups, KB = a.K / kBK;
-  const int64_t want = (2 * static_cast<int64_t>(multiprocessors) + blocks - 1) / blocks;
-  const int64_t most = std::min(KB / 2, a.K / 256);
-  return static_cast<int>(std::max<int64_t>(1, std::min(want, most)));
+  const int64_t blocks = a.R / kBN * ((a.nrows + kBM - 1) / kBM) * a.groups;
+  return split_k_ways(blocks, 2 * static_cast<int64_t>(multiprocessors), std::min(a.K / kBK / 2, a.K / 256));
 }
 
 gpuError_t act_quant_fp8(const float* x, int64_t ldx, int64_t N, int64_t cols, uint8_t* q, int64_t ldq, float* sx,

@@ -13,8 +13,8 @@ __global__ void split_sum_kernel(LinearArgs a, int splits, const float* part) {
   const int64_t cols = a.groups * a.R, i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= a.nrows * cols) return;
   const int64_t n = i / cols, c = i % cols;
-  float v = part[i];
-  for (int s = 1; s < splits; ++s) v += part[s * a.nrows * cols + i];
+  float v = part[split_part_index(a, 0, n, c)];
+  for (int s = 1; s < splits; ++s) v += part[split_part_index(a, s, n, c)];
   a.y[n * a.ldy + c] = a.round_bf16 ? round_bf16(v) : v;
 }
 
