@@ -93,8 +93,15 @@ inline Batched run_batched(const std::vector<Request>& reqs, const EngineOptions
   return b;
 }
 
-inline void expect_same(const std::vector<RequestResult>& alone, const std::vector<RequestResult>& batched,
-                        const std::string& what);
+inline void expect_same(const std::vector<RequestResult>& alone, const std::vector<RequestResult>& batched, const std::string& what) {
+  for (std::size_t i = 0; i < alone.size(); ++i) {
+    EXPECT_EQ(batched[i].finish, alone[i].finish) << what << " request " << i << ": " << batched[i].error;
+    EXPECT_EQ(batched[i].tokens, alone[i].tokens) << what << " request " << i;
+    ASSERT_EQ(batched[i].logprobs.size(), alone[i].logprobs.size()) << what << " request " << i;
+    for (std::size_t k = 0; k < alone[i].logprobs.size(); ++k)
+      EXPECT_EQ(batched[i].logprobs[k].logprob, alone[i].logprobs[k].logprob) << what << " request " << i << " token " << k;
+  }
+}
 
 // Batched runs of reqs (each checked against `alone`) until one preempts, at most `tries` runs
 // with seeds seed, seed + 1, ...; returns that run's preemptions (0: none did). Whether requests
@@ -112,16 +119,6 @@ inline std::int64_t preemptions_within(int tries, const std::vector<RequestResul
     if (b.stats.preemptions_total > 0) return b.stats.preemptions_total;
   }
   return 0;
-}
-
-inline void expect_same(const std::vector<RequestResult>& alone, const std::vector<RequestResult>& batched, const std::string& what) {
-  for (std::size_t i = 0; i < alone.size(); ++i) {
-    EXPECT_EQ(batched[i].finish, alone[i].finish) << what << " request " << i << ": " << batched[i].error;
-    EXPECT_EQ(batched[i].tokens, alone[i].tokens) << what << " request " << i;
-    ASSERT_EQ(batched[i].logprobs.size(), alone[i].logprobs.size()) << what << " request " << i;
-    for (std::size_t k = 0; k < alone[i].logprobs.size(); ++k)
-      EXPECT_EQ(batched[i].logprobs[k].logprob, alone[i].logprobs[k].logprob) << what << " request " << i << " token " << k;
-  }
 }
 
 }  // namespace plumb::runtime::batching

@@ -318,9 +318,9 @@ __global__ void hc_post_kernel(const float* out, const float* X, const float* po
 }  // namespace
 
 namespace {
-// Pass 1's split of a token's W = hc*D elements into slices of about `slice` (hc.h).
+// Pass 1's split of a token's W = hc*D elements into slices of about `slice` (>= 1; hc.h).
 int64_t hc_slices(int64_t W, int64_t slice) {
-  const int64_t s = (W + slice - 1) / (slice > 0 ? slice : 1);
+  const int64_t s = (W + slice - 1) / slice;
   return s < 1 ? 1 : (s > kMaxSlices ? kMaxSlices : s);
 }
 }  // namespace
