@@ -3,11 +3,12 @@
 #   CUDA: nvcc; kernels for sm_80 (the portable BF16 mma.sync path, also Ampere) and sm_90a
 #         (Hopper), plus compute_80 PTX for newer GPUs
 #   HIP:  Debian's hipcc for gfx90a (MI250), see cmake/hip.cmake
+#   EMU:  the kernels on the CPU's CUDA emulator (cmake/emu.cmake): the GPU tests without a GPU
 #   OFF:  CPU only; `--backend cuda` then says plumb was built without a GPU backend.
 # GPU-specific flags are set on the GPU sources only, so every other object is compiled exactly
 # as in a CPU-only build (ccache shares them between the CUDA and the HIP build in CI).
-set(PLUMB_GPU "AUTO" CACHE STRING "GPU backend: AUTO, CUDA, HIP or OFF")
-set_property(CACHE PLUMB_GPU PROPERTY STRINGS AUTO CUDA HIP OFF)
+set(PLUMB_GPU "AUTO" CACHE STRING "GPU backend: AUTO, CUDA, HIP, EMU or OFF")
+set_property(CACHE PLUMB_GPU PROPERTY STRINGS AUTO CUDA HIP EMU OFF)
 # Host side (*.cpp, compiled as C++) and kernels (kernels/*.cu, compiled by nvcc or hipcc).
 file(GLOB PLUMB_GPU_HOST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/plumb/backend/gpu/*.cpp)
 file(GLOB PLUMB_GPU_KERNEL_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/plumb/backend/gpu/kernels/*.cu)
@@ -53,6 +54,8 @@ if(PLUMB_GPU_KIND STREQUAL "CUDA")
   message(STATUS "plumb: CUDA GPU backend for ${PLUMB_CUDA_ARCHS}")
 elseif(PLUMB_GPU_KIND STREQUAL "HIP")
   include(${CMAKE_SOURCE_DIR}/cmake/hip.cmake)
+elseif(PLUMB_GPU_KIND STREQUAL "EMU")
+  include(${CMAKE_SOURCE_DIR}/cmake/emu.cmake)
 elseif(NOT PLUMB_GPU_KIND STREQUAL "OFF")
-  message(FATAL_ERROR "PLUMB_GPU must be AUTO, CUDA, HIP or OFF (got '${PLUMB_GPU}')")
+  message(FATAL_ERROR "PLUMB_GPU must be AUTO, CUDA, HIP, EMU or OFF (got '${PLUMB_GPU}')")
 endif()

@@ -152,13 +152,20 @@ TEST_F(GpuOps, IndexerTopKWithTies) {
 
 // Sparse attention has no fast order: its kernels sum in the CPU's order always
 // (sparse_attention.cu, sparse_attention_split.cu), so every case must be bitwise the CPU's, in
-// the split form (the default) and in the one-kernel form (PLUMB_GPU_ATTN=one-kernel).
+// the split form (the default: P.V blocks of as many heads as the batch's size gives), the split
+// form with P.V blocks of up to 8 heads (PLUMB_GPU_PV_HEADS=8), and the one-kernel form
+// (PLUMB_GPU_ATTN=one-kernel).
 TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
   CaseShare share;
-  for (const bool split : {true, false})
+  struct Form {
+    bool split;
+    int pv_heads;
+  };
+  for (const Form form : {Form{true, 0}, Form{true, 8}, Form{false, 0}})
   for (const AttentionCase& c : sparse_attention_cases()) {
     if (!share.take()) continue;
-    set_split_attention(split);
+    set_split_attention(form.split);
+    set_pv_heads(form.pv_heads);
     const Batch b = make_batch(c.starts, c.lens);
     const int64_t N = b.rows;
     const std::vector<float> q = rnd(N * c.H * c.Dh), kv = rnd(N * c.Dh);
@@ -203,7 +210,9 @@ TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
     // Compressed entries in every storage format (window-only cases read none: f32 only).
     for (const backend::KvRowSpec& spec : c.ratio > 0 ? entry_formats(c.Dh >= 128 ? 64 : c.Dh / 3)
                                                       : std::vector<backend::KvRowSpec>{{}})
-      check_bitwise(std::string("sparse_attention ") + (split ? "" : "one-kernel form, ") + c.what + " entries " +
+      check_bitwise(std::string("sparse_attention ") +
+                        (!form.split ? "one-kernel form, " : form.pv_heads ? "P.V blocks of up to 8 heads, " : "") +
+                        c.what + " entries " +
                         format_name(spec),
                     [&](Backend& be) {
         std::vector<Tensor> rt;

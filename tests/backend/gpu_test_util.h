@@ -125,6 +125,13 @@ class GpuOps : public ::testing::Test {
 #endif
     (void)on;
   }
+  // The most heads a split P.V block takes (0: the backend's choice by batch size).
+  void set_pv_heads(int heads) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (dev) dev->set_pv_heads(heads);
+#endif
+    (void)heads;
+  }
 
   // act_fp8 on the GEMV and the grouped experts: applied by the kernels as they stage their input
   // (on, the default) or by a separate quant launch first (off); the same bits either way.

@@ -48,11 +48,11 @@ const int32_t* device_blocks(const BlockTables& t, std::size_t si) {
 }
 
 // Query rows per launch: all of them when the scores fit in shared memory, else as many as keep
-// the global score scratch ([rows * H, max_cand] floats) within a fixed budget.
-int64_t rows_per_launch(int64_t N, int64_t H, int64_t max_cand, bool scratch) {
+// the global score scratch ([rows * H, per_head] floats) within a fixed budget.
+int64_t rows_per_launch(int64_t N, int64_t H, int64_t per_head, bool scratch) {
   constexpr int64_t kScratchBytes = int64_t{1} << 30;
   if (!scratch) return N;
-  return std::clamp<int64_t>(kScratchBytes / (H * max_cand * 4), 1, N);
+  return std::clamp<int64_t>(kScratchBytes / (H * per_head * 4), 1, N);
 }
 
 }  // namespace
@@ -95,13 +95,15 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   if (N == 0 || H == 0 || Dh == 0) return out;
   const SeqTable<k::AttnSeq> table = upload_table(*this, seqs, b, N);
   // Scores stay in shared memory unless a row has too many candidates (long contexts without a
-  // selection) or the split kernels run (they pass them between launches): then
-  // a global scratch of [N * H, max_cand] floats.
+  // selection) or the split kernels run (they pass them, and the softmax's results, between
+  // launches): then a global scratch of [N * H, head_stride] floats.
   a.split = split_attention_ && k::sparse_attention_split(Dh, max_cand);
   const bool use_scratch = a.split || max_cand > k::sparse_attention_smem_cands(Dh);
-  const int64_t chunk = rows_per_launch(N, H, max_cand, use_scratch);
+  a.max_prob_blocks = p.prob_block > 0 ? (W + max_cand) / p.prob_block + 1 : 0;
+  a.head_stride = k::sparse_attention_scratch_floats(max_cand, a.max_prob_blocks, a.split);
+  const int64_t chunk = rows_per_launch(N, H, a.head_stride, use_scratch);
   Tensor scratch;
-  if (use_scratch) scratch = alloc(ElemType::F32, {chunk * H * max_cand});
+  if (use_scratch) scratch = alloc(ElemType::F32, {chunk * H * a.head_stride});
 
   a.seqs = table.seqs;
   a.row_seq = table.row_seq;
@@ -122,10 +124,11 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   a.bf16_probs = p.bf16_probs;
   a.prob_block = p.prob_block;
   a.recent_positions = m > 0 && p.recent ? p.recent->positions : 0;
-  if (p.prob_block > 0 && (W + max_cand) / p.prob_block + 1 > k::sparse_attention_max_prob_blocks())
+  if (a.max_prob_blocks > k::sparse_attention_max_prob_blocks())
     fail("sparse_attention: {} candidates in blocks of {} exceed the kernel's {} softmax blocks", max_cand,
          p.prob_block, k::sparse_attention_max_prob_blocks());
   a.round_out = p.out == Round::BF16;
+  a.pv_heads = pv_heads_;
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     a.row0 = r0;
     a.rows = std::min(chunk, N - r0);

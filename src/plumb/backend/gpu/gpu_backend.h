@@ -118,6 +118,8 @@ class GpuBackend final : public Backend {
   // sparse_attention(): the split kernels for decode-sized batches (default), or the one-kernel
   // form always (tests cover both; PLUMB_GPU_ATTN=one-kernel at start, for A/B measurements).
   void set_split_attention(bool on) { split_attention_ = on; }
+  // The most heads one P.V block of the split kernels takes (1, 2, 4 or 8); 0: by the batch's size.
+  void set_pv_heads(int heads) { pv_heads_ = heads; }
   // act_fp8 (FP8 round trip of a linear's input) on the decode kernels: the GEMV and the grouped
   // experts apply it while staging their input (fused, the default), or a quant_blocks launch
   // writes a quantized copy first (separate; PLUMB_GPU_ACT_QUANT=separate at start, for A/B
@@ -227,6 +229,7 @@ class GpuBackend final : public Backend {
   void check_attention_errors();
   MoePath moe_path_ = MoePath::Auto;
   bool split_attention_ = true;  // PLUMB_GPU_ATTN=one-kernel: sparse attention never splits (A/B)
+  int pv_heads_ = 0;             // PLUMB_GPU_PV_HEADS (A/B): SparseAttnArgs::pv_heads
   bool fused_act_quant_ = true;  // PLUMB_GPU_ACT_QUANT=separate: act_fp8 by its own launch (A/B)
   bool fp8_tensor_cores_ = true;  // PLUMB_GPU_PATH
   // Path (f) in Auto from this many blocks after split K (0: the multiprocessors, as measured in

@@ -2,7 +2,8 @@
 // The one place where CUDA and HIP differ (ARCHITECTURE idea 7): kernels include this header and
 // use the gpu* names below, so the same sources compile with nvcc (sm_80, sm_90a) and with
 // Debian's hipcc for gfx90a. Nothing here assumes a 32-wide warp: use kWarp, warp_sum/warp_max
-// (xor shuffles over the whole warp) and never a 32-bit ballot mask.
+// (xor shuffles over the whole warp) and never a 32-bit ballot mask. PLUMB_EMU (cmake/emu.cmake):
+// the CUDA names, served by the CPU emulator of emu/emu_cuda.h.
 #include <cstdint>
 
 #if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
@@ -48,8 +49,12 @@ using gpuStream_t = hipStream_t;
 #define gpuHostMalloc(p, n) hipHostMalloc(p, n, hipHostMallocDefault)
 #define gpuHostFree hipHostFree
 #else
+#if defined(PLUMB_EMU)
+#include "plumb/backend/gpu/emu/emu_cuda.h"
+#else
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
+#endif
 #define PLUMB_CUDA 1
 using gpuError_t = cudaError_t;
 using gpuStream_t = cudaStream_t;
@@ -100,9 +105,13 @@ constexpr int kWarp = 64;
 constexpr int kWarp = 32;
 #endif
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(PLUMB_EMU)
+__device__ __forceinline__ float shfl_from(float v, int src);
+
 __device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
-#ifdef PLUMB_HIP
+#if defined(PLUMB_EMU)
+  return shfl_from(v, emu::lane_id() ^ lane_mask);
+#elif defined(PLUMB_HIP)
   return __shfl_xor(v, lane_mask, kWarp);
 #else
   return __shfl_xor_sync(0xffffffffu, v, lane_mask, kWarp);
@@ -110,7 +119,13 @@ __device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
 }
 // Lane src's v (every lane of the warp calls it; src < kWarp).
 __device__ __forceinline__ float shfl_from(float v, int src) {
-#ifdef PLUMB_HIP
+#if defined(PLUMB_EMU)
+  uint32_t u;
+  __builtin_memcpy(&u, &v, 4);
+  u = static_cast<uint32_t>(emu::warp_shuffle(u, src));
+  __builtin_memcpy(&v, &u, 4);
+  return v;
+#elif defined(PLUMB_HIP)
   return __shfl(v, src, kWarp);
 #else
   return __shfl_sync(0xffffffffu, v, src, kWarp);
@@ -131,3 +146,8 @@ __device__ __forceinline__ float warp_max(float v) {
 #endif
 
 }  // namespace plumb::gpu
+
+// `extern __shared__ T name[]`: the launch's dynamic shared memory (16-byte aligned).
+#if !defined(PLUMB_EMU)
+#define PLUMB_DYNAMIC_SHARED(T, name) extern __shared__ __align__(16) T name[]
+#endif

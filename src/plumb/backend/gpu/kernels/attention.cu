@@ -30,7 +30,7 @@ __global__ void copy_rows_kernel(const RowCopy* jobs, const float* src, int64_t 
 
 __global__ void __launch_bounds__(kThreads) mla_kernel(MlaArgs a) {
   pdl_begin();
-  extern __shared__ float smem[];  // q_lat [R], q_pe [P], then the scores unless a.scratch is set
+  PLUMB_DYNAMIC_SHARED(float, smem);  // q_lat [R], q_pe [P], then the scores unless a.scratch is set
   __shared__ float red[kMaxWarps];
   const int64_t bh = a.row0 * a.H + blockIdx.x, row = bh / a.H, h = bh % a.H;
   if (a.row_seq[row] < 0) {  // a row no sequence covers: zeros, as the CPU leaves it

@@ -38,7 +38,9 @@ struct SparseAttnArgs {
   PagedRef comp;                      // the compressed pool (rows of Dh values), pool null without entries
   WeightRef sink;                     // [H]
   float* out = nullptr;               // [N, H, Dh]
-  float* scratch = nullptr;  // [rows * H, max_cand] scores when they do not fit in shared memory, else null
+  float* scratch = nullptr;  // [rows * H, head_stride] when scores do not fit in shared memory, else null
+  int64_t head_stride = 0;   // sparse_attention_scratch_floats(): scratch floats per (row, head)
+  int64_t max_prob_blocks = 0;  // the split kernels' block maxima per (row, head) in the scratch
   AttnError* err = nullptr;
   int64_t row0 = 0, rows = 0;  // this launch's query rows [row0, row0 + rows) (chunks bound the scratch)
   int64_t N = 0, H = 0, Dh = 0, W = 0, ratio = 0, K = 0;
@@ -49,13 +51,19 @@ struct SparseAttnArgs {
   int64_t recent_positions = 0;  // > 0: RecentEntries::positions (AttnSeq recent / fresh)
   int64_t heads_per_block = 1;   // set by sparse_attention (its launch shape)
   bool split = false;  // the split kernels (sparse_attention_split() held; scratch given)
+  int64_t pv_heads = 0;  // the most heads a split P.V block takes; 0: by the launch's size
 };
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
 // Whether rows of up to max_cand candidates take the split kernels (scores for 8 heads x 8
-// candidates a block, then softmax and P.V per (head, 256 dims)): any batch whose candidates fit
-// the P.V kernel's shared memory. The host sets SparseAttnArgs::split from it and then passes the
+// candidates a block, the softmax per (row, head), then P.V per (1-8 heads, 256 dims)): any batch
+// whose candidates fit the P.V kernel's shared memory. The host sets SparseAttnArgs::split from it and then passes the
 // score scratch ([rows * H, max_cand] floats).
 bool sparse_attention_split(int64_t Dh, int64_t max_cand);
+// Scratch floats per (row, head): the scores (max_cand), and for the split kernels the softmax's
+// block maxima (max_prob_blocks) and denominator.
+inline int64_t sparse_attention_scratch_floats(int64_t max_cand, int64_t max_prob_blocks, bool split) {
+  return max_cand + (split ? max_prob_blocks + 1 : 0);
+}
 // Largest candidate count whose scores sparse_attention keeps in shared memory for head dim Dh.
 int64_t sparse_attention_smem_cands(int64_t Dh);
 // Most softmax blocks (index-row slots / prob_block, rounded up) one row may have.

@@ -108,7 +108,7 @@ __device__ int64_t visible_entries(const IndexerArgs& a, int64_t row) {
 // query over 128 entries, more with the keys decoded per head).
 __global__ void __launch_bounds__(kThreads) indexer_score_kernel(IndexerArgs a, int64_t per_block) {
   pdl_begin();
-  extern __shared__ float ssc[];  // the keys [per_block, di], then the terms [per_block, H]
+  PLUMB_DYNAMIC_SHARED(float, ssc);  // the keys [per_block, di], then the terms [per_block, H]
   const int64_t row = blockIdx.x, n = visible_entries(a, row), H = a.H, di = a.di;
   if (n == 0) return;
   const int32_t* blocks = a.seqs[a.row_seq[row]].blocks;
@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kThreads) indexer_score_kernel(IndexerArgs a, 
 // shared memory and bitonic-sorted in descending order.
 __global__ void __launch_bounds__(kThreads) indexer_select_kernel(IndexerArgs a, int64_t sort_n) {
   pdl_begin();
-  extern __shared__ uint64_t sbuf[];  // sort buffer [sort_n]
+  PLUMB_DYNAMIC_SHARED(uint64_t, sbuf);  // sort buffer [sort_n]
   __shared__ uint32_t hist[256];
   __shared__ uint64_t prefix;
   __shared__ int64_t k_rem;

@@ -284,7 +284,7 @@ constexpr int64_t kSharedMax = 8192;
 
 __global__ void hadamard_shared(float* y, int64_t vecs, int64_t n, bool r) {
   pdl_begin();
-  extern __shared__ float sm[];
+  PLUMB_DYNAMIC_SHARED(float, sm);
   const float s = 1.0f / sqrtf(static_cast<float>(n));
   for (int64_t vec = blockIdx.x; vec < vecs; vec += gridDim.x) {
     float* g = y + vec * n;

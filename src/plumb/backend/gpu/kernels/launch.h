@@ -28,7 +28,7 @@
 
 namespace plumb::gpu::k {
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(PLUMB_EMU)
 // Waits until the earlier kernels of the stream have finished and their writes are visible.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(PLUMB_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -49,7 +49,7 @@ __device__ __forceinline__ void pdl_begin() {
 }
 // Starts fetching bytes no kernel writes (weights) into L2 before pdl_wait.
 __device__ __forceinline__ void prefetch_l2(const void* p) {
-#if defined(PLUMB_CUDA)
+#if defined(PLUMB_CUDA) && !defined(PLUMB_EMU)
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 #endif
 }
@@ -58,6 +58,10 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
 // kernel<<<grid, block, smem, s>>>(args...), with PDL where pdl_on() (pdl.h); the launch's error.
 template <class... P, class... A>
 gpuError_t launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, gpuStream_t s, A&&... args) {
+#if defined(PLUMB_EMU)
+  (void)s;  // the emulator runs every launch at once, in stream order by construction
+  return static_cast<gpuError_t>(emu::launch(grid, block, smem, [&] { kernel(args...); }));
+#else
 #ifdef PLUMB_CUDA
   if (pdl_on()) {
     cudaLaunchAttribute attr[1];
@@ -77,6 +81,7 @@ gpuError_t launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem,
 #endif
   kernel<<<grid, block, smem, s>>>(std::forward<A>(args)...);
   return gpuGetLastError();
+#endif
 }
 
 }  // namespace plumb::gpu::k

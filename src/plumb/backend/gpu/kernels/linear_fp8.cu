@@ -57,6 +57,9 @@ __device__ __forceinline__ void mma_e4m3(float* d, const uint32_t* a, const uint
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
+#elif defined(PLUMB_EMU)
+#define PLUMB_FP8_MMA 1
+__device__ __forceinline__ void mma_e4m3(float* d, const uint32_t* a, const uint32_t* b) { emu::mma_m16n8k32_e4m3(d, a, b); }
 #endif
 
 // grid (R / kBN, ceil(N / kBM), groups * splits): split s of a group sums K blocks

@@ -328,7 +328,7 @@ __global__ void __launch_bounds__(kThreads, (min_blocks<F, NB>()))  // (parenthe
   pdl_begin();
   __shared__ Partials<RPW, NB> part;
   if constexpr (QX) {
-    extern __shared__ float4 qx_smem[];
+    PLUMB_DYNAMIC_SHARED(float4, qx_smem);
     gemv_rows<F, NB, RPW, false, HW, true>(a, w, splits, vec_ok, x4, part, reinterpret_cast<float*>(qx_smem));
   } else if (a.round_w) {  // a template argument: a run-time test per segment costs registers
     gemv_rows<F, NB, RPW, true, HW, false>(a, w, splits, vec_ok, x4, part, nullptr);
@@ -349,7 +349,7 @@ template <bool HW, bool QX, bool SF32>
 __global__ void __launch_bounds__(kThreads, 3) gemv_row_kernel(LinearArgs a, WeightRef w, int splits, bool x4) {
   constexpr int RPW = 4;
   __shared__ Partials<RPW, 1> part;
-  extern __shared__ float4 qx_smem[];
+  PLUMB_DYNAMIC_SHARED(float4, qx_smem);
   float* xs = reinterpret_cast<float*>(qx_smem);
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, s = warp % splits;
   const int64_t g = blockIdx.y, R = a.R, K = a.K;

@@ -26,7 +26,7 @@ __global__ void route_select_kernel(const float* logits, int64_t E, WeightRef bi
                                     int64_t G, int64_t TG, int64_t K, float route_scale, bool hashed, bool bf16,
                                     int32_t* experts, float* weights) {
   pdl_begin();
-  extern __shared__ float sh[];
+  PLUMB_DYNAMIC_SHARED(float, sh);
   float* score = sh;
   float* sel = sh + E;
   float* gscore = sel + E;

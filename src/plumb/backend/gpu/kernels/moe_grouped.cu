@@ -340,7 +340,7 @@ constexpr int kDownBlockRows = kWarps * kDownP * kDownGroups;   // 64 (32 on HIP
 template <WFormat F, bool RW>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) up_kernel(GroupedMoeArgs a) {
   pdl_begin();
-  extern __shared__ __align__(16) float xs[];
+  PLUMB_DYNAMIC_SHARED(float, xs);
   const int64_t s = blockIdx.y, n = s / a.K, I = a.I;
   const int64_t rb = static_cast<int64_t>(blockIdx.x) * kUpBlockRows;
   const int32_t e = a.experts[s];
@@ -382,7 +382,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) up_kernel(GroupedMoeArgs
 template <WFormat F, bool RW>
 __global__ void __launch_bounds__(kThreads, kMinBlocks) down_kernel(GroupedMoeArgs a) {
   pdl_begin();
-  extern __shared__ __align__(16) float hs[];
+  PLUMB_DYNAMIC_SHARED(float, hs);
   const int64_t s = blockIdx.y, D = a.D;
   const int32_t e = a.experts[s];
   if (!live_expert(e, a.E)) return;

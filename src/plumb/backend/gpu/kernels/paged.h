@@ -26,7 +26,7 @@ struct RowEncode {
 gpuError_t encode_rows(const RowEncode* jobs, int64_t n_jobs, const float* src, const backend::KvRowSpec& spec,
                        gpuStream_t s);
 
-#if defined(__CUDACC__) || defined(__HIPCC__)  // the device side (host files see the structs only)
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(PLUMB_EMU)  // the device side (host files see the structs only)
 __device__ __forceinline__ int64_t paged_row(const int32_t* blocks, int64_t w, int64_t per_block) {
   return static_cast<int64_t>(blocks[w / per_block]) * per_block + w % per_block;
 }

@@ -180,7 +180,7 @@ __device__ void pv_pass(const SparseAttnArgs& a, const RowCtx& c, int G, int64_t
 
 __global__ void __launch_bounds__(kThreads) sparse_attention_kernel(SparseAttnArgs a) {
   pdl_begin();
-  extern __shared__ float smem[];  // q [G][Dp], the tile [kTile][Dp], then the scores [G][max_cand] unless a.scratch
+  PLUMB_DYNAMIC_SHARED(float, smem);  // q [G][Dp], the tile [kTile][Dp], then the scores [G][max_cand] unless a.scratch
   __shared__ float red[kMaxWarps];
   __shared__ float bmax[kMaxGroup][kMaxProbBlocks];
   __shared__ const float* tf[kTile];
@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(kThreads) sparse_attention_kernel(SparseAttnAr
   float* tile = smem + G * Dp;
   float* local = smem + staged_floats(G, Dh);
   if (static_cast<int>(threadIdx.x) < G)
-    scp[threadIdx.x] = a.scratch ? a.scratch + ((row - a.row0) * a.H + h0 + threadIdx.x) * a.max_cand
+    scp[threadIdx.x] = a.scratch ? a.scratch + ((row - a.row0) * a.H + h0 + threadIdx.x) * a.head_stride
                                  : local + threadIdx.x * a.max_cand;
   const auto sc = [](int g) { return scp[g]; };
   for (int64_t i = threadIdx.x; i < G * Dh; i += blockDim.x) qs[(i / Dh) * Dp + i % Dh] = a.q[(row * a.H + h0) * Dh + i];

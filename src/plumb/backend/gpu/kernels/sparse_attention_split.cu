@@ -42,21 +42,38 @@ static_assert(kHeads * kCands == 2 * (kThreads / 8), "every 8-lane group compute
 // Scores kernel shared memory: q [kHeads][Dp] and the candidates [kCands][Dp].
 std::size_t scores_smem(int64_t Dh) { return static_cast<std::size_t>((kHeads + kCands) * padded_dim(Dh)) * sizeof(float); }
 
-// P.V kernel shared memory per candidate: its score, and for a live one its row pointer and its
-// live-list entry (its index, and kEncodedRow when the pointer is an encoded pool row).
-constexpr std::size_t kPvBytesPerCand = sizeof(float) + sizeof(const void*) + sizeof(uint16_t);
-constexpr std::size_t kPvStaticBytes = (sizeof(float) + sizeof(int)) * (kMaxProbBlocks + kWarps) + 64;
+// P.V kernel shared memory per candidate: its row pointer, each of the block's heads' e_j and its
+// live-list entry (its index, and kEncodedRow when the pointer is an encoded pool row); and the
+// static part.
+constexpr int kMaxPvHeads = 8;
+constexpr int64_t kMinPvBlocks = 256;  // about two blocks a multiprocessor on an H200 (132)
+constexpr std::size_t kPvStaticBytes = sizeof(int) * (kMaxProbBlocks + kWarps) + 64;
+constexpr std::size_t pv_smem_bytes(int64_t max_cand, int heads) {
+  return static_cast<std::size_t>(max_cand) * (sizeof(const void*) + heads * sizeof(float) + sizeof(uint16_t)) +
+         kPvStaticBytes;
+}
 constexpr uint16_t kEncodedRow = 0x8000, kCandIndex = 0x7fff;
-static_assert(kSmemBytes / kPvBytesPerCand <= kCandIndex, "a candidate index fits a live-list entry");
+static_assert(kSmemBytes / pv_smem_bytes(1, 1) <= kCandIndex, "a candidate index fits a live-list entry");
+constexpr int kSoftmaxThreads = 64;  // one head's softmax: a wavefront of 64, two warps of 32
 
+// A (row, head)'s scratch (SparseAttnArgs::head_stride floats): the scores [max_cand] (the softmax
+// launch turns them into e_j), then the block maxima [max_prob_blocks] and the denominator.
 __device__ float* head_scores(const SparseAttnArgs& a, int64_t row, int64_t h) {
-  return a.scratch + ((row - a.row0) * a.H + h) * a.max_cand;
+  return a.scratch + ((row - a.row0) * a.H + h) * a.head_stride;
+}
+struct SoftmaxTail {
+  float* bmax;
+  float* l;
+};
+__device__ SoftmaxTail softmax_tail(const SparseAttnArgs& a, int64_t row, int64_t h) {
+  float* t = head_scores(a, row, h) + a.max_cand;
+  return {t, t + a.max_prob_blocks};
 }
 
 // grid (rows * tiles, ceil(H / kHeads)); tiles = ceil(max_cand / kCands).
 __global__ void __launch_bounds__(kThreads) scores_kernel(SparseAttnArgs a, int64_t tiles) {
   pdl_begin();
-  extern __shared__ float smem[];  // q [kHeads][Dp], then the candidates [kCands][Dp]
+  PLUMB_DYNAMIC_SHARED(float, smem);  // q [kHeads][Dp], then the candidates [kCands][Dp]
   __shared__ const float* tf[kCands];
   __shared__ const uint8_t* te[kCands];
   const int64_t row = a.row0 + blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * kCands, h0 = blockIdx.y * kHeads;
@@ -98,86 +115,53 @@ __global__ void __launch_bounds__(kThreads) scores_kernel(SparseAttnArgs a, int6
   }
 }
 
-// ---- the softmax forms of sparse_attention_common.h with the denominator summed over the live
-// candidates lv[0, nlive) (candidate order) instead of every slot. A skipped slot's score is -inf
-// and the running max is finite (the window's candidates are live and come first, in block 0), so
-// its e = exp_cr(-inf) = +0 and a sum that adds it is bitwise the sum that leaves it out. The max
-// and exp passes are theirs unchanged (parallel over slots, not the serial part).
-
-// blocked_softmax: block maxima over the slots, then l = sum over blocks of l * alpha_b + (the
-// block's live e_j in order), block after block (an empty block keeps m and adds 0, as before).
-__device__ float blocked_softmax_live(const SparseAttnArgs& a, const RowCtx& c, float sink, float* sc, float* bmax,
-                                      int* bend, int64_t nb, const uint16_t* lv, int nlive) {
-  for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
-    float mx = -INFINITY;
-    for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) mx = fmaxf(mx, sc[j]);
-    bmax[b] = mx;
-    bend[b] = static_cast<int>(first_cand(a, c, b + 1));
-  }
-  __syncthreads();
-  if (threadIdx.x == 0)
-    for (int64_t b = 1; b < nb; ++b) bmax[b] = fmaxf(bmax[b - 1], bmax[b]);
-  __syncthreads();
-  for (int64_t b = 0; b < nb; ++b)
-    for (int64_t j = first_cand(a, c, b) + threadIdx.x; j < first_cand(a, c, b + 1); j += blockDim.x)
-      sc[j] = exp_cr(sc[j] - bmax[b]);
-  __syncthreads();
-  float l = 0.f, m = -INFINITY;
-  int i = 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    const int end = bend[b];
-    float bs = 0.f;
-    for (; i < nlive && (lv[i] & kCandIndex) < end; ++i) bs = __fadd_rn(bs, sc[lv[i] & kCandIndex]);
-    l = __fadd_rn(__fmul_rn(l, exp_cr(m - bmax[b])), bs);
-    m = bmax[b];
-  }
-  l = __fadd_rn(l, exp_cr(sink - m));
-  if (a.bf16_probs) {
-    __syncthreads();  // every thread has summed the unrounded values
-    for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) sc[j] = round_bf16(sc[j]);
-    __syncthreads();
-  }
-  return l;
+// grid (rows * H), kSoftmaxThreads: one head of one row. The CPU's softmax of the head's scores in
+// place (sparse_attention_common.h: the plain or the release's blocked form), then the softmax's
+// results for the P.V launch beside them in the head's scratch: the block maxima and the
+// denominator (SoftmaxTail). The denominators sum every slot: a skipped slot's score is -inf, its
+// e = exp_cr(-inf - m) = +0 (the running max is finite: the window's candidates come first), and
+// adding +0 to a sum of non-negative terms leaves its bits, so this is the live-only sum's result.
+__global__ void __launch_bounds__(kSoftmaxThreads) softmax_kernel(SparseAttnArgs a) {
+  pdl_begin();
+  __shared__ float red[kSoftmaxThreads / 32 + 1];
+  const int64_t row = a.row0 + blockIdx.x / a.H, h = blockIdx.x % a.H;
+  if (a.row_seq[row] < 0) return;
+  const RowCtx c = row_ctx(a, row);
+  float* sc = head_scores(a, row, h);
+  const SoftmaxTail t = softmax_tail(a, row, h);
+  const int64_t nb = prob_blocks(a, c);
+  const float sink = weight_at(a.sink, h / a.sink.cols, h % a.sink.cols);
+  const float l = nb > 0 ? blocked_softmax(a, c, sink, sc, t.bmax, nb) : plain_softmax(a, c, sink, sc, red);
+  if (threadIdx.x == 0) *t.l = l;
 }
 
-// plain_softmax: exp(s - max) over the slots, the denominator (with the sink) over the live list.
-__device__ float plain_softmax_live(const SparseAttnArgs& a, const RowCtx& c, float sink, float* sc, float* red,
-                                    const uint16_t* lv, int nlive) {
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) mx = fmaxf(mx, sc[j]);
-  mx = block_max(mx, red);  // also a barrier: every score is written
-  for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) sc[j] = exp_cr(sc[j] - mx);
-  __syncthreads();
-  float sum = 0.f;
-  for (int i = 0; i < nlive; ++i) sum = __fadd_rn(sum, sc[lv[i] & kCandIndex]);
-  sum = __fadd_rn(sum, exp_cr(sink - mx));  // the sink: a logit with a zero value
-  __syncthreads();  // every thread has summed the unrounded values
-  if (a.bf16_probs)
-    for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) sc[j] = round_bf16(sc[j]);
-  __syncthreads();
-  return sum;
-}
-
-// grid (rows * H, ceil(Dh / kDims)).
+// grid (rows * H / HG, ceil(Dh / kDims)): HG heads of one row, kDims output dims. The block lists
+// the row's live candidates (not a skipped selection slot) in candidate order, with each head's
+// e_j beside them; then each thread walks the list once for its d: it decodes v_j[d] once and adds
+// e_j v_j[d] to each head's sum. With blocks (the release's form) each head's sum is closed at
+// every block end with that head's running max, as sparse_attention.cu's pv_pass. Every head's
+// sum has the additions, closes and final division of the walk over every slot, in the same
+// order: bitwise the CPU's. (The closes sit between the walks of whole blocks, not in the per-row
+// loop: one copy of their exp_cr per head instead of one per unrolled row, PERF v15's lesson.)
+template <int HG>
 __global__ void __launch_bounds__(kThreads) pv_kernel(SparseAttnArgs a) {
   pdl_begin();
-  extern __shared__ float4 pv_smem[];  // the live rows [max_cand], the scores [max_cand], lv [max_cand]
-  __shared__ float bmax[kMaxProbBlocks];
-  __shared__ int bend[kMaxProbBlocks];  // block b's candidates end before bend[b]
-  __shared__ float red[kWarps];
+  PLUMB_DYNAMIC_SHARED(float4, pv_smem);  // the live rows [max_cand], e [HG][max_cand], lv [max_cand]
+  __shared__ int lend[kMaxProbBlocks];  // softmax block b's live candidates end before list entry lend[b]
   __shared__ int wlive[kWarps];
-  const int64_t row = a.row0 + blockIdx.x / a.H, h = blockIdx.x % a.H;
+  const int64_t groups = a.H / HG;
+  const int64_t row = a.row0 + blockIdx.x / groups, h0 = blockIdx.x % groups * HG;
   const int64_t d = static_cast<int64_t>(blockIdx.y) * kDims + threadIdx.x;
-  float* out = a.out + (row * a.H + h) * a.Dh + d;
+  float* out = a.out + (row * a.H + h0) * a.Dh + d;
   if (a.row_seq[row] < 0) {  // a row no sequence covers: zeros, as the CPU leaves it
-    if (d < a.Dh) *out = 0.f;
+    if (d < a.Dh)
+      for (int h = 0; h < HG; ++h) out[h * a.Dh] = 0.f;
     return;
   }
   const RowCtx c = row_ctx(a, row);
   const void** rows = reinterpret_cast<const void**>(pv_smem);
-  float* sc = reinterpret_cast<float*>(rows + a.max_cand);
-  uint16_t* lv = reinterpret_cast<uint16_t*>(sc + a.max_cand);
-  const float* src = head_scores(a, row, h);
+  float* pe = reinterpret_cast<float*>(rows + a.max_cand);
+  uint16_t* lv = reinterpret_cast<uint16_t*>(pe + HG * a.max_cand);
   // The live candidates in order: rows[i] and lv[i] for i < nlive. kThreads candidates a round
   // (every thread takes every round: barriers); a live one's place is the live lanes up to it in
   // its warp (an inclusive count by shuffles, exact in f32) plus those of the warps before.
@@ -186,10 +170,7 @@ __global__ void __launch_bounds__(kThreads) pv_kernel(SparseAttnArgs a) {
   for (int64_t j0 = 0; j0 < c.nc; j0 += kThreads) {
     const int64_t j = j0 + threadIdx.x;
     Cand cj;
-    if (j < c.nc) {
-      sc[j] = src[j];
-      cj = candidate(a, c, j, nullptr);  // (the scores kernel reported invisible ones)
-    }
+    if (j < c.nc) cj = candidate(a, c, j, nullptr);  // (the scores kernel reported invisible ones)
     const bool live = cj.f || cj.enc;
     float n = live ? 1.f : 0.f;
 #pragma unroll
@@ -209,47 +190,80 @@ __global__ void __launch_bounds__(kThreads) pv_kernel(SparseAttnArgs a) {
       rows[at] = cj.f ? static_cast<const void*>(cj.f) : static_cast<const void*>(cj.enc);
       lv[at] = static_cast<uint16_t>(j | (cj.f ? 0 : kEncodedRow));
     }
-    __syncthreads();  // wlive is rewritten next round; after the last, every candidate is staged
+    __syncthreads();  // wlive is rewritten next round; after the last, every candidate is listed
   }
   const int nb = static_cast<int>(prob_blocks(a, c));
-  const float sink = weight_at(a.sink, h / a.sink.cols, h % a.sink.cols);
-  const float l = nb > 0 ? blocked_softmax_live(a, c, sink, sc, bmax, bend, nb, lv, nlive)
-                         : plain_softmax_live(a, c, sink, sc, red, lv, nlive);
-  if (d >= a.Dh) return;  // (after the softmax's barriers)
-  // o = sum_j p_j v_j[d] over the live candidates in order; with blocks (nb > 0): acc = acc *
-  // alpha_b + (block b's sum), block after block, as sparse_attention.cu's pv_pass. A block
-  // without a live candidate is still closed: the same additions and closes in the same order as
-  // the walk over every slot, which added nothing for a skipped one.
-  PvSum o;
-  int b = 0, end = nb > 0 ? bend[0] : static_cast<int>(c.nc);
-  auto flush = [&] {
-    o.close_block(bmax[b]);
-    ++b;
-    end = b < nb ? bend[b] : static_cast<int>(c.nc);
-  };
+  for (int i = threadIdx.x; i < HG * nlive; i += kThreads) {
+    const int h = i / nlive, k = i % nlive;
+    pe[h * a.max_cand + k] = head_scores(a, row, h0 + h)[lv[k] & kCandIndex];
+  }
+  // Softmax block b's live candidates are list entries [lend[b - 1], lend[b]) (lend[-1] = 0): the
+  // first entry at or past the block's end, by bisection (the list is in candidate order).
+  for (int b = threadIdx.x; b < nb; b += kThreads) {
+    const int64_t end = first_cand(a, c, b + 1);
+    int lo = 0, hi = nlive;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if ((lv[mid] & kCandIndex) < end) lo = mid + 1;
+      else hi = mid;
+    }
+    lend[b] = lo;
+  }
+  __syncthreads();
+  if (d >= a.Dh) return;  // (after the barriers)
+  // Block after block (one block of every live candidate in the plain form): its candidates' p v
+  // added to each head's sum, kPvLoads rows' loads issued before their sums, then (blocked form)
+  // each head's sum closed with its running max; an empty block is still closed.
+  PvSum o[HG];
   auto value = [&](int i) {
     return (lv[i] & kEncodedRow) ? backend::kv_value(a.comp.spec, static_cast<const uint8_t*>(rows[i]), d)
                                  : static_cast<const float*>(rows[i])[d];
   };
   auto add = [&](int i, float v) {
-    const int j = lv[i] & kCandIndex;
-    if (nb > 0)
-      while (j >= end) flush();
-    o.add(__fmul_rn(sc[j], v), nb > 0);
+#pragma unroll
+    for (int h = 0; h < HG; ++h) o[h].add(__fmul_rn(pe[h * a.max_cand + i], v), nb > 0);
   };
   int i = 0;
-  for (; i + kPvLoads <= nlive; i += kPvLoads) {  // kPvLoads rows' loads issued before their sums
-    float v[kPvLoads];
+  for (int b = 0; b < (nb > 0 ? nb : 1); ++b) {
+    const int i_end = nb > 0 ? lend[b] : nlive;
+    for (; i + kPvLoads <= i_end; i += kPvLoads) {
+      float v[kPvLoads];
 #pragma unroll
-    for (int u = 0; u < kPvLoads; ++u) v[u] = value(i + u);
+      for (int u = 0; u < kPvLoads; ++u) v[u] = value(i + u);
 #pragma unroll
-    for (int u = 0; u < kPvLoads; ++u) add(i + u, v[u]);
+      for (int u = 0; u < kPvLoads; ++u) add(i + u, v[u]);
+    }
+    for (; i < i_end; ++i) add(i, value(i));
+    if (nb > 0) {
+#pragma unroll
+      for (int h = 0; h < HG; ++h) o[h].close_block(softmax_tail(a, row, h0 + h).bmax[b]);
+    }
   }
-  for (; i < nlive; ++i) add(i, value(i));
-  if (nb > 0)
-    while (b < nb) flush();
-  const float y = o.acc / l;
-  *out = a.round_out ? round_bf16(y) : y;
+#pragma unroll
+  for (int h = 0; h < HG; ++h) {
+    const float y = o[h].acc / *softmax_tail(a, row, h0 + h).l;
+    out[h * a.Dh] = a.round_out ? round_bf16(y) : y;
+  }
+}
+
+// Heads per P.V block: the most (up to a.pv_heads when set) that divide H and whose shared memory
+// fits (1 always does: split_attention's condition). More heads a block decode each KV row once
+// for more of them; fewer blocks fill the SMs less, so by default a block takes HG heads only
+// while the launch keeps kMinPvBlocks blocks.
+int pv_heads(const SparseAttnArgs& a) {
+  const int64_t dim_blocks = (a.Dh + kDims - 1) / kDims;
+  int hg = 1;
+  for (int g = 2; g <= kMaxPvHeads; g *= 2) {
+    const bool wanted = a.pv_heads > 0 ? g <= a.pv_heads : a.rows * a.H / g * dim_blocks >= kMinPvBlocks;
+    if (wanted && a.H % g == 0 && pv_smem_bytes(a.max_cand, g) <= kSmemBytes) hg = g;
+  }
+  return hg;
+}
+
+template <int HG>
+gpuError_t launch_pv(const SparseAttnArgs& a, gpuStream_t s) {
+  const dim3 grid(static_cast<unsigned>(a.rows * a.H / HG), static_cast<unsigned>((a.Dh + kDims - 1) / kDims));
+  return launch(pv_kernel<HG>, grid, kThreads, pv_smem_bytes(a.max_cand, HG) - kPvStaticBytes, s, a);
 }
 
 }  // namespace
@@ -258,18 +272,22 @@ gpuError_t split_attention(const SparseAttnArgs& a, gpuStream_t s) {
   if (a.rows * a.H == 0) return gpuGetLastError();
   const int64_t tiles = (a.max_cand + kCands - 1) / kCands;
   const dim3 sgrid(static_cast<unsigned>(a.rows * tiles), static_cast<unsigned>((a.H + kHeads - 1) / kHeads));
-  const gpuError_t e = launch(scores_kernel, sgrid, kThreads, scores_smem(a.Dh), s, a, tiles);
+  gpuError_t e = launch(scores_kernel, sgrid, kThreads, scores_smem(a.Dh), s, a, tiles);
+  if (e == gpuSuccess) e = launch(softmax_kernel, static_cast<unsigned>(a.rows * a.H), kSoftmaxThreads, 0, s, a);
   if (e != gpuSuccess) return e;
-  const dim3 pgrid(static_cast<unsigned>(a.rows * a.H), static_cast<unsigned>((a.Dh + kDims - 1) / kDims));
-  return launch(pv_kernel, pgrid, kThreads, static_cast<std::size_t>(a.max_cand) * kPvBytesPerCand, s, a);
+  switch (pv_heads(a)) {
+    case 8: return launch_pv<8>(a, s);
+    case 4: return launch_pv<4>(a, s);
+    case 2: return launch_pv<2>(a, s);
+    default: return launch_pv<1>(a, s);
+  }
 }
 
 }  // namespace attn
 
 bool sparse_attention_split(int64_t Dh, int64_t max_cand) {
   using namespace attn;
-  return Dh > 0 && scores_smem(Dh) <= kSmemBytes &&
-         static_cast<std::size_t>(max_cand) * kPvBytesPerCand + kPvStaticBytes <= kSmemBytes;
+  return Dh > 0 && scores_smem(Dh) <= kSmemBytes && pv_smem_bytes(max_cand, 1) <= kSmemBytes;
 }
 
 }  // namespace plumb::gpu::k
