@@ -1,24 +1,26 @@
-// Sparse attention in two launches, for every batch size (decode and prefill), bitwise the CPU's like
-// sparse_attention.cu (same candidates, same dot order, the same softmax functions, P.V summed in
-// candidate order per output):
+// Sparse attention in three launches, for every batch size (decode and prefill), bitwise the CPU's
+// like sparse_attention.cu (same candidates, same dot order, the same softmax functions, P.V
+// summed in candidate order per output):
 //   1. scores: one block per (query row, 8 candidates, 8 heads). The block stages the 8 candidate
 //      rows (decoded to f32) and the 8 heads' q once, then each 8-lane group computes 2 of the 64
 //      (head, candidate) dots as cpu_order_sum8 does; scores go to the host's scratch. A block
 //      whose candidates are all skipped selection slots only writes -inf.
-//   2. softmax and P.V: one block per (query row, head, 256 output dims). It copies the head's
-//      scores and the candidates' row pointers into shared memory with the list of the live
-//      candidates (not a skipped selection slot) in candidate order, runs the plain or the
-//      release's blocked softmax (every thread gets the denominator, summed over the live list),
-//      and each thread sums p_j v_j[d] over the live candidates in order for its own d, 8 rows'
-//      loads issued before their sums. A skipped slot's score is -inf: its e = +0 adds nothing
-//      to any sum, so walking the live list gives bitwise the walk over every slot.
+//   2. softmax: one block per (query row, head), in place in the scratch, with the block maxima
+//      and the denominator written beside the scores.
+//   3. P.V: one block per (query row, 1-8 heads, 256 output dims). It lists the live candidates
+//      (not a skipped selection slot) in candidate order with their row pointers and each head's
+//      e_j, and each thread sums p_j v_j[d] over the live candidates in order for its own d and
+//      every head, decoding v_j[d] once, 8 rows' loads issued before their sums. A skipped slot's
+//      e is +0 and adds nothing, so walking the live list gives bitwise the walk over every slot.
 // Why: the one-kernel form spends a block per head (G = 1 at decode) that walks every candidate
 // with 256 threads for one dot at a time: at B = 1 its 64 blocks left half the SMs idle and each
 // re-staged the same KV rows (ncu, docs/PERF.md v7: 109 us per SWA layer for 65 candidates, 307
-// us for CSA, 12% issue-slot use). Here a staged KV row serves 8 heads, and the launches have
-// rows x candidates / 8 x H / 8 and rows x H x Dh / 256 blocks. The live list: a CSA row has 512
-// selection slots, most of them -1 at short contexts (16 entries exist at position 64), and a
-// P.V thread that walked all 577 slots spent 175 us of the layer's 194 (ncu, PERF.md v7).
+// us for CSA, 12% issue-slot use). Here a staged KV row serves 8 heads in the scores, a decoded
+// KV element up to 8 heads in P.V (one KV row serves all 64 heads; PERF.md v16), and the
+// launches have rows x candidates / 8 x H / 8, rows x H and rows x H / HG x Dh / 256 blocks.
+// The live list: a CSA row has 512 selection slots, most of them -1 at short contexts (16 entries
+// exist at position 64), and a P.V thread that walked all 577 slots spent 175 us of the layer's
+// 194 (ncu, PERF.md v7).
 // Prefill too (PERF.md v8): the one-kernel form's block per (row, 2 heads) re-stages every
 // candidate row for 2 heads only, 315 ms per layer for 4,096 rows (ncu, 2026-12-03); it now
 // serves only rows whose candidates overflow the P.V kernel's shared memory.
