@@ -19,7 +19,6 @@ file(GLOB PLUMB_GPU_EMU_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/plumb/
 set_source_files_properties(${_emu_kernels} PROPERTIES COMPILE_OPTIONS "-ffp-contract=off;-fno-strict-aliasing;-Wno-unknown-pragmas")
 set_source_files_properties(${PLUMB_GPU_HOST_SOURCES} ${PLUMB_GPU_EMU_SOURCES} PROPERTIES COMPILE_OPTIONS -Wno-unknown-pragmas)
 add_compile_options(-Wno-unknown-pragmas)  # the targets defined after this file: tests, bench
-set_source_files_properties(${_emu_kernels} ${PLUMB_GPU_EMU_SOURCES} PROPERTIES OBJECT_DEPENDS "${PLUMB_GPU_HEADERS}")
 target_sources(plumb_backend PRIVATE ${PLUMB_GPU_HOST_SOURCES} ${_emu_kernels} ${PLUMB_GPU_EMU_SOURCES})
 set_source_files_properties(${PLUMB_GPU_HOST_SOURCES} ${_emu_kernels} ${PLUMB_GPU_EMU_SOURCES} PROPERTIES
   COMPILE_DEFINITIONS "PLUMB_EMU;PLUMB_GPU_TARGETS=\"emulator\"")

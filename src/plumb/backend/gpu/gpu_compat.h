@@ -106,17 +106,6 @@ constexpr int kWarp = 32;
 #endif
 
 #if defined(__CUDACC__) || defined(__HIPCC__) || defined(PLUMB_EMU)
-__device__ __forceinline__ float shfl_from(float v, int src);
-
-__device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
-#if defined(PLUMB_EMU)
-  return shfl_from(v, emu::lane_id() ^ lane_mask);
-#elif defined(PLUMB_HIP)
-  return __shfl_xor(v, lane_mask, kWarp);
-#else
-  return __shfl_xor_sync(0xffffffffu, v, lane_mask, kWarp);
-#endif
-}
 // Lane src's v (every lane of the warp calls it; src < kWarp).
 __device__ __forceinline__ float shfl_from(float v, int src) {
 #if defined(PLUMB_EMU)
@@ -129,6 +118,15 @@ __device__ __forceinline__ float shfl_from(float v, int src) {
   return __shfl(v, src, kWarp);
 #else
   return __shfl_sync(0xffffffffu, v, src, kWarp);
+#endif
+}
+__device__ __forceinline__ float shfl_xor(float v, int lane_mask) {
+#if defined(PLUMB_EMU)
+  return shfl_from(v, emu::lane_id() ^ lane_mask);
+#elif defined(PLUMB_HIP)
+  return __shfl_xor(v, lane_mask, kWarp);
+#else
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask, kWarp);
 #endif
 }
 

@@ -110,28 +110,15 @@ inline T __ldcs(const T* p) {
 }
 
 // Fibers switch only at barriers, so a read-modify-write is atomic.
-inline unsigned atomicAdd(unsigned* p, unsigned v) {
-  const unsigned old = *p;
+template <class T>
+inline T atomicAdd(T* p, T v) {
+  const T old = *p;
   *p = old + v;
   return old;
 }
-inline int atomicAdd(int* p, int v) {
-  const int old = *p;
-  *p = old + v;
-  return old;
-}
-inline float atomicAdd(float* p, float v) {
-  const float old = *p;
-  *p = old + v;
-  return old;
-}
-inline int atomicCAS(int* p, int compare, int v) {
-  const int old = *p;
-  if (old == compare) *p = v;
-  return old;
-}
-inline unsigned atomicCAS(unsigned* p, unsigned compare, unsigned v) {
-  const unsigned old = *p;
+template <class T>
+inline T atomicCAS(T* p, T compare, T v) {
+  const T old = *p;
   if (old == compare) *p = v;
   return old;
 }

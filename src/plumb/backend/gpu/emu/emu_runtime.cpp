@@ -108,10 +108,12 @@ struct Fiber {
   bool done = false;
 };
 
+using Slots = std::array<std::array<unsigned char, kSlotBytes>, kWarp>;  // a warp collective's lanes
+
 struct WarpState {
   Barrier bar;
   int live = 0;
-  std::array<std::array<std::array<unsigned char, kSlotBytes>, kWarp>, 2> slots;  // [gen parity][lane]
+  std::array<Slots, 2> slots;  // [gen parity][lane]
 };
 
 // The running block of this OS thread's launch (fibers run on the thread that launched).
@@ -186,10 +188,17 @@ int wait_at(Barrier& bar, const int& live, int p) {
   return bar.result;
 }
 
-WarpState& my_warp(int* lane) {
+// A warp collective's exchange: the calling lane's `bytes` of mine go to its slot, the warp's
+// lanes all arrive, and the slots of this exchange come back (every lane's). Two exchanges in a
+// row use the two parities, so a lane ahead cannot overwrite what another still reads.
+const Slots& exchange(const void* mine, std::size_t bytes) {
   Block& b = *g_block;
-  *lane = b.cur->lin % kWarp;
-  return b.warps[static_cast<std::size_t>(b.cur->lin / kWarp)];
+  const int lane = b.cur->lin % kWarp;
+  WarpState& w = b.warps[static_cast<std::size_t>(b.cur->lin / kWarp)];
+  Slots& slots = w.slots[w.bar.gen & 1];
+  std::memcpy(slots[static_cast<std::size_t>(lane)].data(), mine, bytes);
+  wait_at(w.bar, w.live, 0);
+  return slots;
 }
 
 // A fiber's whole life; it never returns (its last switch goes to the scheduler for good).
@@ -317,25 +326,19 @@ void syncthreads() { wait_at(g_block->bar, g_block->live, 0); }
 int syncthreads_or(int p) { return wait_at(g_block->bar, g_block->live, p != 0) != 0; }
 
 void warp_gather(const void* mine, std::size_t bytes, void* all) {
-  int lane = 0;
-  WarpState& w = my_warp(&lane);
-  const std::size_t p = w.bar.gen & 1;
-  std::memcpy(w.slots[p][static_cast<std::size_t>(lane)].data(), mine, bytes);
-  wait_at(w.bar, w.live, 0);
-  // Two gathers in a row use the two parities: a lane ahead cannot overwrite what this one reads.
+  if (bytes > kSlotBytes) {
+    std::fprintf(stderr, "plumb CUDA emulator: a warp gather of %zu bytes a lane (at most %zu)\n", bytes, kSlotBytes);
+    std::abort();
+  }
+  const Slots& slots = exchange(mine, bytes);
   for (int l = 0; l < kWarp; ++l)
     std::memcpy(static_cast<unsigned char*>(all) + static_cast<std::size_t>(l) * bytes,
-                w.slots[p][static_cast<std::size_t>(l)].data(), bytes);
+                slots[static_cast<std::size_t>(l)].data(), bytes);
 }
 
 uint64_t warp_shuffle(uint64_t v, int src) {
-  int lane = 0;
-  WarpState& w = my_warp(&lane);
-  const std::size_t p = w.bar.gen & 1;
-  std::memcpy(w.slots[p][static_cast<std::size_t>(lane)].data(), &v, sizeof v);
-  wait_at(w.bar, w.live, 0);
   uint64_t r;
-  std::memcpy(&r, w.slots[p][static_cast<std::size_t>(src)].data(), sizeof r);
+  std::memcpy(&r, exchange(&v, sizeof v)[static_cast<std::size_t>(src)].data(), sizeof r);
   return r;
 }
 

@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kThreads) scores_kernel(SparseAttnArgs a, int6
 // adding +0 to a sum of non-negative terms leaves its bits, so this is the live-only sum's result.
 __global__ void __launch_bounds__(kSoftmaxThreads) softmax_kernel(SparseAttnArgs a) {
   pdl_begin();
-  __shared__ float red[kSoftmaxThreads / 32 + 1];
+  __shared__ float red[kSoftmaxThreads / 32];  // block_max: a float a warp (32 or 64 lanes)
   const int64_t row = a.row0 + blockIdx.x / a.H, h = blockIdx.x % a.H;
   if (a.row_seq[row] < 0) return;
   const RowCtx c = row_ctx(a, row);
