@@ -240,15 +240,20 @@ TEST_F(GpuOps, MoeGroupedOddShapes) {
 // h's as they stage them in shared memory (GroupedMoeArgs::quant_x / quant_h); the separate form
 // runs quant_fp8 on x and a quant_blocks launch on h first. Bitwise the same, every act_fp8 option,
 // on the chunk and element paths, skipped ids, and the V4-Flash dims at 1 and 3 tokens (the
-// shared expert's GEMVs quantize their x themselves too).
+// shared expert's GEMVs quantize their x themselves too). The SIMT kernels (the FP4 cases would
+// otherwise take the tensor-core form), then the tensor-core form (its prep launch quantizes x, or
+// stages the quantized copy: the FP4 cases whose D and I are multiples of 128).
 TEST_F(GpuOps, MoeActQuantFusedBitwise) {
+  bool mma = false;
   auto fused_vs_separate = [&](const std::string& what, double, auto&& op) {
+    set_moe_mma(mma);
     set_fused_act_quant(true);
     const std::vector<float> fused = host(*gpu, op(*gpu));
     set_fused_act_quant(false);
     const std::vector<float> separate = host(*gpu, op(*gpu));
     set_fused_act_quant(true);
-    expect_bitwise(what + ": fused vs separate act-quant", fused, separate);
+    set_moe_mma(true);
+    expect_bitwise(what + (mma ? " (tensor cores)" : "") + ": fused vs separate act-quant", fused, separate);
   };
   std::vector<backend::MoeParams> act;
   for (float limit : {0.f, 10.f, 0.5f})
@@ -262,6 +267,49 @@ TEST_F(GpuOps, MoeActQuantFusedBitwise) {
   for (int64_t N : {1, 3})
     run_moe_case(*this, {N, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, {act.front(), act.back()},
                  fused_vs_separate);
+  mma = true;
+  const int64_t before = moe_mma_calls();
+  run_moe_case(*this, {9, 256, 128, 8, 2, 4, "fp4", "moe fp4 D 256 I 128"}, act, fused_vs_separate, true);
+  run_moe_case(*this, {3, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, {act.front(), act.back()},
+               fused_vs_separate);
+  if (before >= 0) EXPECT_GT(moe_mma_calls(), before) << ctx("the tensor-core form never ran");
+}
+
+// The grouped experts on the bf16 tensor cores (kernels/moe_mma.cu: FP4 weights under act_fp8,
+// D and I multiples of 128) against the CPU reference, within the act_fp8 MoE tolerance (its
+// operands are exact bf16, only the order of the sums differs): one token; several, with slots
+// routed outside [0, E); 40 slots over 4 experts (more than the MMA's 8 columns: an expert's slots
+// in turns); weights of magnitude ~6, whose 32-blocks get ue8m0 scale codes of 128 (the fast
+// decode) and above (the decode through f32) in the same warps; the V4-Flash dims. Every act_fp8
+// option of the SwiGLU epilogue, the V3 release's among them.
+TEST_F(GpuOps, MoeTensorCoresEveryOption) {
+  if (moe_mma_calls() < 0)
+    GTEST_SKIP() << "the tensor-core form is a CUDA GpuBackend path (not HIP's; PLUMB_GPU_OPS_ON_CPU runs no GPU "
+                    "backend)";
+  auto check = [&](const std::string& what, double tol, auto&& op) { this->check(what + " (tensor cores)", tol, op); };
+  std::vector<backend::MoeParams> act;
+  for (float limit : {0.f, 10.f, 0.5f})
+    for (bool cs : {true, false})
+      for (Round r : {Round::None, Round::BF16}) act.push_back({limit, cs, true, r});
+  for (backend::MoeParams p : v3_params()) {
+    p.act_fp8 = true;
+    act.push_back(p);
+  }
+  struct Case {
+    MoeCase c;
+    bool skip_ids;
+    float amp;
+  };
+  const Case cases[] = {
+      {{1, 256, 128, 8, 2, 2, "fp4", "moe fp4 one token"}, false, 0.05f},
+      {{3, 384, 256, 8, 3, 4, "fp4", "moe fp4 D 384 I 256, skipped ids"}, true, 0.05f},
+      {{20, 256, 128, 4, 2, 4, "fp4", "moe fp4 40 slots over 4 experts"}, false, 0.05f},
+      {{4, 256, 256, 8, 2, 3, "fp4", "moe fp4 weights ~6 (scale codes 128 and above: both decodes)"}, true, 6.f},
+  };
+  const int64_t before = moe_mma_calls();
+  for (const Case& k : cases) run_moe_case(*this, k.c, act, check, k.skip_ids, k.amp);
+  run_moe_case(*this, {2, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, {act.front(), act.back()}, check);
+  EXPECT_GT(moe_mma_calls(), before) << ctx("the tensor-core form never ran");
 }
 
 TEST_F(GpuOps, MoeRealDims) {

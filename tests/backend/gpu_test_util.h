@@ -142,6 +142,22 @@ class GpuOps : public ::testing::Test {
     (void)on;
   }
 
+  // The grouped experts' tensor-core form (kernels/moe_mma.cu) where it applies (on, the
+  // default) or never (off); and how many moe() calls it has served (-1: no CUDA device backend,
+  // where the form does not exist: HIP keeps the SIMT kernels).
+  void set_moe_mma(bool on) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (dev) dev->set_moe_mma(on);
+#endif
+    (void)on;
+  }
+  int64_t moe_mma_calls() const {
+#if defined(PLUMB_WITH_CUDA)
+    if (dev) return dev->moe_mma_calls();
+#endif
+    return -1;
+  }
+
   // Every element's bits equal (so NaN poison, -0 vs +0 and one-ulp differences all fail).
   void expect_bitwise(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref) {
     ASSERT_EQ(got.size(), ref.size()) << ctx(what);

@@ -7,7 +7,8 @@
 // gathered rows through linear() (which applies act_fp8 and the rounding like the CPU's GEMMs),
 // and accumulates the expert outputs into one f32 sum per token in expert-id order, then adds the
 // shared expert. For few tokens (decode) in the fast order it runs the grouped kernels instead
-// (kernels/moe_grouped.cu): the same function with the routing read on the device. For many
+// (kernels/moe_grouped.cu; FP4 experts under act_fp8 on the bf16 tensor cores, kernels/moe_mma.cu):
+// the same function with the routing read on the device. For many
 // (prefill), the experts whose linear() calls would all take the bf16 GEMM (path (c)) run as one
 // grouped GEMM launch per projection (moe_prefill, k::linear_mma_grouped), bitwise the same.
 #include <algorithm>
@@ -167,7 +168,17 @@ Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTa
   Tensor ys = alloc(ElemType::F32, {N * K, D});
   a.h = dev_f32(h);
   a.ys = dev_f32(ys);
-  check_launch(k::grouped_moe_experts(a, stream_), "moe grouped experts");
+  if (moe_mma_ && k::grouped_moe_mma_ok(a)) {  // the tensor-core form; its bf16 scratch as f32 pairs
+    const Tensor xb = alloc(ElemType::F32, {(N * D + 1) / 2}), hb = alloc(ElemType::F32, {(N * K * t.width + 1) / 2});
+    const Tensor groups = alloc(ElemType::I32, {k::grouped_moe_mma_group_ints(N * K, t.experts)});
+    a.xb = static_cast<uint16_t*>(dev_ptr(xb));
+    a.hb = static_cast<uint16_t*>(dev_ptr(hb));
+    a.groups = dev_i32(groups);
+    check_launch(k::grouped_moe_mma_experts(a, stream_), "moe grouped experts (tensor cores)");
+    ++moe_mma_calls_;
+  } else {
+    check_launch(k::grouped_moe_experts(a, stream_), "moe grouped experts");
+  }
   // (t may be dropped from here on: the shared expert's weight() calls can evict tables)
   const Tensor sh = swiglu(*this, shared, d.shared_I, x2, N, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p);
   Tensor y = alloc(ElemType::F32, {N, D});

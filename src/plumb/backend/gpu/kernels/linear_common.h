@@ -172,6 +172,11 @@ inline bool vec16_ok(WFormat f, int64_t K) {
   return false;
 }
 
+// 32-bit word i (0..3) of 16 loaded bytes.
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
+  return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
+}
+
 // Calls fn.template operator()<F>() for w's format (kernels are instantiated per format).
 template <typename Fn>
 gpuError_t dispatch_format(WFormat f, Fn&& fn) {
@@ -210,6 +215,23 @@ __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, const uint
 #elif defined(PLUMB_EMU)
 #define PLUMB_MMA_BF16 1
 __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, const uint32_t* b) { emu::mma_m16n8k16_bf16(d, a, b); }
+#endif
+
+#ifdef PLUMB_MMA_BF16
+// a * b per bf16 half (lower half first), rounded to nearest, subnormals kept (PTX: bf16 fma has
+// no flush-to-zero form). fma with a -0 addend, so that a +0 product stays +0. moe_mma.cu scales
+// decoded FP4 weights with it (exact products: powers of two times values of 2 bits).
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+#if defined(PLUMB_EMU)
+  const uint32_t lo = f32_bits(round_bf16(bits_f32(a << 16) * bits_f32(b << 16))) >> 16;
+  const uint32_t hi = f32_bits(round_bf16(bits_f32(a & 0xFFFF0000u) * bits_f32(b & 0xFFFF0000u))) & 0xFFFF0000u;
+  return hi | lo;
+#else
+  uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+  return d;
+#endif
+}
 #endif
 
 }  // namespace plumb::gpu::k

@@ -36,6 +36,7 @@
 #include "plumb/backend/gpu/kernels/linear_common.h"
 #include "plumb/backend/gpu/kernels/moe_grouped.h"
 #include "plumb/backend/gpu/kernels/launch.h"
+#include "plumb/backend/gpu/kernels/moe_epilogue.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -118,10 +119,6 @@ __device__ __forceinline__ Chunk<F> chunk_load(const WeightRef& w, int64_t r, in
   return ch;
 }
 
-__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
-  return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
-}
-
 // Whether wdecode16 takes its fast path for the chunk's segments, and that path's multiplier k.
 // FP4: wdecode16 tests fabsf(s * 2^126) < 2^127 with s = ue8m0_to_f32(code) = 2^(code - 127)
 // (code 0: 2^-127), i.e. code <= 127, where s * 2^126 = 2^(code - 1), bits (code + 126) << 23.
@@ -133,7 +130,7 @@ __device__ __forceinline__ bool chunk_fast(const Chunk<F>& ch, float& k) {
   } else if constexpr (F == WFormat::FP8) {  // wdecode16's test: no NaN code (magnitude 0x7F), s * 2^120 finite
     uint32_t nan = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) nan |= ((word(ch.v, j) & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
+    for (int j = 0; j < 4; ++j) nan |= ((word_of(ch.v, j) & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
     k = bits_f32(ch.s) * 0x1p120f;
     return nan == 0 && fabsf(k) < 0x1p127f;
   } else {
@@ -148,15 +145,15 @@ __device__ __forceinline__ void decode4(const Chunk<F>& ch, int h, float k, floa
   if constexpr (F == WFormat::F32) {
     a[0] = bits_f32(ch.v.x), a[1] = bits_f32(ch.v.y), a[2] = bits_f32(ch.v.z), a[3] = bits_f32(ch.v.w);
   } else if constexpr (F == WFormat::BF16) {  // element 2j in the low half of word j
-    const uint32_t lo = word(ch.v, 2 * h), hi = word(ch.v, 2 * h + 1);
+    const uint32_t lo = word_of(ch.v, 2 * h), hi = word_of(ch.v, 2 * h + 1);
     a[0] = bits_f32(lo << 16), a[1] = bits_f32(lo & 0xFFFF0000u);
     a[2] = bits_f32(hi << 16), a[3] = bits_f32(hi & 0xFFFF0000u);
   } else if constexpr (F == WFormat::FP8) {  // byte i of word h
-    const uint32_t u = word(ch.v, h);
+    const uint32_t u = word_of(ch.v, h);
 #pragma unroll
     for (int i = 0; i < 4; ++i) a[i] = fp8_top_to_f32(u << (24 - 8 * i), k);
   } else {  // FP4: nibble (4h + i) % 8 of word (4h + i) / 8
-    const uint32_t u = word(ch.v, h / 2);
+    const uint32_t u = word_of(ch.v, h / 2);
 #pragma unroll
     for (int i = 0; i < 4; ++i) a[i] = fp4_top_to_f32(u << (28 - 4 * (4 * (h % 2) + i)), k);
   }
@@ -167,9 +164,9 @@ __device__ __forceinline__ void decode4(const Chunk<F>& ch, int h, float k, floa
 template <WFormat F>
 __device__ __forceinline__ float decode1_exact(const Chunk<F>& ch, int j) {
   if constexpr (F == WFormat::FP4) {
-    return fp4_value(word(ch.v, j / 8) >> (4 * (j % 8))) * ue8m0_to_f32(static_cast<uint8_t>(ch.s));
+    return fp4_value(word_of(ch.v, j / 8) >> (4 * (j % 8))) * ue8m0_to_f32(static_cast<uint8_t>(ch.s));
   } else {
-    return e4m3_to_f32(static_cast<uint8_t>(word(ch.v, j / 4) >> (8 * (j % 4)))) * bits_f32(ch.s);
+    return e4m3_to_f32(static_cast<uint8_t>(word_of(ch.v, j / 4) >> (8 * (j % 4)))) * bits_f32(ch.s);
   }
 }
 
@@ -366,17 +363,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) up_kernel(GroupedMoeArgs
   const float other = shfl_xor(mine, 1);
   if (lane % 2 != 0 || lane / 2 >= groups) return;
   const int64_t r = r0 + lane / 2 * kWarps;
-  float gt = mine, u = other;
-  if (a.round_bf16) gt = round_bf16(gt), u = round_bf16(u);  // linear()'s output rounding
-  if (a.limit > 0.f) {                                          // std::min(g, L), std::clamp(u, -L, L)
-    gt = a.limit < gt ? a.limit : gt;
-    u = u < -a.limit ? -a.limit : (a.limit < u ? a.limit : u);
-  }
-  float silu = __fdiv_rn(gt, __fadd_rn(1.0f, exp_cr(-gt)));
-  if (a.silu_bf16) silu = round_bf16(silu);
-  float v = __fmul_rn(silu, u);
-  if (!a.weight_after) v = __fmul_rn(a.weights[s], v);
-  a.h[s * I + r] = a.round_bf16 ? round_bf16(v) : v;
+  a.h[s * I + r] = grouped_swiglu(a, s, mine, other);
 }
 
 template <WFormat F, bool RW>

@@ -30,10 +30,23 @@ struct GroupedMoeArgs {
   bool quant_h = false;                       // FP8 round trip of h before w2 (MoeParams::act_fp8): by the down
   bool quant_h_launch = false;                // kernel as it stages h, or (this) by a quant_blocks launch
   bool vec_up = false, vec_down = false;      // set by the launcher: 16-byte chunk loads fit rows of D / I
+  // Scratch of the tensor-core form (moe_mma.cu) only:
+  uint16_t* xb = nullptr;      // device [N, D]: x as bf16, each 8 columns permuted (moe_mma.cu)
+  uint16_t* hb = nullptr;      // device [N*K, I]: h likewise
+  int32_t* groups = nullptr;   // device [grouped_moe_mma_group_ints(N*K, E)]: the slots by expert
 };
 
 // h and ys for every slot: up projection + SwiGLU (+ the act-quant of h), down projection.
 gpuError_t grouped_moe_experts(const GroupedMoeArgs& a, gpuStream_t s);
+// The same h and ys on the bf16 tensor cores (moe_mma.cu): one block per (expert, row tile) for
+// all the slots that chose the expert. Built for CUDA (sm_80+) and the emulator; grouped_moe_mma_ok
+// says whether a call qualifies: FP4 weights, act_fp8 (quant_h; x quantized by the caller or
+// quant_x), D and I multiples of 128, at most kGroupedMoeMmaMaxExperts experts.
+constexpr int64_t kGroupedMoeMmaMaxExperts = 1024;
+bool grouped_moe_mma_ok(const GroupedMoeArgs& a);
+// int32 scratch the expert grouping needs for `slots` token slots over E experts.
+int64_t grouped_moe_mma_group_ints(int64_t slots, int64_t E);
+gpuError_t grouped_moe_mma_experts(const GroupedMoeArgs& a, gpuStream_t s);
 // y [N, D] = bf16?(sum of each token's weighted slots in the CPU's order + shared [N, D]).
 gpuError_t grouped_moe_combine(const GroupedMoeArgs& a, const float* shared, float* y, gpuStream_t s);
 

@@ -1,0 +1,349 @@
+// Routed experts for few tokens (decode) on the bf16 tensor cores (mma.sync m16n8k16): the
+// grouped experts of moe_grouped.cu (up: h = swiglu(w1 x, w3 x); down: ys = w2 h) for FP4
+// weights under act_fp8, the faithful profile's decode. Same function, another order of the sums
+// (the fast order; GpuCpuOrder never comes here).
+//
+// Why (PERF.md v17): moe_grouped.cu decodes each FP4 weight to f32 and multiplies it in an fmaf,
+// ~5.6 instructions a weight, issue-bound (B = 32: up + down 3.5 of 8.85 ms), and reads an
+// expert's weights once for every slot that chose it (192 slots over ~135 distinct experts at
+// B = 32). Here one block serves all the slots of an expert (the MMA's 8 columns, more in turns),
+// so each selected expert's bytes are read once, and a lane turns FP4 into bf16 pairs with ~2.5
+// instructions a weight; the products and sums are the tensor cores'.
+//
+// Operands are exact: an FP4 weight times its ue8m0 scale has at most 2 significant bits, and x
+// and h after act_fp8's round trip are e4m3 values times a power of two (4 bits, at least 2^-31
+// in magnitude: ue8m0_scale_for's amax floor), so bf16 (f32's exponent range) holds each as it is,
+// and every product is the f32 product the SIMT kernels form.
+//
+// Decode of nibbles j and j + 4 of a 32-bit FP4 word (element i in bits 4i..4i+3) into one bf16
+// pair: v = word << (12 - 4j) puts the two nibbles at the top of the two halves (signs at bits 15
+// and 31); (v >> 6) & 0x01C001C0 moves each magnitude (e2m1: 2 exponent bits, 1 mantissa bit) to
+// bf16 bits 6..8, where it reads as its value times 2^-126 (code 1, 0.5, as the subnormal
+// 2^-127); OR the signs, and one bf16x2 multiply by 2^(c - 1) = 2^126 times the scale 2^(c - 127)
+// gives the weights. A scale code above 128 (2^(c - 1) beyond bf16) decodes through f32 instead.
+//
+// Fragments (linear_common.h, mma_bf16): lane (g = lane / 4, t = lane % 4) of a warp's 16-row tile
+// loads 16 bytes (32 weights, one scale block) of rows g and g + 8 at columns c0 + 32t of a round
+// of 128 columns. Word w of them (columns c0 + 32t + 8w ..) gives pairs (j, j + 4), j = 0..3;
+// pairs 0 and 1 feed one MMA (a0 a2 from row g, a1 a3 from row g + 8), pairs 2 and 3 the next.
+// An MMA sums its k slots whatever columns they stand for, so x (and h) are staged with the same
+// permutation: each 8 columns as bf16 [0 4 1 5 2 6 3 7], where word j is pair j, and a lane's B
+// fragments for a word (column g = its slot) are one 16-byte load.
+//
+// Launches: prep (x staged as bf16 by N blocks, its act_fp8 round trip applied as stage() does in
+// moe_grouped.cu, and the slots grouped by expert in one more block), up, prep of h, down; the
+// combine is moe_grouped.cu's. A warp takes every 4th round of its rows' K columns (4 warps a
+// tile, summed in a fixed order through shared memory): up has 16 rows of w1 (warps 0-3) and w3
+// (warps 4-7) a block, down 32 rows of w2; two rounds (64 bytes a lane) are in flight while the
+// previous two are decoded.
+#include "plumb/backend/gpu/gpu_numerics.h"
+#include "plumb/backend/gpu/kernels/act_quant.h"
+#include "plumb/backend/gpu/kernels/launch.h"
+#include "plumb/backend/gpu/kernels/linear_common.h"
+#include "plumb/backend/gpu/kernels/moe_epilogue.h"
+#include "plumb/backend/gpu/kernels/moe_grouped.h"
+
+namespace plumb::gpu::k {
+namespace {
+
+// (HIP compiles no tensor-core body: [[maybe_unused]] there.)
+constexpr int kThreads = 256;                      // 8 warps of 32 (the MMA fragments are 32 lanes')
+[[maybe_unused]] constexpr int kQuarters = 4;      // warps sharing a tile, each every 4th round
+[[maybe_unused]] constexpr int kRound = 128;       // columns of a round: 4 lanes x one 32-weight chunk
+[[maybe_unused]] constexpr int kCols = 8;          // the MMA's n: slots a turn
+constexpr int kUpRows = 16;       // up: rows of w1 and of w3 a block
+constexpr int kDownRows = 32;     // down: rows of w2 a block
+constexpr int64_t kMaxSlots = 2048;  // the grouping's shared list (GpuBackend::kGroupedMoeMaxSlots)
+
+__device__ __forceinline__ bool live_slot_expert(int32_t e, int64_t E) { return e >= 0 && e < E; }
+
+// GroupedMoeArgs::groups (gmax = min(slots, E)): [0] the number of groups G; [1, 1 + gmax) each
+// group's expert, ascending; [1 + gmax, 2 + gmax + G) each group's first entry in the list, then
+// its end; from 2 + 2 gmax the list: each group's slots, ascending.
+struct Groups {
+  const int32_t* base;
+  int64_t gmax;
+  __device__ int32_t count() const { return base[0]; }
+  __device__ int32_t expert(int64_t g) const { return base[1 + g]; }
+  __device__ int32_t begin(int64_t g) const { return base[1 + gmax + g]; }
+  __device__ int32_t slot(int64_t i) const { return base[2 + 2 * gmax + i]; }
+};
+
+__device__ __forceinline__ int64_t group_max(const GroupedMoeArgs& a) { return a.N * a.K < a.E ? a.N * a.K : a.E; }
+
+// The grouping, by one block: each thread counts the slots of a contiguous range of experts,
+// a block scan places its groups and slots, then it lists each of its experts' slots in order.
+__device__ void group_slots(const GroupedMoeArgs& a) {
+  __shared__ int32_t ex[kMaxSlots];
+  __shared__ int32_t count[kGroupedMoeMmaMaxExperts];
+  __shared__ int32_t scan_g[kThreads], scan_s[kThreads];
+  const int tid = static_cast<int>(threadIdx.x);
+  const int S = static_cast<int>(a.N * a.K), E = static_cast<int>(a.E);
+  const int64_t gmax = group_max(a);
+  for (int i = tid; i < S; i += kThreads) ex[i] = live_slot_expert(a.experts[i], E) ? a.experts[i] : -1;
+  __syncthreads();
+  const int per = (E + kThreads - 1) / kThreads, e0 = tid * per < E ? tid * per : E, e1 = e0 + per < E ? e0 + per : E;
+  int ng = 0, ns = 0;
+  for (int e = e0; e < e1; ++e) {
+    int c = 0;
+    for (int i = 0; i < S; ++i) c += ex[i] == e;
+    count[e] = c;
+    ng += c > 0, ns += c;
+  }
+  scan_g[tid] = ng, scan_s[tid] = ns;
+  __syncthreads();
+  for (int off = 1; off < kThreads; off <<= 1) {  // inclusive scan (Hillis-Steele)
+    const int g = tid >= off ? scan_g[tid - off] : 0, s = tid >= off ? scan_s[tid - off] : 0;
+    __syncthreads();
+    scan_g[tid] += g, scan_s[tid] += s;
+    __syncthreads();
+  }
+  int32_t* out = a.groups;
+  int gi = scan_g[tid] - ng, si = scan_s[tid] - ns;
+  for (int e = e0; e < e1; ++e) {
+    if (count[e] == 0) continue;
+    out[1 + gi] = e;
+    out[1 + gmax + gi] = si;
+    for (int i = 0; i < S; ++i)
+      if (ex[i] == e) out[2 + 2 * gmax + si++] = i;
+    ++gi;
+  }
+  if (tid == kThreads - 1) out[0] = scan_g[tid], out[1 + gmax + scan_g[tid]] = scan_s[tid];
+}
+
+// bf16 bits of a value bf16 holds exactly (a NaN as the quiet NaN).
+__device__ __forceinline__ uint32_t bf16_exact(float v) { return v != v ? 0x7FC0u : f32_bits(v) >> 16; }
+
+// Row `row` of n floats (a multiple of 128) into dst as bf16, each 8 columns permuted, after
+// act_fp8's round trip when quant (quant_segment_fp8: a thread per 16-column segment, 8 per
+// 128-block, the same values as moe_grouped.cu's stage()).
+__device__ void stage_row(const float* src, int n, bool quant, uint16_t* dst) {
+  const int segs = static_cast<int>(quant_segments(n));
+  const bool vec4 = reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  for (int u0 = 0; u0 < segs; u0 += kThreads) {  // the same trip count in every thread (shuffles)
+    const int j = u0 + static_cast<int>(threadIdx.x);
+    const bool live = j < segs;
+    float x[kQuantSeg];
+    load_segment(src, live ? n : 0, j, vec4, x);
+    if (quant) quant_segment_fp8(x);
+    if (!live) continue;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float* v = x + 8 * h;
+      uint4 o;
+      o.x = bf16_exact(v[0]) | bf16_exact(v[4]) << 16, o.y = bf16_exact(v[1]) | bf16_exact(v[5]) << 16;
+      o.z = bf16_exact(v[2]) | bf16_exact(v[6]) << 16, o.w = bf16_exact(v[3]) | bf16_exact(v[7]) << 16;
+      *reinterpret_cast<uint4*>(dst + static_cast<int64_t>(j) * kQuantSeg + 8 * h) = o;
+    }
+  }
+}
+
+// grid (rows, or rows + 1 with group): block b < rows stages row b of src [rows, n] into dst
+// (skipped when slots and row b's slot routes nowhere: its h was never written); the last block
+// of a grouping launch groups the slots.
+__global__ void __launch_bounds__(kThreads) prep_kernel(GroupedMoeArgs a, const float* src, int64_t rows, int64_t n,
+                                                        bool quant, bool slots, uint16_t* dst) {
+  pdl_begin();
+  const int64_t b = blockIdx.x;
+  if (b >= rows) {
+    group_slots(a);
+    return;
+  }
+  if (slots && !live_slot_expert(a.experts[b], a.E)) return;
+  stage_row(src + b * n, static_cast<int>(n), quant, dst + b * n);
+}
+
+#ifdef PLUMB_MMA_BF16
+struct Fp4Chunk {
+  uint4 v;        // 32 weights, element i in bits 4i..4i+3 of the words in order
+  uint32_t code;  // their ue8m0 scale
+};
+
+// Pair (j, j + 4) of a word of the chunk as bf16x2 (module comment): scale code <= 128.
+__device__ __forceinline__ uint32_t fp4_pair_fast(const Fp4Chunk& ch, uint32_t word, int j) {
+  const uint32_t v = word << (12 - 4 * j), k = (ch.code + 126u) << 7;
+  return bf16x2_mul(((v >> 6) & 0x01C001C0u) | (v & 0x80008000u), k | k << 16);
+}
+// The same through f32, any scale code: a product of at most 2 significant bits is exact in bf16
+// (or infinite, as in f32; code 255 gives NaN).
+__device__ __forceinline__ uint32_t fp4_pair_exact(const Fp4Chunk& ch, uint32_t word, int j) {
+  const float s = ue8m0_to_f32(static_cast<uint8_t>(ch.code));
+  return bf16_exact(fp4_value(word >> (4 * j)) * s) | bf16_exact(fp4_value(word >> (4 * j + 16)) * s) << 16;
+}
+
+// The 8 MMAs of one round: chunks a (row g) and b (row g + 8), B from the staged row at xr. Each
+// lane picks its decode (fast: both scale codes <= 128); the MMAs run after the branch, where the
+// warp has reconverged (mma.sync is a warp-wide instruction).
+__device__ __forceinline__ void mma_round(const Fp4Chunk& a, const Fp4Chunk& b, const uint16_t* xr, float (&c)[4]) {
+  const bool fast = a.code <= 128u && b.code <= 128u;
+#pragma unroll
+  for (int wd = 0; wd < 4; ++wd) {
+    const uint4 bq = xr ? *reinterpret_cast<const uint4*>(xr + 8 * wd) : make_uint4(0u, 0u, 0u, 0u);
+    const uint32_t wa = word_of(a.v, wd), wb = word_of(b.v, wd);
+    uint32_t pa[4], pb[4];  // pairs j = 0..3 of rows g and g + 8
+    if (fast) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) pa[j] = fp4_pair_fast(a, wa, j), pb[j] = fp4_pair_fast(b, wb, j);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) pa[j] = fp4_pair_exact(a, wa, j), pb[j] = fp4_pair_exact(b, wb, j);
+    }
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const uint32_t af[4] = {pa[2 * hh], pb[2 * hh], pa[2 * hh + 1], pb[2 * hh + 1]};
+      const uint32_t bf[2] = {word_of(bq, 2 * hh), word_of(bq, 2 * hh + 1)};
+      mma_bf16(c, af, bf);
+    }
+  }
+}
+
+// The warp's 16 x 8 tile over rounds q, q + 4, ... of K: rows row0 + g and row0 + g + 8 of w,
+// B column g from the staged row col (null: zeros, a column with no slot); c: the accumulators
+// (rows g, g + 8; columns 2t, 2t + 1). Tiles are whole: w's rows (I or D) are multiples of 128.
+__device__ void warp_tile(const WeightRef& w, int64_t row0, int K, int q, const uint16_t* col, float (&c)[4]) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int rounds = K / kRound, nr = q < rounds ? (rounds - q + kQuarters - 1) / kQuarters : 0;
+  const int64_t row_bytes = K / 2, ra = row0 + g, rb = ra + 8;
+  auto load = [&](int i, Fp4Chunk (&b)[2][2]) {  // rounds i, i + 1 of this warp's
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int64_t gi = static_cast<int64_t>(q + kQuarters * (i + rr)) * 4 + t;  // the lane's chunk
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t r = h ? rb : ra;
+        Fp4Chunk ch{make_uint4(0u, 0u, 0u, 0u), 127u};
+        if (i + rr < nr) {
+          ch.v = load_stream(w.data + r * row_bytes + gi * 16);
+          ch.code = w.scale[r * w.scale_cols + gi];
+        }
+        b[rr][h] = ch;
+      }
+    }
+  };
+  auto run = [&](int i, const Fp4Chunk (&b)[2][2]) {
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      if (i + rr >= nr) break;
+      const uint16_t* xr = col ? col + static_cast<int64_t>(q + kQuarters * (i + rr)) * kRound + 32 * t : nullptr;
+      mma_round(b[rr][0], b[rr][1], xr, c);
+    }
+  };
+  Fp4Chunk x0[2][2], x1[2][2];
+  if (nr > 0) load(0, x0);
+#pragma unroll 1
+  for (int i = 0; i < nr; i += 4) {
+    if (i + 2 < nr) load(i + 2, x1);
+    run(i, x0);
+    if (i + 2 >= nr) break;
+    if (i + 4 < nr) load(i + 4, x0);
+    run(i + 2, x1);
+  }
+}
+
+// The partial tiles of a block's 8 warps: [warp][row][column], padded.
+using Partials = float[8][kUpRows][kCols + 1];
+
+// Sum of the 4 quarters' partial tiles w0 .. w0 + 3 at (i, j), in that order.
+__device__ __forceinline__ float quarter_sum(const Partials& red, int w0, int i, int j) {
+  return ((red[w0][i][j] + red[w0 + 1][i][j]) + red[w0 + 2][i][j]) + red[w0 + 3][i][j];
+}
+
+// The loop both projections run in block (x, y): group y's slots in turns of up to 8. Per turn,
+// every warp computes its tile (tile(expert, col) with col the staged row of its lane's column's
+// slot, src + slot_row(slot) * n, or null) into red, and after the barrier store(i, j, slot) runs in
+// threads (i, j) = (tid / 8, tid % 8) for the turn's slots (i < rows).
+template <class Tile, class Store>
+__device__ __forceinline__ void group_turns(const GroupedMoeArgs& a, Partials& red, int rows, Tile tile, Store store) {
+  const Groups gr{a.groups, group_max(a)};
+  const int64_t y = blockIdx.y;
+  if (y >= gr.count()) return;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const int32_t e = gr.expert(y);
+  const int64_t end = gr.begin(y + 1);
+  for (int64_t c0 = gr.begin(y); c0 < end; c0 += kCols) {
+    const int64_t ncols = end - c0 < kCols ? end - c0 : kCols;
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
+    tile(e, lane / 4 < ncols ? gr.slot(c0 + lane / 4) : int64_t{-1}, c);
+    const int g = lane / 4, t = lane % 4;
+    red[warp][g][2 * t] = c[0], red[warp][g][2 * t + 1] = c[1];
+    red[warp][g + 8][2 * t] = c[2], red[warp][g + 8][2 * t + 1] = c[3];
+    __syncthreads();
+    const int i = static_cast<int>(threadIdx.x) / kCols, j = static_cast<int>(threadIdx.x) % kCols;
+    if (i < rows && j < ncols) store(i, j, gr.slot(c0 + j));
+    __syncthreads();
+  }
+}
+#endif
+
+// grid (I / 16, gmax): block (x, y) is rows 16x .. of w1 (warps 0-3) and w3 (warps 4-7) of group
+// y's expert.
+__global__ void __launch_bounds__(kThreads, 2) up_mma_kernel(GroupedMoeArgs a) {
+  pdl_begin();
+#ifdef PLUMB_MMA_BF16
+  __shared__ Partials red;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kUpRows;
+  auto tile = [&](int32_t e, int64_t slot, float (&c)[4]) {
+    warp_tile(a.table[3 * e + warp / kQuarters], row0, static_cast<int>(a.D), warp % kQuarters,
+              slot >= 0 ? a.xb + slot / a.K * a.D : nullptr, c);
+  };
+  auto store = [&](int i, int j, int64_t s) {
+    a.h[s * a.I + row0 + i] = grouped_swiglu(a, s, quarter_sum(red, 0, i, j), quarter_sum(red, 4, i, j));
+  };
+  group_turns(a, red, kUpRows, tile, store);
+#endif
+}
+
+// grid (D / 32, gmax): block (x, y) is rows 32x .. of w2 of group y's expert (warps 0-3 the first
+// 16, 4-7 the next).
+__global__ void __launch_bounds__(kThreads, 2) down_mma_kernel(GroupedMoeArgs a) {
+  pdl_begin();
+#ifdef PLUMB_MMA_BF16
+  __shared__ Partials red;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
+  auto tile = [&](int32_t e, int64_t slot, float (&c)[4]) {
+    warp_tile(a.table[3 * e + 2], row0 + kUpRows * (warp / kQuarters), static_cast<int>(a.I), warp % kQuarters,
+              slot >= 0 ? a.hb + slot * a.I : nullptr, c);
+  };
+  auto store = [&](int i, int j, int64_t s) {
+    const float v = quarter_sum(red, kQuarters * (i / kUpRows), i % kUpRows, j);
+    a.ys[s * a.D + row0 + i] = a.round_bf16 ? round_bf16(v) : v;
+  };
+  group_turns(a, red, kDownRows, tile, store);
+#endif
+}
+
+}  // namespace
+
+bool grouped_moe_mma_ok(const GroupedMoeArgs& a) {
+#ifdef PLUMB_CUDA
+  // (D and I multiples of 128: whole row tiles, whole rounds, 16-byte aligned rows)
+  return a.format == WFormat::FP4 && a.quant_h && a.D > 0 && a.I > 0 && a.D % kRound == 0 && a.I % kRound == 0 &&
+         a.E > 0 && a.E <= kGroupedMoeMmaMaxExperts && a.N * a.K <= kMaxSlots;
+#else
+  (void)a;
+  return false;  // HIP: the fragments are CUDA's 32-lane mma.sync ones (gfx90a keeps moe_grouped.cu)
+#endif
+}
+
+int64_t grouped_moe_mma_group_ints(int64_t slots, int64_t E) { return 2 + 2 * (slots < E ? slots : E) + slots; }
+
+gpuError_t grouped_moe_mma_experts(const GroupedMoeArgs& a, gpuStream_t s) {
+  const int64_t S = a.N * a.K;
+  if (S <= 0) return gpuGetLastError();
+  if (!grouped_moe_mma_ok(a) || !a.xb || !a.hb || !a.groups) return gpuErrorNotSupported;
+  const unsigned gmax = static_cast<unsigned>(S < a.E ? S : a.E);
+  gpuError_t e = launch(prep_kernel, static_cast<unsigned>(a.N + 1), kThreads, 0, s, a, a.x, a.N, a.D, a.quant_x,
+                        false, a.xb);
+  if (e == gpuSuccess)
+    e = launch(up_mma_kernel, dim3(static_cast<unsigned>((a.I + kUpRows - 1) / kUpRows), gmax), kThreads, 0, s, a);
+  if (e == gpuSuccess)
+    e = launch(prep_kernel, static_cast<unsigned>(S), kThreads, 0, s, a, a.h, S, a.I, true, true, a.hb);
+  if (e == gpuSuccess)
+    e = launch(down_mma_kernel, dim3(static_cast<unsigned>((a.D + kDownRows - 1) / kDownRows), gmax), kThreads, 0,
+               s, a);
+  return e;
+}
+
+}  // namespace plumb::gpu::k
