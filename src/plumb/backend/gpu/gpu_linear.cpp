@@ -158,10 +158,18 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
     case LinearPath::Gemv:
       check_launch(k::linear_gemv(a, wr, 2 * static_cast<int64_t>(info_.multiprocessors), stream_), "linear (gemv)");
       break;
-    case LinearPath::Mma:  // on HIP, MFMA only once it passed its self-check (gpu_mfma_check.cpp)
+    case LinearPath::Mma: {  // on HIP, MFMA only once it passed its self-check (gpu_mfma_check.cpp)
+      Tensor xb;  // x rounded to bf16 once, not once per weight tile (PERF.md v18)
+      if (k::mma_takes_bf16_x(wr.format, K) && wr.cols == K) {
+        xb = alloc(ElemType::F32, {(N * in + 1) / 2});
+        a.xb = static_cast<const uint16_t*>(dev_ptr(xb));
+        a.ldxb = in;
+        check_launch(k::bf16_rows(a.x, a.ldx, N, in, static_cast<uint16_t*>(dev_ptr(xb)), stream_), "linear x to bf16");
+      }
       check_launch(mma_matrix_ok() ? k::linear_mma(a, wr, stream_) : k::linear_mma_simt(a, wr, stream_),
                    "linear (bf16 mma)");
       break;
+    }
     case LinearPath::CpuOrder: check_launch(k::linear_cpu_order(a, wr, stream_), "linear (cpu order)"); break;
     case LinearPath::Auto:
     case LinearPath::Fp8:     // handled above

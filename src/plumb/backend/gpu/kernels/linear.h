@@ -22,6 +22,10 @@ struct LinearArgs {
   bool round_w = false;  // each decoded weight value rounded to bf16 first (LinearOpts::bf16_weight)
   bool quant_x = false;  // GEMV only: x is the raw input and the kernel applies act_fp8's round trip
                          // (1x128 blocks of each group's K) itself; see gemv_quant_x_ok
+  // Path (c) only: x already as bf16 (bf16_rows of x; row stride ldxb), which the tile loads copy
+  // instead of rounding each x element again for every weight tile; null: they round x.
+  const uint16_t* xb = nullptr;
+  int64_t ldxb = 0;
 };
 
 // (a) one warp per weight row (up to 4 rows per warp), x staged in shared memory 8 rows at a time.
@@ -37,6 +41,12 @@ gpuError_t linear_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 // on CUDA sm_80+, MFMA on HIP gfx90a (gated at run time by GpuBackend's self-check,
 // gpu_mfma_check.cpp), the same numerics by SIMT elsewhere.
 gpuError_t linear_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
+// Whether path (c)'s tiles for a weight of this format and K take LinearArgs::xb /
+// GroupedGemmArgs::xb (the 16-element segment tiles: FP8, FP4, BF16 with K % 16 == 0).
+bool mma_takes_bf16_x(WFormat f, int64_t K);
+// xb [N, cols] (row stride cols, a multiple of 8) = x's rows [N, cols] (row stride ldx) rounded to
+// bf16 (nearest even), the values path (c)'s tile load would make.
+gpuError_t bf16_rows(const float* x, int64_t ldx, int64_t N, int64_t cols, uint16_t* xb, gpuStream_t s);
 // (f) f32 x times a BF16 weight on the bf16 tensor cores, x split exactly into three bf16 parts
 // (nothing rounded: an f32 GEMM up to summation order), the weight read once for up to
 // kF32MmaMaxRows x rows (linear_f32_mma.cu). CUDA only (f32_mma_built); f32_mma_ok says whether it
@@ -80,6 +90,8 @@ gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t 
 struct GroupedGemmArgs {
   const float* x = nullptr;  // device [rows, ldx], bf16-rounded in the tile load like linear_mma's x
   int64_t ldx = 0;
+  const uint16_t* xb = nullptr;  // as LinearArgs::xb, but required where mma_takes_bf16_x (null: error)
+  int64_t ldxb = 0;
   float* y0 = nullptr;  // device [rows, ldy] per projection
   float* y1 = nullptr;
   int64_t ldy = 0;

@@ -238,11 +238,16 @@ using MatrixTile = SimtTile;
 // vec (FP8 / FP4 / BF16 weights, K % 16 == 0: vec_tiles, checked by the launcher): each thread
 // loads one 16-element segment of the weight tile with wraw16 and decodes it with wdecode16
 // (exactly weight_at's values, as wload's) instead of 16 element loads, each with its own scale
-// load for FP8 / FP4; the bf16 operands in shared memory are the same bits either way.
-template <WFormat F, bool kMatrix, typename Store>
-__device__ __forceinline__ void mma_tile(BTile* xs, BTile* ws, const float* xg, int64_t ldx, int64_t nrows,
-                                         const WeightRef& w, int64_t wr0, int64_t R, int64_t K, int64_t n0, int64_t r0,
-                                         bool vec, Store&& st) {
+// load for FP8 / FP4; the bf16 operands in shared memory are the same bits either way. There, FP4
+// and BF16 values, which bf16 holds exactly (FP4 x ue8m0: 2 significant bits, never finer than
+// 2^-128), take the top half of their f32 bits (what rounding gives them), and with xbg (x already
+// rounded to bf16 by bf16_rows, row stride ldxb) the x tile is a copy of 16-byte chunks: x is
+// otherwise rounded again for every weight tile of the row (PERF.md v18). kBf16X: xbg is never null
+// on the vec path (the grouped kernel's launcher checks), which keeps the f32 x load out of it.
+template <WFormat F, bool kMatrix, bool kBf16X, typename Store>
+__device__ __forceinline__ void mma_tile(BTile* xs, BTile* ws, const float* xg, int64_t ldx, const uint16_t* xbg,
+                                         int64_t ldxb, int64_t nrows, const WeightRef& w, int64_t wr0, int64_t R,
+                                         int64_t K, int64_t n0, int64_t r0, bool vec, Store&& st) {
   using Tile = std::conditional_t<kMatrix, MatrixTile, SimtTile>;
   static_assert(kMBN * kMBK == 16 * kMThreads, "one 16-element weight segment per thread");
   constexpr bool kVecFormat = F == WFormat::FP8 || F == WFormat::FP4 || F == WFormat::BF16;
@@ -251,11 +256,21 @@ __device__ __forceinline__ void mma_tile(BTile* xs, BTile* ws, const float* xg, 
   for (int64_t k0 = 0; k0 < K; k0 += kMBK) {
     __syncthreads();
     if (kVecFormat && vec) {
+      if (kBf16X || xbg) {  // 64 rows x 4 chunks of 8 bf16: two a thread (K % 16 == 0: a chunk is below K or past it)
+#pragma unroll
+        for (int i = 0; i < kMBM * kMBK / 8 / kMThreads; ++i) {
+          const int c = t + i * kMThreads, m = c / (kMBK / 8), kc = 8 * (c % (kMBK / 8));
+          const int64_t n = n0 + m, k = k0 + kc;
+          *reinterpret_cast<uint4*>(&xs[m][kc]) =
+              n < nrows && k < K ? *reinterpret_cast<const uint4*>(xbg + n * ldxb + k) : make_uint4(0u, 0u, 0u, 0u);
+        }
+      } else {
 #pragma unroll 4
-      for (int i = 0; i < kMBM * kMBK / kMThreads; ++i) {
-        const int idx = t + i * kMThreads, m = idx / kMBK, kk = idx % kMBK;
-        const int64_t n = n0 + m, k = k0 + kk;
-        xs[m][kk] = bf16_bits((n < nrows && k < K) ? xg[n * ldx + k] : 0.f);
+        for (int i = 0; i < kMBM * kMBK / kMThreads; ++i) {
+          const int idx = t + i * kMThreads, m = idx / kMBK, kk = idx % kMBK;
+          const int64_t n = n0 + m, k = k0 + kk;
+          xs[m][kk] = bf16_bits((n < nrows && k < K) ? xg[n * ldx + k] : 0.f);
+        }
       }
       const int m = t / 2, c = 16 * (t % 2);
       const int64_t r = r0 + m, k = k0 + c;
@@ -268,7 +283,9 @@ __device__ __forceinline__ void mma_tile(BTile* xs, BTile* ws, const float* xg, 
       }
       uint32_t p[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) p[j] = bf16_bits(v[2 * j]) | (static_cast<uint32_t>(bf16_bits(v[2 * j + 1])) << 16);
+      for (int j = 0; j < 8; ++j)
+        p[j] = F == WFormat::FP8 ? bf16_bits(v[2 * j]) | (static_cast<uint32_t>(bf16_bits(v[2 * j + 1])) << 16)
+                                 : f32_bits(v[2 * j]) >> 16 | (f32_bits(v[2 * j + 1]) & 0xFFFF0000u);
       uint4* dst = reinterpret_cast<uint4*>(&ws[m][c]);  // 16-byte aligned: rows of 80 bytes, c of 0 or 32
       dst[0] = make_uint4(p[0], p[1], p[2], p[3]);
       dst[1] = make_uint4(p[4], p[5], p[6], p[7]);
@@ -296,7 +313,8 @@ __global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef 
   __shared__ __align__(16) uint16_t ws[kMBN][kMLd];  // bf16 bits, row = weight row, k contiguous
   const int64_t g = blockIdx.z, R = a.R, K = a.K;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kMBM, r0 = static_cast<int64_t>(blockIdx.x) * kMBN;
-  mma_tile<F, kMatrix>(xs, ws, a.x + g * K, a.ldx, a.nrows, w, g * R, R, K, n0, r0, vec, [&](int64_t n, int64_t r, float v) {
+  mma_tile<F, kMatrix, false>(xs, ws, a.x + g * K, a.ldx, a.xb ? a.xb + g * K : nullptr, a.ldxb, a.nrows, w, g * R, R, K, n0, r0,
+                       vec, [&](int64_t n, int64_t r, float v) {
     if (n < a.nrows && r < R) a.y[n * a.ldy + g * R + r] = a.round_bf16 ? round_bf16(v) : v;
   });
 }
@@ -311,7 +329,8 @@ __global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef 
 // the row tile puts every row at the same position in the tile as the per-expert launch does, so
 // neither the other rows sharing the launch nor the other experts change any value.
 // CUDA: at most 64 registers (8 blocks of 128 per SM; 72 without the bound for FP4, 7 blocks);
-// the matrix-core instances fit without spills (ptxas), and the SIMT instance never runs there.
+// the matrix-core instances spill 12-16 bytes there (ptxas; none before x came as bf16 chunks,
+// PERF.md v18), and the SIMT instance never runs there.
 #if defined(PLUMB_CUDA)
 #define PLUMB_GROUPED_BOUNDS __launch_bounds__(kMThreads, 8)
 #else
@@ -328,9 +347,24 @@ __global__ void PLUMB_GROUPED_BOUNDS mma_grouped_kernel(GroupedGemmArgs a) {
   const WeightRef w = a.table[e * a.table_stride + (z ? a.which1 : a.which0)];
   float* const y = (z ? a.y1 : a.y0) + first * a.ldy;
   const int64_t R = a.R, r0 = static_cast<int64_t>(blockIdx.y) * kMBN;
-  mma_tile<F, kMatrix>(xs, ws, a.x + first * a.ldx, a.ldx, rows, w, 0, R, a.K, 0, r0, a.vec, [&](int64_t n, int64_t r, float v) {
+  mma_tile<F, kMatrix, true>(xs, ws, a.x + first * a.ldx, a.ldx, a.xb ? a.xb + first * a.ldxb : nullptr, a.ldxb, rows, w, 0,
+                       R, a.K, 0, r0, a.vec, [&](int64_t n, int64_t r, float v) {
     if (n < rows && r < R) y[n * a.ldy + r] = a.round_bf16 ? round_bf16(v) : v;
   });
+}
+
+// bf16_rows: thread per 8 elements of a row (one 16-byte store; cols % 8 == 0).
+__global__ void bf16_rows_kernel(const float* x, int64_t ldx, int64_t N, int64_t cols, uint16_t* xb) {
+  pdl_begin();
+  const int64_t chunks = cols / 8, total = N * chunks;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < total;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float* v = x + c / chunks * ldx + 8 * (c % chunks);
+    uint32_t p[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) p[j] = bf16_bits(v[2 * j]) | uint32_t{bf16_bits(v[2 * j + 1])} << 16;
+    *reinterpret_cast<uint4*>(xb + 8 * c) = make_uint4(p[0], p[1], p[2], p[3]);
+  }
 }
 
 // mma_tile's segment loads: 16-byte-aligned whole segments (K % 16 == 0 also for BF16, whose
@@ -366,6 +400,16 @@ gpuError_t launch_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
 
 gpuError_t linear_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s) { return launch_mma<true>(a, w, s); }
 
+bool mma_takes_bf16_x(WFormat f, int64_t K) { return vec_tiles(f, K); }
+
+gpuError_t bf16_rows(const float* x, int64_t ldx, int64_t N, int64_t cols, uint16_t* xb, gpuStream_t s) {
+  if (cols % 8 != 0) return gpuErrorNotSupported;
+  const int64_t total = N * (cols / 8);
+  if (total <= 0) return gpuGetLastError();
+  const int64_t blocks = (total + 255) / 256;
+  return launch(bf16_rows_kernel, static_cast<unsigned>(blocks < 65536 ? blocks : 65536), 256, 0, s, x, ldx, N, cols, xb);
+}
+
 gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
   return launch_mma<false>(a, w, s);
 }
@@ -377,6 +421,7 @@ gpuError_t linear_mma_grouped(const GroupedGemmArgs& a, WFormat format, bool mat
                   static_cast<unsigned>(a.projections));
   GroupedGemmArgs b = a;
   b.vec = vec_tiles(format, a.K);  // the table's weights are [R, K] (the host checks)
+  if (b.vec && !b.xb) return gpuErrorNotSupported;  // its x tiles come from xb (mma_takes_bf16_x)
   return dispatch_format(format, [&]<WFormat F>() {
     return launch(matrix ? &mma_grouped_kernel<F, true> : &mma_grouped_kernel<F, false>, grid, kMThreads, 0, s, b);
   });
