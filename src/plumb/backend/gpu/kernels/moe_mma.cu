@@ -114,7 +114,7 @@ __device__ void group_slots(const GroupedMoeArgs& a) {
 // bf16 bits of a value bf16 holds exactly (a NaN as the quiet NaN).
 __device__ __forceinline__ uint32_t bf16_exact(float v) { return v != v ? 0x7FC0u : f32_bits(v) >> 16; }
 
-// Row `row` of n floats (a multiple of 128) into dst as bf16, each 8 columns permuted, after
+// A row of n floats (a multiple of 128) into dst as bf16, each 8 columns permuted, after
 // act_fp8's round trip when quant (quant_segment_fp8: a thread per 16-column segment, 8 per
 // 128-block, the same values as moe_grouped.cu's stage()).
 __device__ void stage_row(const float* src, int n, bool quant, uint16_t* dst) {
