@@ -4,11 +4,12 @@
 #         (Hopper), plus compute_80 PTX for newer GPUs
 #   HIP:  Debian's hipcc for gfx90a (MI250), see cmake/hip.cmake
 #   EMU:  the kernels on the CPU's CUDA emulator (cmake/emu.cmake): the GPU tests without a GPU
+#   EMU_HIP: the same emulator, the kernels compiled as for HIP gfx90a (wave64, the MFMA tile)
 #   OFF:  CPU only; `--backend cuda` then says plumb was built without a GPU backend.
 # GPU-specific flags are set on the GPU sources only, so every other object is compiled exactly
 # as in a CPU-only build (ccache shares them between the CUDA and the HIP build in CI).
-set(PLUMB_GPU "AUTO" CACHE STRING "GPU backend: AUTO, CUDA, HIP, EMU or OFF")
-set_property(CACHE PLUMB_GPU PROPERTY STRINGS AUTO CUDA HIP EMU OFF)
+set(PLUMB_GPU "AUTO" CACHE STRING "GPU backend: AUTO, CUDA, HIP, EMU, EMU_HIP or OFF")
+set_property(CACHE PLUMB_GPU PROPERTY STRINGS AUTO CUDA HIP EMU EMU_HIP OFF)
 # Host side (*.cpp, compiled as C++) and kernels (kernels/*.cu, compiled by nvcc or hipcc).
 file(GLOB PLUMB_GPU_HOST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/plumb/backend/gpu/*.cpp)
 file(GLOB PLUMB_GPU_KERNEL_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/plumb/backend/gpu/kernels/*.cu)
@@ -54,8 +55,8 @@ if(PLUMB_GPU_KIND STREQUAL "CUDA")
   message(STATUS "plumb: CUDA GPU backend for ${PLUMB_CUDA_ARCHS}")
 elseif(PLUMB_GPU_KIND STREQUAL "HIP")
   include(${CMAKE_SOURCE_DIR}/cmake/hip.cmake)
-elseif(PLUMB_GPU_KIND STREQUAL "EMU")
+elseif(PLUMB_GPU_KIND STREQUAL "EMU" OR PLUMB_GPU_KIND STREQUAL "EMU_HIP")
   include(${CMAKE_SOURCE_DIR}/cmake/emu.cmake)
 elseif(NOT PLUMB_GPU_KIND STREQUAL "OFF")
-  message(FATAL_ERROR "PLUMB_GPU must be AUTO, CUDA, HIP, EMU or OFF (got '${PLUMB_GPU}')")
+  message(FATAL_ERROR "PLUMB_GPU must be AUTO, CUDA, HIP, EMU, EMU_HIP or OFF (got '${PLUMB_GPU}')")
 endif()

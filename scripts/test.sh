@@ -18,11 +18,16 @@ scripts/test-openai-client.sh "$BUILD_DIR" || exit 1
 BUILD_DIR="$BUILD_DIR-hip" scripts/build-hip.sh > "$BUILD_DIR/hip.log" 2>&1 || { tail -40 "$BUILD_DIR/hip.log"; echo "test.sh: HIP build FAILED"; exit 1; }
 echo "test.sh: $(tail -1 "$BUILD_DIR/hip.log")"
 # The GPU op harness on the CUDA emulator (scripts/test-emu.sh; docs/CORRECTNESS.md, "The CUDA
-# emulator"): the kernel sources run on the CPU, the GPU tests that take under a minute each there
-# (~10 minutes on 2 cores with its build, build-emu). EMU=0 skips it.
+# emulator"): the kernel sources run on the CPU, the GPU tests that take under a minute each there,
+# in both flavours: CUDA (build-emu) and HIP gfx90a, wave64 and the MFMA tile (build-emu-hip);
+# ~10 minutes each on 2 cores with its build. EMU=0 skips them.
 if [ "${EMU:-1}" != 0 ]; then
-  BUILD_DIR="$BUILD_DIR-emu" scripts/test-emu.sh > "$BUILD_DIR/emu.log" 2>&1 || { tail -60 "$BUILD_DIR/emu.log"; echo "test.sh: emulator FAILED"; exit 1; }
-  grep '^test-emu: ' "$BUILD_DIR/emu.log" | sed 's/^test-emu:/test.sh: emulator:/'
+  for flavor in cuda hip; do
+    dir=$BUILD_DIR-emu$([ $flavor = hip ] && echo -hip || true)
+    EMU_FLAVOR=$flavor BUILD_DIR=$dir scripts/test-emu.sh > "$BUILD_DIR/emu-$flavor.log" 2>&1 ||
+      { tail -60 "$BUILD_DIR/emu-$flavor.log"; echo "test.sh: emulator ($flavor) FAILED"; exit 1; }
+    grep '^test-emu: ' "$BUILD_DIR/emu-$flavor.log" | sed "s/^test-emu:/test.sh: emulator ($flavor):/"
+  done
 fi
 # Bounded fuzz runs of every libFuzzer target (clang + libFuzzer, ASan, UBSan): 24 s each, 7 targets, ~3 minutes.
 FUZZ_SECONDS=${FUZZ_SECONDS:-24}

@@ -235,6 +235,28 @@ TEST_F(GpuOps, LinearBf16WeightEveryPath) {
   }
 }
 
+// Path (c)'s matrix tile on HIP (linear_gemm.cu's MfmaTile) is checked at run time against the
+// SIMT loop before its first use, and on a mismatch linear() warns once and takes that loop for
+// good (gpu_mfma_check.cpp): the results stay right, so only the warning shows a wrong tile. Here
+// the fallback is a failure: on an MI250 a check of the tile against the hardware, on the HIP
+// emulator (PLUMB_GPU=EMU_HIP) against the fragment layout the kernel documents. On CUDA the tile
+// is mma.sync and nothing falls back.
+TEST_F(GpuOps, LinearMatrixTileTakesNoFallback) {
+  if (!set_path(TestLinearPath::Mma)) GTEST_SKIP() << "no GPU backend whose linear path can be forced";
+  const int64_t N = 67, R = 130, K = 96;  // partial row, column and k tiles
+  const std::vector<float> wv = rnd(R * K, 0.05f), xb = rnd_bf16(N * K);
+  testing::internal::CaptureStderr();
+  for (const FormatWeight& fw : every_format(R, K, wv, rng)) {
+    const WeightView view = fw.view();
+    LinearOpts o{1, false, Round::None};
+    o.bf16_weight = true;
+    check("bf16 weight " + fw.name + " path mma", f32_tol(K),
+          [&](Backend& be) { return be.linear(up(be, xb, {N, K}), view, o); });
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("self-check"), std::string::npos) << err;
+}
+
 // Path (d): FP8 e4m3 tensor cores (sm_90) for FP8 weights under act_fp8. The products of e4m3
 // codes are exact and each 128-wide block's partial sum is scaled in f32, so the result is the
 // CPU's up to summation order.

@@ -3,11 +3,14 @@
 // use the gpu* names below, so the same sources compile with nvcc (sm_80, sm_90a) and with
 // Debian's hipcc for gfx90a. Nothing here assumes a 32-wide warp: use kWarp, warp_sum/warp_max
 // (xor shuffles over the whole warp) and never a 32-bit ballot mask. PLUMB_EMU (cmake/emu.cmake):
-// the CUDA names, served by the CPU emulator of emu/emu_cuda.h.
+// the CUDA names, served by the CPU emulator of emu/emu_cuda.h; with __HIP_PLATFORM_AMD__ too
+// (PLUMB_GPU=EMU_HIP), the HIP names, served by the same emulator (emu/emu_hip.h).
 #include <cstdint>
 
 #if defined(__HIP_PLATFORM_AMD__) || defined(__HIPCC__)
-#if defined(__HIPCC__)
+#if defined(PLUMB_EMU)
+#include "plumb/backend/gpu/emu/emu_hip.h"
+#elif defined(__HIPCC__)
 #include <hip/hip_runtime.h>
 #else
 #include <hip/hip_runtime_api.h>  // host-only files (compiled by g++) use the runtime API alone

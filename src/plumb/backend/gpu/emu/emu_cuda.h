@@ -20,6 +20,7 @@
 // PLUMB_EMU_SHUFFLE=<seed>: blocks run in a random order and the fibers of a block resume in a
 // random order at each round, so results that depend on either show up as a difference between
 // seeds. PLUMB_EMU_MEMORY_MB: the device memory the emulator reports (default 4096).
+// Its HIP flavour (PLUMB_GPU=EMU_HIP, wave64 and MFMA): emu_hip.h.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -72,7 +73,8 @@ const dim3& grid_dim();
 void* dynamic_shared();
 
 // Runs body once per thread of a grid (above); an error when the configuration is one the device
-// would refuse (block over 1,024 threads, more dynamic shared memory than 227 KB, a zero grid).
+// would refuse (block over 1,024 threads, more dynamic shared memory than 227 KB (HIP flavour:
+// gfx90a's 64 KB of LDS), a zero grid).
 int launch(dim3 grid, dim3 block, std::size_t smem, const std::function<void()>& body);
 
 void syncthreads();

@@ -23,7 +23,12 @@ namespace plumb::gpu::emu {
 namespace {
 
 constexpr std::size_t kStackBytes = 256 * 1024;  // per thread; touched pages only
+// Dynamic shared memory a launch may ask: sm_90's opt-in limit; gfx90a's LDS (the HIP flavour).
+#if defined(PLUMB_HIP)
+constexpr std::size_t kMaxDynamicShared = 64 * 1024;
+#else
 constexpr std::size_t kMaxDynamicShared = 227 * 1024;
+#endif
 constexpr unsigned kMaxThreads = 1024;
 constexpr std::size_t kSlotBytes = 32;  // per lane of a warp collective
 

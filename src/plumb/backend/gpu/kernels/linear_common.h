@@ -212,7 +212,7 @@ __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, const uint
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
-#elif defined(PLUMB_EMU)
+#elif defined(PLUMB_EMU) && defined(PLUMB_CUDA)  // (not the emulator's HIP flavour: a 32-lane instruction)
 #define PLUMB_MMA_BF16 1
 __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, const uint32_t* b) { emu::mma_m16n8k16_bf16(d, a, b); }
 #endif

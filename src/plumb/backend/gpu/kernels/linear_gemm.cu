@@ -174,7 +174,7 @@ struct MmaSyncTile {
 };
 using MatrixTile = MmaSyncTile;
 
-#elif defined(PLUMB_HIP) && defined(__HIP_DEVICE_COMPILE__) && defined(__gfx90a__)
+#elif defined(PLUMB_HIP) && (defined(__HIP_DEVICE_COMPILE__) && defined(__gfx90a__) || defined(PLUMB_EMU))
 #define PLUMB_MFMA_BF16 1
 // v_mfma_f32_16x16x16bf16_1k (CDNA2 ISA, wave64): D (16x16 f32) = A (16x16 bf16) * B (16x16 bf16)
 // + C, one block. Operand layouts, with lane = 0..63, i = lane % 16, q = lane / 16 (AMD Matrix
@@ -185,8 +185,9 @@ using MatrixTile = MmaSyncTile;
 //   C, D (row, col j): lane j + 16 * (row / 4), float row % 4 -> lane holds D[4q + e][i], e < 4.
 // Here A = the x tile (row = x row) and B[k][j] = ws[j][k] (col = weight row); both keep k
 // contiguous in shared memory, so each operand is one 8-byte load of 4 consecutive bf16.
-typedef short mfma_bf16x4 __attribute__((ext_vector_type(4)));
-typedef float mfma_f32x4 __attribute__((ext_vector_type(4)));
+// GCC-style vectors (the builtin's own operand types in clang; the HIP emulator's, under g++).
+typedef short mfma_bf16x4 __attribute__((vector_size(8)));
+typedef float mfma_f32x4 __attribute__((vector_size(16)));
 static_assert(kWarp == 64 && kMThreads == 2 * kWarp, "MfmaTile assumes 2 wavefronts of 64");
 
 // 2 wavefronts, each 32 rows x 64 cols of the tile: 2 (m16) x 4 (n16) MFMA tiles.
