@@ -199,7 +199,8 @@ struct GpuBackend::SlotGroups {
 
 namespace {
 
-// Scratch of one pass of the grouped experts: x rows and outputs [slots, D], g, u, h [slots, I].
+// Scratch of one pass of the grouped experts: x rows and outputs [slots, D], g, u, h [slots, I],
+// the bf16 copies of x and h (bf16_copy).
 // A prefill's slots beyond this many bytes of it run in several passes, each over whole experts.
 constexpr int64_t kPrefillPassBytes = int64_t{1} << 30;
 constexpr int64_t kTileRows = 64;  // the bf16 GEMM's row tile (linear_gemm.cu kMBM)
@@ -265,7 +266,7 @@ bool GpuBackend::moe_prefill(const float* xp, const SlotGroups& sg, std::span<co
   };
   std::vector<Pass> passes;
   std::vector<int32_t> tiles;
-  const int64_t slot_bytes = (2 * D + 3 * I) * 4, pass_slots = std::max<int64_t>(kPrefillPassBytes / slot_bytes, 1);
+  const int64_t slot_bytes = (2 * D + 3 * I) * 4 + (D + I) * 2, pass_slots = std::max<int64_t>(kPrefillPassBytes / slot_bytes, 1);
   for (int64_t e = 0; e < E;) {
     Pass ps{e, e, static_cast<int64_t>(tiles.size() / 3), 0};
     while (ps.e_hi < E && (ps.e_hi == ps.e_lo || sg.begin[ps.e_hi + 1] - sg.begin[ps.e_lo] <= pass_slots)) ++ps.e_hi;
