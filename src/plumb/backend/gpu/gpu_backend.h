@@ -23,6 +23,7 @@
 #include "plumb/backend/gpu/gpu_compat.h"
 #include "plumb/backend/gpu/gpu_staging.h"
 #include "plumb/backend/gpu/kernels/hc.h"
+#include "plumb/backend/gpu/kernels/moe_grouped.h"
 #include "plumb/backend/gpu/kernels/paged.h"
 #include "plumb/backend/gpu/weight_ref.h"
 
@@ -135,7 +136,7 @@ class GpuBackend final : public Backend {
   // linears take the bf16 matrix-core GEMM on the dequantized weights, what a GPU without FP8
   // (MI250, Ampere) runs: the Hopper path and the portable one measured on the same device.
   bool fp8_tensor_cores() const;
-  static constexpr int64_t kGroupedMoeMaxSlots = 2048;
+  static constexpr int64_t kGroupedMoeMaxSlots = k::kGroupedMoeMaxSlots;
   // Reduction order. "fast" (default): each kernel sums in the order that suits it, so results
   // differ from the CPU backend's by f32 rounding (a few ulps per op). "cpu": linear, rms_norm,
   // the mHC mixes and the router gate sum in the CPU backend's order (kernels/cpu_order.h), which
@@ -209,6 +210,9 @@ class GpuBackend final : public Backend {
   const ExpertTable* grouped_table(int64_t N, int64_t K, int64_t D, std::span<const SwiGluWeights> experts);
   Tensor moe_grouped(const Tensor& x, const Routing& r, const ExpertTable& t, const backend::MoeDims& d,
                      const SwiGluWeights& shared, const MoeParams& p);
+  // x's rows [rows, cols] (row stride ldx) rounded to bf16 once for path (c)'s tiles (k::bf16_rows,
+  // row stride cols), where they take it (the caller asks k::mma_takes_bf16_x); *out: its address.
+  Tensor bf16_copy(const float* x, int64_t ldx, int64_t rows, int64_t cols, const uint16_t** out);
   // The per-expert path's routed sum into acc [N, D] (zeroed), with the experts whose GEMMs all
   // take the bf16 GEMM grouped into one launch per projection (gpu_moe.cpp). false (nothing done)
   // when none does.

@@ -159,13 +159,10 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
       check_launch(k::linear_gemv(a, wr, 2 * static_cast<int64_t>(info_.multiprocessors), stream_), "linear (gemv)");
       break;
     case LinearPath::Mma: {  // on HIP, MFMA only once it passed its self-check (gpu_mfma_check.cpp)
-      Tensor xb;  // x rounded to bf16 once, not once per weight tile (PERF.md v18)
-      if (k::mma_takes_bf16_x(wr.format, K) && wr.cols == K) {
-        xb = alloc(ElemType::F32, {(N * in + 1) / 2});
-        a.xb = static_cast<const uint16_t*>(dev_ptr(xb));
-        a.ldxb = in;
-        check_launch(k::bf16_rows(a.x, a.ldx, N, in, static_cast<uint16_t*>(dev_ptr(xb)), stream_), "linear x to bf16");
-      }
+      // x rounded to bf16 once, not once per weight tile (PERF.md v18), where the tiles take it
+      const bool copy = k::mma_takes_bf16_x(wr.format, K) && wr.cols == K;
+      const Tensor xb = copy ? bf16_copy(a.x, a.ldx, N, in, &a.xb) : Tensor();
+      a.ldxb = in;
       check_launch(mma_matrix_ok() ? k::linear_mma(a, wr, stream_) : k::linear_mma_simt(a, wr, stream_),
                    "linear (bf16 mma)");
       break;
@@ -177,6 +174,14 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
     case LinearPath::Simt: check_launch(k::linear_simt(a, wr, stream_), "linear (simt)"); break;
   }
   return y;
+}
+
+Tensor GpuBackend::bf16_copy(const float* x, int64_t ldx, int64_t rows, int64_t cols, const uint16_t** out) {
+  Tensor xb = alloc(ElemType::F32, {(rows * cols + 1) / 2});
+  auto* bits = static_cast<uint16_t*>(dev_ptr(xb));
+  check_launch(k::bf16_rows(x, ldx, rows, cols, bits, stream_), "x to bf16 (bf16 mma)");
+  *out = bits;
+  return xb;
 }
 
 }  // namespace plumb::gpu

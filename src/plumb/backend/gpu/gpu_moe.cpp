@@ -205,16 +205,6 @@ namespace {
 constexpr int64_t kPrefillPassBytes = int64_t{1} << 30;
 constexpr int64_t kTileRows = 64;  // the bf16 GEMM's row tile (linear_gemm.cu kMBM)
 
-// x [rows, cols] rounded to bf16 once for the grouped GEMM's tiles (k::bf16_rows), or nothing where
-// its tiles round x themselves (k::mma_takes_bf16_x).
-Tensor bf16_copy(GpuBackend& be, const Tensor& x, int64_t rows, int64_t cols, WFormat format) {
-  if (!k::mma_takes_bf16_x(format, cols)) return {};
-  Tensor xb = be.alloc(ElemType::F32, {(rows * cols + 1) / 2});
-  be.check_launch(k::bf16_rows(dev_f32(x), cols, rows, cols, static_cast<uint16_t*>(dev_ptr(xb)), be.stream()),
-                  "moe x to bf16 (grouped)");
-  return xb;
-}
-
 }  // namespace
 
 // The grouped form of the per-expert loop below (issue 17): an expert with M rows is grouped when
@@ -303,8 +293,8 @@ bool GpuBackend::moe_prefill(const float* xp, const SlotGroups& sg, std::span<co
         Tensor g = alloc(ElemType::F32, {S, I}), u = alloc(ElemType::F32, {S, I});
         k::GroupedGemmArgs a;
         a.x = dev_f32(xs), a.ldx = D;
-        const Tensor xb = bf16_copy(*this, xs, S, D, format);
-        a.xb = xb.defined() ? static_cast<const uint16_t*>(dev_ptr(xb)) : nullptr, a.ldxb = D;
+        const Tensor xb = k::mma_takes_bf16_x(format, D) ? bf16_copy(dev_f32(xs), D, S, D, &a.xb) : Tensor();
+        a.ldxb = D;
         a.y0 = dev_f32(g), a.y1 = dev_f32(u), a.ldy = I;
         a.table = table_d, a.table_stride = 3, a.which0 = 0, a.which1 = 1, a.projections = 2;
         a.tiles = tiles_d + 3 * ps.tile_lo, a.tile_count = ps.tile_hi - ps.tile_lo;
@@ -319,8 +309,8 @@ bool GpuBackend::moe_prefill(const float* xp, const SlotGroups& sg, std::span<co
         check_launch(k::quant_blocks(dev_f32(h), dev_f32(h), S, I, I, 128, false, stream_), "moe act_fp8 (h)");
       k::GroupedGemmArgs a;
       a.x = dev_f32(h), a.ldx = I;
-      const Tensor hb = bf16_copy(*this, h, S, I, format);
-      a.xb = hb.defined() ? static_cast<const uint16_t*>(dev_ptr(hb)) : nullptr, a.ldxb = I;
+      const Tensor hb = k::mma_takes_bf16_x(format, I) ? bf16_copy(dev_f32(h), I, S, I, &a.xb) : Tensor();
+      a.ldxb = I;
       a.y0 = dev_f32(ys), a.ldy = D;
       a.table = table_d, a.table_stride = 3, a.which0 = 2, a.projections = 1;
       a.tiles = tiles_d + 3 * ps.tile_lo, a.tile_count = ps.tile_hi - ps.tile_lo;

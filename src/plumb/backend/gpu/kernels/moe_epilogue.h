@@ -1,6 +1,7 @@
 #pragma once
-// The SwiGLU epilogue of the grouped routed-expert kernels (kernel-only header: moe_grouped.cu's
-// SIMT kernels and moe_mma.cu's tensor-core ones store the same h from the same two sums).
+// What the grouped routed-expert kernels share (kernel-only header: moe_grouped.cu's SIMT kernels
+// and moe_mma.cu's tensor-core ones): which routing ids name an expert, and the SwiGLU epilogue
+// that stores the same h from the same two sums.
 #include <cstdint>
 
 #include "plumb/backend/gpu/gpu_compat.h"
@@ -8,6 +9,9 @@
 #include "plumb/backend/gpu/kernels/moe_grouped.h"
 
 namespace plumb::gpu::k {
+
+// A routing id the kernels compute (ids outside [0, E) are skipped, as the CPU skips them).
+__device__ __forceinline__ bool live_expert(int32_t e, int64_t E) { return e >= 0 && e < E; }
 
 // h of slot s from its gate sum gt (w1 . x) and up sum u (w3 . x), as the CPU's swiglu():
 // linear()'s output rounding, std::min(g, L) and std::clamp(u, -L, L), silu (rounded under

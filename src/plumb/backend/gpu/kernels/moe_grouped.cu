@@ -323,8 +323,6 @@ __device__ __forceinline__ void warp_dots(int groups, bool vec, const float* v, 
   }
 }
 
-__device__ __forceinline__ bool live_expert(int32_t e, int64_t E) { return e >= 0 && e < E; }
-
 // Up: a warp's groups are rows r0, r0 + kWarps, ... (kUpGroups of them) of w1 and w3 together
 // (P = 2: one staged x float4 feeds both), U = 2 chunks of each per step (64 B per lane).
 // Down: groups of kDownP consecutive rows of w2 (one staged h float4 feeds 4 rows), one chunk

@@ -10,6 +10,9 @@ namespace plumb::gpu::k {
 
 // Largest D and I the kernels stage in shared memory (48 KB with padding).
 constexpr int64_t kGroupedMoeMaxVector = 8192;
+// Most token slots (N * K) a call of the grouped kernels takes (GpuBackend's decode-size limit;
+// moe_mma.cu's grouping lists them in shared memory).
+constexpr int64_t kGroupedMoeMaxSlots = 2048;
 
 struct GroupedMoeArgs {
   int64_t N = 0, K = 0, D = 0, I = 0, E = 0;  // tokens, slots per token, hidden, expert width, experts

@@ -53,9 +53,6 @@ constexpr int kThreads = 256;                      // 8 warps of 32 (the MMA fra
 [[maybe_unused]] constexpr int kCols = 8;          // the MMA's n: slots a turn
 constexpr int kUpRows = 16;       // up: rows of w1 and of w3 a block
 constexpr int kDownRows = 32;     // down: rows of w2 a block
-constexpr int64_t kMaxSlots = 2048;  // the grouping's shared list (GpuBackend::kGroupedMoeMaxSlots)
-
-__device__ __forceinline__ bool live_slot_expert(int32_t e, int64_t E) { return e >= 0 && e < E; }
 
 // GroupedMoeArgs::groups (gmax = min(slots, E)): [0] the number of groups G; [1, 1 + gmax) each
 // group's expert, ascending; [1 + gmax, 2 + gmax + G) each group's first entry in the list, then
@@ -74,13 +71,13 @@ __device__ __forceinline__ int64_t group_max(const GroupedMoeArgs& a) { return a
 // The grouping, by one block: each thread counts the slots of a contiguous range of experts,
 // a block scan places its groups and slots, then it lists each of its experts' slots in order.
 __device__ void group_slots(const GroupedMoeArgs& a) {
-  __shared__ int32_t ex[kMaxSlots];
+  __shared__ int32_t ex[kGroupedMoeMaxSlots];
   __shared__ int32_t count[kGroupedMoeMmaMaxExperts];
   __shared__ int32_t scan_g[kThreads], scan_s[kThreads];
   const int tid = static_cast<int>(threadIdx.x);
   const int S = static_cast<int>(a.N * a.K), E = static_cast<int>(a.E);
   const int64_t gmax = group_max(a);
-  for (int i = tid; i < S; i += kThreads) ex[i] = live_slot_expert(a.experts[i], E) ? a.experts[i] : -1;
+  for (int i = tid; i < S; i += kThreads) ex[i] = live_expert(a.experts[i], E) ? a.experts[i] : -1;
   __syncthreads();
   const int per = (E + kThreads - 1) / kThreads, e0 = tid * per < E ? tid * per : E, e1 = e0 + per < E ? e0 + per : E;
   int ng = 0, ns = 0;
@@ -149,7 +146,7 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(GroupedMoeArgs a, const 
     group_slots(a);
     return;
   }
-  if (slots && !live_slot_expert(a.experts[b], a.E)) return;
+  if (slots && !live_expert(a.experts[b], a.E)) return;
   stage_row(src + b * n, static_cast<int>(n), quant, dst + b * n);
 }
 
@@ -320,7 +317,7 @@ bool grouped_moe_mma_ok(const GroupedMoeArgs& a) {
 #ifdef PLUMB_CUDA
   // (D and I multiples of 128: whole row tiles, whole rounds, 16-byte aligned rows)
   return a.format == WFormat::FP4 && a.quant_h && a.D > 0 && a.I > 0 && a.D % kRound == 0 && a.I % kRound == 0 &&
-         a.E > 0 && a.E <= kGroupedMoeMmaMaxExperts && a.N * a.K <= kMaxSlots;
+         a.E > 0 && a.E <= kGroupedMoeMmaMaxExperts && a.N * a.K <= kGroupedMoeMaxSlots;
 #else
   (void)a;
   return false;  // HIP: the fragments are CUDA's 32-lane mma.sync ones (gfx90a keeps moe_grouped.cu)
