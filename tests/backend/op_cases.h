@@ -45,7 +45,10 @@ inline std::vector<LinearCase> linear_cases() {
       {5, 1024, 4096, 1, "q_lora from hidden"},
       {3, 2 * 1024, 4096, 2, "grouped o projection (2 of V4-Flash's 8 groups of 4096 -> 1024)"},
       {7, 37, 200, 1, "K not a multiple of 128 or 32"},
-      {1, 1, 64, 1, "one output"},
+      // 16 rows, not 1: with a single output max|ref| is one dot product, which cancels to
+      // ~1% of its terms in ~2% of draws and then fails f32's bar on rounding alone (seen on an
+      // H100 and replayed on the emulator: PLUMB_TEST_SEED=4007946697157670052, score 2.8e-5).
+      {16, 1, 64, 1, "one output column"},
       {33, 130, 416, 2, "grouped, odd rows"},
   };
 }

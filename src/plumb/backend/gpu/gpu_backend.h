@@ -204,6 +204,7 @@ class GpuBackend final : public Backend {
     int64_t experts = 0, width = 0;
     WFormat format = WFormat::F32;
     bool uniform = true;  // one width and one format for all experts
+    bool aligned = true;  // every weight's bytes and scales 16-byte aligned (moe_mma.cu copies them so)
   };
   const ExpertTable& expert_table(std::span<const SwiGluWeights> experts, int64_t D);
   // The table when the grouped kernels take this call (few slots, fast order, one format), else null.
@@ -247,12 +248,9 @@ class GpuBackend final : public Backend {
   // PERF.md v14: the head only). PLUMB_GPU_F32_MMA_MIN_BLOCKS=16 also gives it the compressor
   // and the router gate, split 16 ways: an A/B not yet run (PERF.md v15).
   int64_t f32_mma_min_blocks_ = 0;
-  // Path (f) in Auto for FP8 weights (ue8m0 scales) and bf16-rounded outputs too:
-  // PLUMB_GPU_F32_MMA_FP8=on, an A/B not yet run (PERF.md v15).
-  bool f32_mma_fp8_ = false;
-  // The mHC pass 1's slice of a token's hc * D elements (k::hc_mix): PLUMB_GPU_HC_SLICE=256 (64
-  // blocks a token at 4 x 4,096 instead of 32) is an A/B not yet run (PERF.md v15).
-  int64_t hc_slice_ = k::kHcSlice;
+  // Path (f) in Auto for FP8 weights (ue8m0 scales) and bf16-rounded outputs too (wo_a from 2
+  // rows: H100, B = 32 step -0.49 ms, B = 8 -0.11, B = 1 even; PERF.md v19). PLUMB_GPU_F32_MMA_FP8=off: the A/B.
+  bool f32_mma_fp8_ = true;
   std::deque<ExpertTable> expert_tables_;  // one per routed expert set (a layer), references stay valid
   unsigned cpu_order_sites_ = 0;  // OrderSite bits
   std::shared_ptr<DeviceAllocator> alloc_;

@@ -33,9 +33,9 @@ HcPreResult GpuBackend::hc_pre(const Tensor& X, const HcParams& p, Round out) {
   const HcSite s = load_site(*this, p, (2 + hc) * hc, "hc_pre");
   const float* x = dev_f32(X, "hc_pre streams");
   HcPreResult r{alloc(ElemType::F32, {N, D}), alloc(ElemType::F32, {N, hc}), alloc(ElemType::F32, {N, hc, hc})};
-  Tensor scratch = alloc(ElemType::F32, {k::hc_mix_scratch_floats(N, hc, D, hc_slice_)});
+  Tensor scratch = alloc(ElemType::F32, {k::hc_mix_scratch_floats(N, hc, D, k::kHcSlice)});
   check_launch(k::hc_mix(x, N, hc, D, s.fn, s.base, s.scale, p.sinkhorn_iters, p.hc_eps, p.norm_eps,
-                         out == Round::BF16, cpu_order(kHc), hc_slice_, dev_f32(r.y), dev_f32(r.post), dev_f32(r.comb),
+                         out == Round::BF16, cpu_order(kHc), k::kHcSlice, dev_f32(r.y), dev_f32(r.post), dev_f32(r.comb),
                          dev_f32(scratch), stream()),
                "hc_pre");
   return r;
@@ -57,9 +57,9 @@ Tensor GpuBackend::hc_head(const Tensor& X, const HcParams& p, Round out) {
   const HcSite s = load_site(*this, p, hc, "hc_head");
   const float* x = dev_f32(X, "hc_head streams");
   Tensor y = alloc(ElemType::F32, {N, D});
-  Tensor scratch = alloc(ElemType::F32, {k::hc_mix_scratch_floats(N, hc, D, hc_slice_)});
+  Tensor scratch = alloc(ElemType::F32, {k::hc_mix_scratch_floats(N, hc, D, k::kHcSlice)});
   check_launch(k::hc_mix(x, N, hc, D, s.fn, s.base, s.scale, 0, p.hc_eps, p.norm_eps, out == Round::BF16, cpu_order(kHc),
-                         hc_slice_, dev_f32(y), nullptr, nullptr, dev_f32(scratch), stream()),
+                         k::kHcSlice, dev_f32(y), nullptr, nullptr, dev_f32(scratch), stream()),
                "hc_head");
   return y;
 }

@@ -115,8 +115,8 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
          "scales, no act_fp8 or bf16_weight, K % 32 == 0, at most {} x rows and 16-byte aligned x rows (weight '{}' [{}, "
          "{}], {} x rows)",
          k::kF32MmaMaxRows, w.name, w.rows(), K, N);
-  // FP8 weights and bf16 outputs (wo_a at B > 8: 4 passes of the 8-row GEMV, 725 us of a B = 32
-  // step, PERF.md v15) only under PLUMB_GPU_F32_MMA_FP8=on until measured.
+  // FP8 weights and bf16 outputs too (wo_a at B > 8 took 4 passes of the 8-row GEMV, 725 us of a
+  // B = 32 step, PERF.md v15) unless PLUMB_GPU_F32_MMA_FP8=off (v19).
   const bool f32_mma_kind = (wr.format == WFormat::BF16 && !a.round_bf16) || f32_mma_fp8_;
   if (asked == LinearPath::Auto && N >= 2 && (path == LinearPath::Gemv || path == LinearPath::Simt) &&
       !o.act_fp8 && f32_mma_kind && k::f32_mma_ok(a, wr) &&

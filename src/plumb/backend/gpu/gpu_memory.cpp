@@ -196,7 +196,6 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
     f32_mma_fp8_ = c == 0;
   pv_heads_ = static_cast<int>(env_count("PLUMB_GPU_PV_HEADS", 0, 8, pv_heads_,
                                           "the most heads a sparse-attention P.V block takes (0: by the batch's size)"));
-  hc_slice_ = env_count("PLUMB_GPU_HC_SLICE", 32, 1000000, hc_slice_, "the mHC pass 1's slice of a token's elements");
 }
 
 unsigned GpuBackend::parse_order(const std::string& order) {

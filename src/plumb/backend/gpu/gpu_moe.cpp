@@ -116,7 +116,11 @@ const GpuBackend::ExpertTable& GpuBackend::expert_table(std::span<const SwiGluWe
   refs.reserve(3 * experts.size());
   for (std::size_t e = 0; e < experts.size(); ++e) {
     const int64_t I = check_swiglu(experts[e], D, fmt::format("routed expert {}", e));
-    for (const WeightView* w : {experts[e].w1, experts[e].w3, experts[e].w2}) refs.push_back(weight(*w));
+    for (const WeightView* w : {experts[e].w1, experts[e].w3, experts[e].w2}) {
+      refs.push_back(weight(*w));
+      t.aligned = t.aligned && reinterpret_cast<uintptr_t>(refs.back().data) % 16 == 0 &&
+                  reinterpret_cast<uintptr_t>(refs.back().scale) % 16 == 0;
+    }
     if (e == 0) t.width = I, t.format = refs.back().format;
     // One kernel instantiation serves all experts: a mixed set keeps the per-expert path.
     if (I != t.width || refs[3 * e].format != t.format || refs[3 * e + 1].format != t.format ||
@@ -168,7 +172,7 @@ Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTa
   Tensor ys = alloc(ElemType::F32, {N * K, D});
   a.h = dev_f32(h);
   a.ys = dev_f32(ys);
-  if (moe_mma_ && k::grouped_moe_mma_ok(a)) {  // the tensor-core form; its bf16 scratch as f32 pairs
+  if (moe_mma_ && t.aligned && k::grouped_moe_mma_ok(a)) {  // the tensor-core form; its bf16 scratch as f32 pairs
     const Tensor xb = alloc(ElemType::F32, {(N * D + 1) / 2}), hb = alloc(ElemType::F32, {(N * K * t.width + 1) / 2});
     const Tensor groups = alloc(ElemType::I32, {k::grouped_moe_mma_group_ints(N * K, t.experts)});
     a.xb = static_cast<uint16_t*>(dev_ptr(xb));

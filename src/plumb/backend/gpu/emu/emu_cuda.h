@@ -97,6 +97,8 @@ void mma_m16n8k32_e4m3(float* d, const uint32_t* a, const uint32_t* b);
 
 inline void __syncthreads() { plumb::gpu::emu::syncthreads(); }
 inline int __syncthreads_or(int p) { return plumb::gpu::emu::syncthreads_or(p); }
+// The lanes of the warp meet (as at any warp collective: a shuffle whose value is unused).
+inline void __syncwarp(unsigned = 0xFFFFFFFFu) { (void)plumb::gpu::emu::warp_shuffle(0, 0); }
 
 // Rounded arithmetic: plain IEEE f32 on the host (the emulator's sources are compiled with
 // -ffp-contract=off, so nothing fuses into an FMA that the device would not).

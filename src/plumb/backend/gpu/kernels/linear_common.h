@@ -218,6 +218,52 @@ __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, const uint
 #endif
 
 #ifdef PLUMB_MMA_BF16
+// Copies global -> shared that run while the thread goes on (cp.async, sm_80+): 16 bytes (cached
+// in L2 only) or 4; cp_async_commit closes a group of the thread's copies, cp_async_wait(n)
+// returns once at most n of its groups are still in flight (n above 7 waits as for 7). A copy is
+// visible to other threads after their barrier with the copying one. The emulator copies at once.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if defined(PLUMB_EMU)
+  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
+#else
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
+               "l"(gmem)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+#if defined(PLUMB_EMU)
+  *static_cast<uint32_t*>(smem) = *static_cast<const uint32_t*>(gmem);
+#else
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
+               "l"(gmem)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if !defined(PLUMB_EMU)
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_wait(int n) {
+#if !defined(PLUMB_EMU)
+  switch (n < 0 ? 0 : n) {  // the count is an immediate
+    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 7;" ::: "memory"); break;
+  }
+#else
+  (void)n;
+#endif
+}
+#endif
+
+#ifdef PLUMB_MMA_BF16
 // a * b per bf16 half (lower half first), rounded to nearest, subnormals kept (PTX: bf16 fma has
 // no flush-to-zero form). fma with a -0 addend, so that a +0 product stays +0. moe_mma.cu scales
 // decoded FP4 weights with it (exact products: powers of two times values of 2 bits).

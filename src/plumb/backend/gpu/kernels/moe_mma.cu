@@ -36,6 +36,9 @@
 // tile, summed in a fixed order through shared memory): up has 16 rows of w1 (warps 0-3) and w3
 // (warps 4-7) a block, down 32 rows of w2; two rounds (64 bytes a lane) are in flight while the
 // previous two are decoded.
+#include <cstdlib>
+#include <cstring>
+
 #include "plumb/backend/gpu/gpu_numerics.h"
 #include "plumb/backend/gpu/kernels/act_quant.h"
 #include "plumb/backend/gpu/kernels/launch.h"
@@ -48,11 +51,25 @@ namespace {
 
 // (HIP compiles no tensor-core body: [[maybe_unused]] there.)
 constexpr int kThreads = 256;                      // 8 warps of 32 (the MMA fragments are 32 lanes')
-[[maybe_unused]] constexpr int kQuarters = 4;      // warps sharing a tile, each every 4th round
-[[maybe_unused]] constexpr int kRound = 128;       // columns of a round: 4 lanes x one 32-weight chunk
-[[maybe_unused]] constexpr int kCols = 8;          // the MMA's n: slots a turn
+constexpr int kQuarters = 4;                       // warps sharing a tile, each every 4th round
+constexpr int kRound = 128;                        // columns of a round: 4 lanes x one 32-weight chunk
+constexpr int kCols = 8;                           // the MMA's n: slots a turn
 constexpr int kUpRows = 16;       // up: rows of w1 and of w3 a block
 constexpr int kDownRows = 32;     // down: rows of w2 a block
+
+// A warp's rounds (q, q + 4, ... of K's rounds of 128 columns) of a 16-row tile, held in shared
+// memory for the whole block: per round the lanes' 16-byte chunks of rows g and g + 8
+// ([row half][lane]), then each row's 4 scale codes of the round ([row half][g], one word).
+constexpr int kChunkBytes = 2 * 32 * 16;
+constexpr int kRoundBytes = kChunkBytes + 2 * 8 * 4;
+constexpr int warp_rounds(int64_t K, int q) {
+  const int rounds = static_cast<int>(K / kRound);
+  return q < rounds ? (rounds - q + kQuarters - 1) / kQuarters : 0;
+}
+constexpr std::size_t tile_smem(int64_t K) { return static_cast<std::size_t>(8 * warp_rounds(K, 0) * kRoundBytes); }
+
+// The partial tiles of a block's 8 warps: [warp][row][column], padded.
+using Partials = float[8][kUpRows][kCols + 1];
 
 // GroupedMoeArgs::groups (gmax = min(slots, E)): [0] the number of groups G; [1, 1 + gmax) each
 // group's expert, ascending; [1 + gmax, 2 + gmax + G) each group's first entry in the list, then
@@ -168,14 +185,13 @@ __device__ __forceinline__ uint32_t fp4_pair_exact(const Fp4Chunk& ch, uint32_t 
   return bf16_exact(fp4_value(word >> (4 * j)) * s) | bf16_exact(fp4_value(word >> (4 * j + 16)) * s) << 16;
 }
 
-// The 8 MMAs of one round: chunks a (row g) and b (row g + 8), B from the staged row at xr. Each
-// lane picks its decode (fast: both scale codes <= 128); the MMAs run after the branch, where the
-// warp has reconverged (mma.sync is a warp-wide instruction).
-__device__ __forceinline__ void mma_round(const Fp4Chunk& a, const Fp4Chunk& b, const uint16_t* xr, float (&c)[4]) {
+// The 8 MMAs of one round: chunks a (row g) and b (row g + 8), B words xq (column g's 32 k of the
+// round). Each lane picks its decode (fast: both scale codes <= 128); the MMAs run after the
+// branch, where the warp has reconverged (mma.sync is a warp-wide instruction).
+__device__ __forceinline__ void mma_round(const Fp4Chunk& a, const Fp4Chunk& b, const uint4 (&xq)[4], float (&c)[4]) {
   const bool fast = a.code <= 128u && b.code <= 128u;
 #pragma unroll
   for (int wd = 0; wd < 4; ++wd) {
-    const uint4 bq = xr ? *reinterpret_cast<const uint4*>(xr + 8 * wd) : make_uint4(0u, 0u, 0u, 0u);
     const uint32_t wa = word_of(a.v, wd), wb = word_of(b.v, wd);
     uint32_t pa[4], pb[4];  // pairs j = 0..3 of rows g and g + 8
     if (fast) {
@@ -188,79 +204,91 @@ __device__ __forceinline__ void mma_round(const Fp4Chunk& a, const Fp4Chunk& b, 
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const uint32_t af[4] = {pa[2 * hh], pb[2 * hh], pa[2 * hh + 1], pb[2 * hh + 1]};
-      const uint32_t bf[2] = {word_of(bq, 2 * hh), word_of(bq, 2 * hh + 1)};
+      const uint32_t bf[2] = {word_of(xq[wd], 2 * hh), word_of(xq[wd], 2 * hh + 1)};
       mma_bf16(c, af, bf);
     }
   }
 }
 
-// The warp's 16 x 8 tile over rounds q, q + 4, ... of K: rows row0 + g and row0 + g + 8 of w,
-// B column g from the staged row col (null: zeros, a column with no slot); c: the accumulators
-// (rows g, g + 8; columns 2t, 2t + 1). Tiles are whole: w's rows (I or D) are multiples of 128.
-__device__ void warp_tile(const WeightRef& w, int64_t row0, int K, int q, const uint16_t* col, float (&c)[4]) {
-  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
-  const int rounds = K / kRound, nr = q < rounds ? (rounds - q + kQuarters - 1) / kQuarters : 0;
-  const int64_t row_bytes = K / 2, ra = row0 + g, rb = ra + 8;
-  auto load = [&](int i, Fp4Chunk (&b)[2][2]) {  // rounds i, i + 1 of this warp's
+// Starts copying the warp's rounds of rows row0 + g and row0 + g + 8 of w into region, a commit
+// group a round (why, PERF v19: with two rounds a lane in registers, the first H100 run kept too
+// few bytes in flight, ~1.7 of 3 TB/s). Lane (g, t) copies its chunk of both rows, lane (g, 0)
+// also the round's 4 codes of each row as one word: a row's K / 32 codes start at a multiple of 4
+// (K % 128 == 0) of a scale array that starts 16-byte aligned (expert_table checks it).
+__device__ void issue_tile(const WeightRef& w, int64_t row0, int K, int q, uint8_t* region) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4, nr = warp_rounds(K, q);
+  const int64_t row_bytes = K / 2;
+  for (int i = 0; i < nr; ++i) {
+    const int64_t c0 = static_cast<int64_t>(q + kQuarters * i) * 4;  // the round's first chunk of a row
+    uint8_t* rb = region + i * kRoundBytes;
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int64_t gi = static_cast<int64_t>(q + kQuarters * (i + rr)) * 4 + t;  // the lane's chunk
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t r = h ? rb : ra;
-        Fp4Chunk ch{make_uint4(0u, 0u, 0u, 0u), 127u};
-        if (i + rr < nr) {
-          ch.v = load_stream(w.data + r * row_bytes + gi * 16);
-          ch.code = w.scale[r * w.scale_cols + gi];
-        }
-        b[rr][h] = ch;
-      }
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = row0 + g + 8 * h;
+      cp_async16(rb + (h * 32 + lane) * 16, w.data + r * row_bytes + (c0 + t) * 16);
+      if (t == 0) cp_async4(rb + kChunkBytes + (h * 8 + g) * 4, w.scale + r * w.scale_cols + c0);
     }
-  };
-  auto run = [&](int i, const Fp4Chunk (&b)[2][2]) {
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      if (i + rr >= nr) break;
-      const uint16_t* xr = col ? col + static_cast<int64_t>(q + kQuarters * (i + rr)) * kRound + 32 * t : nullptr;
-      mma_round(b[rr][0], b[rr][1], xr, c);
-    }
-  };
-  Fp4Chunk x0[2][2], x1[2][2];
-  if (nr > 0) load(0, x0);
-#pragma unroll 1
-  for (int i = 0; i < nr; i += 4) {
-    if (i + 2 < nr) load(i + 2, x1);
-    run(i, x0);
-    if (i + 2 >= nr) break;
-    if (i + 4 < nr) load(i + 4, x0);
-    run(i + 2, x1);
+    cp_async_commit();
   }
 }
 
-// The partial tiles of a block's 8 warps: [warp][row][column], padded.
-using Partials = float[8][kUpRows][kCols + 1];
+// The warp's 16 x 8 tile from its rounds in region (issue_tile), B column g from the staged row
+// col (null: zeros, a column with no slot); c: the accumulators (rows g, g + 8; columns 2t,
+// 2t + 1). first: the block's first turn, which waits for each round's copies; a round's B words
+// are loaded one round ahead.
+__device__ void run_tile(const uint8_t* region, int K, int q, const uint16_t* col, bool first, float (&c)[4]) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4, nr = warp_rounds(K, q);
+  auto load_x = [&](int i, uint4 (&xq)[4]) {
+    const uint16_t* xr = col ? col + static_cast<int64_t>(q + kQuarters * i) * kRound + 32 * t : nullptr;
+#pragma unroll
+    for (int wd = 0; wd < 4; ++wd) xq[wd] = xr ? *reinterpret_cast<const uint4*>(xr + 8 * wd) : make_uint4(0u, 0u, 0u, 0u);
+  };
+  uint4 xn[4];
+  if (nr > 0) load_x(0, xn);
+#pragma unroll 1
+  for (int i = 0; i < nr; ++i) {
+    uint4 xq[4];
+#pragma unroll
+    for (int wd = 0; wd < 4; ++wd) xq[wd] = xn[wd];
+    if (i + 1 < nr) load_x(i + 1, xn);
+    if (first) {
+      cp_async_wait(nr - 1 - i);  // this lane's copies of rounds 0..i have landed
+      __syncwarp();               // and the code words of lanes (g, 0) are visible
+    }
+    const uint8_t* rb = region + i * kRoundBytes;
+    const uint32_t* codes = reinterpret_cast<const uint32_t*>(rb + kChunkBytes);
+    const Fp4Chunk a{*reinterpret_cast<const uint4*>(rb + lane * 16), (codes[g] >> (8 * t)) & 0xFFu};
+    const Fp4Chunk b{*reinterpret_cast<const uint4*>(rb + (32 + lane) * 16), (codes[8 + g] >> (8 * t)) & 0xFFu};
+    mma_round(a, b, xq, c);
+  }
+}
 
 // Sum of the 4 quarters' partial tiles w0 .. w0 + 3 at (i, j), in that order.
 __device__ __forceinline__ float quarter_sum(const Partials& red, int w0, int i, int j) {
   return ((red[w0][i][j] + red[w0 + 1][i][j]) + red[w0 + 2][i][j]) + red[w0 + 3][i][j];
 }
 
-// The loop both projections run in block (x, y): group y's slots in turns of up to 8. Per turn,
-// every warp computes its tile (tile(expert, col) with col the staged row of its lane's column's
-// slot, src + slot_row(slot) * n, or null) into red, and after the barrier store(i, j, slot) runs in
-// threads (i, j) = (tid / 8, tid % 8) for the turn's slots (i < rows).
-template <class Tile, class Store>
-__device__ __forceinline__ void group_turns(const GroupedMoeArgs& a, Partials& red, int rows, Tile tile, Store store) {
+// The loop both projections run in block (x, y): issue(expert) starts the copies of each warp's
+// rounds of the block's tile into tiles (shared memory, tile_smem), then group y's slots go in
+// turns of up to 8 over those same bytes. Per turn, every warp computes its tile
+// (tile(region, slot, first) with slot its lane's column's, or -1) into red, and after
+// the barrier store(i, j, slot) runs in threads (i, j) = (tid / 8, tid % 8) for the turn's slots
+// (i < rows).
+template <class Issue, class Tile, class Store>
+__device__ __forceinline__ void group_turns(const GroupedMoeArgs& a, Partials& red, int rows, int K, Issue issue,
+                                            Tile tile, Store store) {
+  PLUMB_DYNAMIC_SHARED(uint8_t, tiles);
   const Groups gr{a.groups, group_max(a)};
   const int64_t y = blockIdx.y;
   if (y >= gr.count()) return;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  uint8_t* region = tiles + static_cast<std::size_t>(warp) * warp_rounds(K, 0) * kRoundBytes;
   const int32_t e = gr.expert(y);
-  const int64_t end = gr.begin(y + 1);
-  for (int64_t c0 = gr.begin(y); c0 < end; c0 += kCols) {
+  issue(region, e);
+  const int64_t begin = gr.begin(y), end = gr.begin(y + 1);
+  for (int64_t c0 = begin; c0 < end; c0 += kCols) {
     const int64_t ncols = end - c0 < kCols ? end - c0 : kCols;
     float c[4] = {0.f, 0.f, 0.f, 0.f};
-    tile(e, lane / 4 < ncols ? gr.slot(c0 + lane / 4) : int64_t{-1}, c);
+    tile(region, lane / 4 < ncols ? gr.slot(c0 + lane / 4) : int64_t{-1}, c0 == begin, c);
     const int g = lane / 4, t = lane % 4;
     red[warp][g][2 * t] = c[0], red[warp][g][2 * t + 1] = c[1];
     red[warp][g + 8][2 * t] = c[2], red[warp][g + 8][2 * t + 1] = c[3];
@@ -274,41 +302,64 @@ __device__ __forceinline__ void group_turns(const GroupedMoeArgs& a, Partials& r
 
 // grid (I / 16, gmax): block (x, y) is rows 16x .. of w1 (warps 0-3) and w3 (warps 4-7) of group
 // y's expert.
-__global__ void __launch_bounds__(kThreads, 2) up_mma_kernel(GroupedMoeArgs a) {
+template <int MinBlocks>
+__global__ void __launch_bounds__(kThreads, MinBlocks) up_mma_kernel(GroupedMoeArgs a) {
   pdl_begin();
 #ifdef PLUMB_MMA_BF16
   __shared__ Partials red;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kUpRows;
-  auto tile = [&](int32_t e, int64_t slot, float (&c)[4]) {
-    warp_tile(a.table[3 * e + warp / kQuarters], row0, static_cast<int>(a.D), warp % kQuarters,
-              slot >= 0 ? a.xb + slot / a.K * a.D : nullptr, c);
+  const int K = static_cast<int>(a.D), q = warp % kQuarters;
+  auto issue = [&](uint8_t* region, int32_t e) { issue_tile(a.table[3 * e + warp / kQuarters], row0, K, q, region); };
+  auto tile = [&](const uint8_t* region, int64_t slot, bool first, float (&c)[4]) {
+    run_tile(region, K, q, slot >= 0 ? a.xb + slot / a.K * a.D : nullptr, first, c);
   };
   auto store = [&](int i, int j, int64_t s) {
     a.h[s * a.I + row0 + i] = grouped_swiglu(a, s, quarter_sum(red, 0, i, j), quarter_sum(red, 4, i, j));
   };
-  group_turns(a, red, kUpRows, tile, store);
+  group_turns(a, red, kUpRows, K, issue, tile, store);
 #endif
 }
 
 // grid (D / 32, gmax): block (x, y) is rows 32x .. of w2 of group y's expert (warps 0-3 the first
 // 16, 4-7 the next).
-__global__ void __launch_bounds__(kThreads, 2) down_mma_kernel(GroupedMoeArgs a) {
+template <int MinBlocks>
+__global__ void __launch_bounds__(kThreads, MinBlocks) down_mma_kernel(GroupedMoeArgs a) {
   pdl_begin();
 #ifdef PLUMB_MMA_BF16
   __shared__ Partials red;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
-  auto tile = [&](int32_t e, int64_t slot, float (&c)[4]) {
-    warp_tile(a.table[3 * e + 2], row0 + kUpRows * (warp / kQuarters), static_cast<int>(a.I), warp % kQuarters,
-              slot >= 0 ? a.hb + slot * a.I : nullptr, c);
+  const int K = static_cast<int>(a.I), q = warp % kQuarters;
+  auto issue = [&](uint8_t* region, int32_t e) {
+    issue_tile(a.table[3 * e + 2], row0 + kUpRows * (warp / kQuarters), K, q, region);
+  };
+  auto tile = [&](const uint8_t* region, int64_t slot, bool first, float (&c)[4]) {
+    run_tile(region, K, q, slot >= 0 ? a.hb + slot * a.I : nullptr, first, c);
   };
   auto store = [&](int i, int j, int64_t s) {
     const float v = quarter_sum(red, kQuarters * (i / kUpRows), i % kUpRows, j);
     a.ys[s * a.D + row0 + i] = a.round_bf16 ? round_bf16(v) : v;
   };
-  group_turns(a, red, kDownRows, tile, store);
+  group_turns(a, red, kDownRows, K, issue, tile, store);
 #endif
+}
+
+// At most this much shared memory a block (its tile's rounds and red): V4-Flash's up 74 KB
+// (three blocks a multiprocessor on sm_90, two on sm_80), down 39 KB. D <= 4,480 or so.
+[[maybe_unused]] constexpr std::size_t kMaxBlockSmem = 80 * 1024;  // (HIP: unused)
+
+template <class Kernel>
+gpuError_t launch_tiled(Kernel kernel, unsigned tiles, unsigned gmax, int64_t K, const GroupedMoeArgs& a,
+                        gpuStream_t s) {
+  const std::size_t smem = tile_smem(K);
+#ifdef PLUMB_CUDA
+  if (smem + sizeof(Partials) > 48 * 1024) {  // past the default limit: opt in
+    const gpuError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (e != gpuSuccess) return e;
+  }
+#endif
+  return launch(kernel, dim3(tiles, gmax), kThreads, smem, s, a);
 }
 
 }  // namespace
@@ -317,7 +368,8 @@ bool grouped_moe_mma_ok(const GroupedMoeArgs& a) {
 #ifdef PLUMB_CUDA
   // (D and I multiples of 128: whole row tiles, whole rounds, 16-byte aligned rows)
   return a.format == WFormat::FP4 && a.quant_h && a.D > 0 && a.I > 0 && a.D % kRound == 0 && a.I % kRound == 0 &&
-         a.E > 0 && a.E <= kGroupedMoeMmaMaxExperts && a.N * a.K <= kGroupedMoeMaxSlots;
+         a.E > 0 && a.E <= kGroupedMoeMmaMaxExperts && a.N * a.K <= kGroupedMoeMaxSlots &&
+         tile_smem(a.D > a.I ? a.D : a.I) + sizeof(Partials) <= kMaxBlockSmem;
 #else
   (void)a;
   return false;  // HIP: the fragments are CUDA's 32-lane mma.sync ones (gfx90a keeps moe_grouped.cu)
@@ -333,13 +385,20 @@ gpuError_t grouped_moe_mma_experts(const GroupedMoeArgs& a, gpuStream_t s) {
   const unsigned gmax = static_cast<unsigned>(S < a.E ? S : a.E);
   gpuError_t e = launch(prep_kernel, static_cast<unsigned>(a.N + 1), kThreads, 0, s, a, a.x, a.N, a.D, a.quant_x,
                         false, a.xb);
+  // Blocks a multiprocessor the registers allow (PLUMB_GPU_MOE_MMA_BLOCKS=2|3, the A/B: 3 spills ~20 bytes)
+  static const bool three = [] {
+    const char* v = std::getenv("PLUMB_GPU_MOE_MMA_BLOCKS");
+    return !(v && std::strcmp(v, "2") == 0);
+  }();
+  const unsigned up_tiles = static_cast<unsigned>(a.I / kUpRows), down_tiles = static_cast<unsigned>(a.D / kDownRows);
   if (e == gpuSuccess)
-    e = launch(up_mma_kernel, dim3(static_cast<unsigned>((a.I + kUpRows - 1) / kUpRows), gmax), kThreads, 0, s, a);
+    e = three ? launch_tiled(up_mma_kernel<3>, up_tiles, gmax, a.D, a, s)
+              : launch_tiled(up_mma_kernel<2>, up_tiles, gmax, a.D, a, s);
   if (e == gpuSuccess)
     e = launch(prep_kernel, static_cast<unsigned>(S), kThreads, 0, s, a, a.h, S, a.I, true, true, a.hb);
   if (e == gpuSuccess)
-    e = launch(down_mma_kernel, dim3(static_cast<unsigned>((a.D + kDownRows - 1) / kDownRows), gmax), kThreads, 0,
-               s, a);
+    e = three ? launch_tiled(down_mma_kernel<3>, down_tiles, gmax, a.I, a, s)
+              : launch_tiled(down_mma_kernel<2>, down_tiles, gmax, a.I, a, s);
   return e;
 }
 
