@@ -306,10 +306,17 @@ TEST_F(GpuOps, MoeTensorCoresEveryOption) {
       {{20, 256, 128, 4, 2, 4, "fp4", "moe fp4 40 slots over 4 experts"}, false, 0.05f},
       {{4, 256, 256, 8, 2, 3, "fp4", "moe fp4 weights ~6 (scale codes 128 and above: both decodes)"}, true, 6.f},
   };
-  const int64_t before = moe_mma_calls();
-  for (const Case& k : cases) run_moe_case(*this, k.c, act, check, k.skip_ids, k.amp);
-  run_moe_case(*this, {2, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, {act.front(), act.back()}, check);
-  EXPECT_GT(moe_mma_calls(), before) << ctx("the tensor-core form never ran");
+  for (bool shared : {false, true}) {  // the tiles in registers, then through shared memory
+    set_moe_mma(true, shared);
+    const int64_t before = moe_mma_calls();
+    auto check_form = [&](const std::string& what, double tol, auto&& op) {
+      check(what + (shared ? " (shared tiles)" : ""), tol, op);
+    };
+    for (const Case& k : cases) run_moe_case(*this, k.c, act, check_form, k.skip_ids, k.amp);
+    run_moe_case(*this, {2, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, {act.front(), act.back()}, check_form);
+    EXPECT_GT(moe_mma_calls(), before) << ctx("the tensor-core form never ran");
+  }
+  set_moe_mma(true);
 }
 
 TEST_F(GpuOps, MoeRealDims) {

@@ -143,13 +143,14 @@ class GpuOps : public ::testing::Test {
   }
 
   // The grouped experts' tensor-core form (kernels/moe_mma.cu) where it applies (on, the
-  // default) or never (off); and how many moe() calls it has served (-1: no CUDA device backend,
-  // where the form does not exist: HIP keeps the SIMT kernels).
-  void set_moe_mma(bool on) {
+  // default; shared: its tiles through shared memory) or never (off); and how many moe() calls
+  // it has served (-1: no CUDA device backend, where the form does not exist: HIP keeps the SIMT
+  // kernels).
+  void set_moe_mma(bool on, bool shared = false) {
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
-    if (dev) dev->set_moe_mma(on);
+    if (dev) dev->set_moe_mma(on, shared);
 #endif
-    (void)on;
+    (void)on, (void)shared;
   }
   int64_t moe_mma_calls() const {
 #if defined(PLUMB_WITH_CUDA)

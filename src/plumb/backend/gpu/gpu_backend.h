@@ -120,8 +120,10 @@ class GpuBackend final : public Backend {
   // form always (tests cover both; PLUMB_GPU_ATTN=one-kernel at start, for A/B measurements).
   void set_split_attention(bool on) { split_attention_ = on; }
   // The grouped experts' tensor-core form (kernels/moe_mma.cu: FP4 experts under act_fp8, CUDA)
-  // where it applies (default), or always the SIMT kernels (PLUMB_GPU_MOE_MMA=off at start: A/B).
-  void set_moe_mma(bool on) { moe_mma_ = on; }
+  // where it applies (default), or always the SIMT kernels (PLUMB_GPU_MOE_MMA=off at start: A/B);
+  // shared: its tiles copied into shared memory (cp.async) instead of two rounds a warp in
+  // registers (PLUMB_GPU_MOE_MMA=shared: not yet run on a device, PERF.md v19).
+  void set_moe_mma(bool on, bool shared = false) { moe_mma_ = on, moe_mma_shared_ = shared; }
   // How many moe() calls the tensor-core form has served (tests check that it ran).
   int64_t moe_mma_calls() const { return moe_mma_calls_; }
   // The most heads one P.V block of the split kernels takes (1, 2, 4 or 8); 0: by the batch's size.
@@ -242,6 +244,7 @@ class GpuBackend final : public Backend {
   int pv_heads_ = 0;             // PLUMB_GPU_PV_HEADS (A/B): SparseAttnArgs::pv_heads
   bool fused_act_quant_ = true;  // PLUMB_GPU_ACT_QUANT=separate: act_fp8 by its own launch (A/B)
   bool moe_mma_ = true;          // PLUMB_GPU_MOE_MMA=off: the grouped experts never on tensor cores (A/B)
+  bool moe_mma_shared_ = false;  // PLUMB_GPU_MOE_MMA=shared: its tiles through shared memory (A/B)
   int64_t moe_mma_calls_ = 0;
   bool fp8_tensor_cores_ = true;  // PLUMB_GPU_PATH
   // Path (f) in Auto from this many blocks after split K (0: the multiprocessors, as measured in

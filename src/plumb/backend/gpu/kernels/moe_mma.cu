@@ -34,11 +34,10 @@
 // moe_grouped.cu, and the slots grouped by expert in one more block), up, prep of h, down; the
 // combine is moe_grouped.cu's. A warp takes every 4th round of its rows' K columns (4 warps a
 // tile, summed in a fixed order through shared memory): up has 16 rows of w1 (warps 0-3) and w3
-// (warps 4-7) a block, down 32 rows of w2; two rounds (64 bytes a lane) are in flight while the
-// previous two are decoded.
-#include <cstdlib>
-#include <cstring>
-
+// (warps 4-7) a block, down 32 rows of w2. Two forms of the weight loads: in registers, two
+// rounds (64 bytes a lane) in flight while the previous two are decoded (the default); or
+// through shared memory, the block's whole tile copied with cp.async from its start
+// (GroupedMoeArgs::shared_tiles, PLUMB_GPU_MOE_MMA=shared: to be measured, PERF.md v19).
 #include "plumb/backend/gpu/gpu_numerics.h"
 #include "plumb/backend/gpu/kernels/act_quant.h"
 #include "plumb/backend/gpu/kernels/launch.h"
@@ -210,7 +209,57 @@ __device__ __forceinline__ void mma_round(const Fp4Chunk& a, const Fp4Chunk& b, 
   }
 }
 
-// Starts copying the warp's rounds of rows row0 + g and row0 + g + 8 of w into region, a commit
+// B words of a round: column g's 32 k at xr (the staged row's round offset), zeros without a column.
+__device__ __forceinline__ void load_b(const uint16_t* xr, uint4 (&xq)[4]) {
+#pragma unroll
+  for (int wd = 0; wd < 4; ++wd) xq[wd] = xr ? *reinterpret_cast<const uint4*>(xr + 8 * wd) : make_uint4(0u, 0u, 0u, 0u);
+}
+
+// The register form: the warp's 16 x 8 tile over rounds q, q + 4, ... of K, rows row0 + g and
+// row0 + g + 8 of w, two rounds (64 bytes a lane) in flight while the previous two are decoded;
+// B column g from the staged row col (null: zeros, a column with no slot); c: the accumulators
+// (rows g, g + 8; columns 2t, 2t + 1). Tiles are whole: w's rows (I or D) are multiples of 128.
+__device__ void warp_tile(const WeightRef& w, int64_t row0, int K, int q, const uint16_t* col, float (&c)[4]) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4, nr = warp_rounds(K, q);
+  const int64_t row_bytes = K / 2, ra = row0 + g, rb = ra + 8;
+  auto load = [&](int i, Fp4Chunk (&b)[2][2]) {  // rounds i, i + 1 of this warp's
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int64_t gi = static_cast<int64_t>(q + kQuarters * (i + rr)) * 4 + t;  // the lane's chunk
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t r = h ? rb : ra;
+        Fp4Chunk ch{make_uint4(0u, 0u, 0u, 0u), 127u};
+        if (i + rr < nr) {
+          ch.v = load_stream(w.data + r * row_bytes + gi * 16);
+          ch.code = w.scale[r * w.scale_cols + gi];
+        }
+        b[rr][h] = ch;
+      }
+    }
+  };
+  auto run = [&](int i, const Fp4Chunk (&b)[2][2]) {
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      if (i + rr >= nr) break;
+      uint4 xq[4];
+      load_b(col ? col + static_cast<int64_t>(q + kQuarters * (i + rr)) * kRound + 32 * t : nullptr, xq);
+      mma_round(b[rr][0], b[rr][1], xq, c);
+    }
+  };
+  Fp4Chunk x0[2][2], x1[2][2];
+  if (nr > 0) load(0, x0);
+#pragma unroll 1
+  for (int i = 0; i < nr; i += 4) {
+    if (i + 2 < nr) load(i + 2, x1);
+    run(i, x0);
+    if (i + 2 >= nr) break;
+    if (i + 4 < nr) load(i + 4, x0);
+    run(i + 2, x1);
+  }
+}
+
+// The shared form (PLUMB_GPU_MOE_MMA=shared until measured): starts copying the warp's rounds of rows row0 + g and row0 + g + 8 of w into region, a commit
 // group a round (why, PERF v19: with two rounds a lane in registers, the first H100 run kept too
 // few bytes in flight, ~1.7 of 3 TB/s). Lane (g, t) copies its chunk of both rows, lane (g, 0)
 // also the round's 4 codes of each row as one word: a row's K / 32 codes start at a multiple of 4
@@ -238,9 +287,7 @@ __device__ void issue_tile(const WeightRef& w, int64_t row0, int K, int q, uint8
 __device__ void run_tile(const uint8_t* region, int K, int q, const uint16_t* col, bool first, float (&c)[4]) {
   const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4, nr = warp_rounds(K, q);
   auto load_x = [&](int i, uint4 (&xq)[4]) {
-    const uint16_t* xr = col ? col + static_cast<int64_t>(q + kQuarters * i) * kRound + 32 * t : nullptr;
-#pragma unroll
-    for (int wd = 0; wd < 4; ++wd) xq[wd] = xr ? *reinterpret_cast<const uint4*>(xr + 8 * wd) : make_uint4(0u, 0u, 0u, 0u);
+    load_b(col ? col + static_cast<int64_t>(q + kQuarters * i) * kRound + 32 * t : nullptr, xq);
   };
   uint4 xn[4];
   if (nr > 0) load_x(0, xn);
@@ -267,28 +314,26 @@ __device__ __forceinline__ float quarter_sum(const Partials& red, int w0, int i,
   return ((red[w0][i][j] + red[w0 + 1][i][j]) + red[w0 + 2][i][j]) + red[w0 + 3][i][j];
 }
 
-// The loop both projections run in block (x, y): issue(expert) starts the copies of each warp's
-// rounds of the block's tile into tiles (shared memory, tile_smem), then group y's slots go in
-// turns of up to 8 over those same bytes. Per turn, every warp computes its tile
-// (tile(region, slot, first) with slot its lane's column's, or -1) into red, and after
-// the barrier store(i, j, slot) runs in threads (i, j) = (tid / 8, tid % 8) for the turn's slots
-// (i < rows).
+// The loop both projections run in block (x, y): issue(expert) starts the shared form's copies of
+// each warp's rounds of the block's tile into the warp's region of shared memory and returns the
+// region (the register form: nothing, null), then group y's slots go in turns of up to 8. Per turn, every
+// warp computes its tile (tile(region, expert, slot, first) with slot its lane's column's, or -1;
+// first: the group's first turn) into red, and after the barrier store(i, j, slot) runs in
+// threads (i, j) = (tid / 8, tid % 8) for the turn's slots (i < rows).
 template <class Issue, class Tile, class Store>
-__device__ __forceinline__ void group_turns(const GroupedMoeArgs& a, Partials& red, int rows, int K, Issue issue,
-                                            Tile tile, Store store) {
-  PLUMB_DYNAMIC_SHARED(uint8_t, tiles);
+__device__ __forceinline__ void group_turns(const GroupedMoeArgs& a, Partials& red, int rows, Issue issue, Tile tile,
+                                            Store store) {
   const Groups gr{a.groups, group_max(a)};
   const int64_t y = blockIdx.y;
   if (y >= gr.count()) return;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  uint8_t* region = tiles + static_cast<std::size_t>(warp) * warp_rounds(K, 0) * kRoundBytes;
   const int32_t e = gr.expert(y);
-  issue(region, e);
+  const uint8_t* region = issue(e);
   const int64_t begin = gr.begin(y), end = gr.begin(y + 1);
   for (int64_t c0 = begin; c0 < end; c0 += kCols) {
     const int64_t ncols = end - c0 < kCols ? end - c0 : kCols;
     float c[4] = {0.f, 0.f, 0.f, 0.f};
-    tile(region, lane / 4 < ncols ? gr.slot(c0 + lane / 4) : int64_t{-1}, c0 == begin, c);
+    tile(region, e, lane / 4 < ncols ? gr.slot(c0 + lane / 4) : int64_t{-1}, c0 == begin, c);
     const int g = lane / 4, t = lane % 4;
     red[warp][g][2 * t] = c[0], red[warp][g][2 * t + 1] = c[1];
     red[warp][g + 8][2 * t] = c[2], red[warp][g + 8][2 * t + 1] = c[3];
@@ -301,65 +346,87 @@ __device__ __forceinline__ void group_turns(const GroupedMoeArgs& a, Partials& r
 #endif
 
 // grid (I / 16, gmax): block (x, y) is rows 16x .. of w1 (warps 0-3) and w3 (warps 4-7) of group
-// y's expert.
-template <int MinBlocks>
-__global__ void __launch_bounds__(kThreads, MinBlocks) up_mma_kernel(GroupedMoeArgs a) {
+// y's expert; Shared: the shared form.
+template <bool Shared>
+__global__ void __launch_bounds__(kThreads, 2) up_mma_kernel(GroupedMoeArgs a) {
   pdl_begin();
 #ifdef PLUMB_MMA_BF16
   __shared__ Partials red;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kUpRows;
   const int K = static_cast<int>(a.D), q = warp % kQuarters;
-  auto issue = [&](uint8_t* region, int32_t e) { issue_tile(a.table[3 * e + warp / kQuarters], row0, K, q, region); };
-  auto tile = [&](const uint8_t* region, int64_t slot, bool first, float (&c)[4]) {
-    run_tile(region, K, q, slot >= 0 ? a.xb + slot / a.K * a.D : nullptr, first, c);
+  PLUMB_DYNAMIC_SHARED(uint8_t, tiles);
+  auto issue = [&](int32_t e) -> const uint8_t* {
+    if constexpr (!Shared) return nullptr;
+    uint8_t* region = tiles + static_cast<std::size_t>(warp) * warp_rounds(K, 0) * kRoundBytes;
+    issue_tile(a.table[3 * e + warp / kQuarters], row0, K, q, region);
+    return region;
+  };
+  auto tile = [&](const uint8_t* region, int32_t e, int64_t slot, bool first, float (&c)[4]) {
+    const uint16_t* col = slot >= 0 ? a.xb + slot / a.K * a.D : nullptr;
+    if constexpr (Shared)
+      run_tile(region, K, q, col, first, c);
+    else
+      warp_tile(a.table[3 * e + warp / kQuarters], row0, K, q, col, c);
   };
   auto store = [&](int i, int j, int64_t s) {
     a.h[s * a.I + row0 + i] = grouped_swiglu(a, s, quarter_sum(red, 0, i, j), quarter_sum(red, 4, i, j));
   };
-  group_turns(a, red, kUpRows, K, issue, tile, store);
+  group_turns(a, red, kUpRows, issue, tile, store);
 #endif
 }
 
 // grid (D / 32, gmax): block (x, y) is rows 32x .. of w2 of group y's expert (warps 0-3 the first
-// 16, 4-7 the next).
-template <int MinBlocks>
-__global__ void __launch_bounds__(kThreads, MinBlocks) down_mma_kernel(GroupedMoeArgs a) {
+// 16, 4-7 the next); Shared: the shared form.
+template <bool Shared>
+__global__ void __launch_bounds__(kThreads, 2) down_mma_kernel(GroupedMoeArgs a) {
   pdl_begin();
 #ifdef PLUMB_MMA_BF16
   __shared__ Partials red;
   const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows + kUpRows * (warp / kQuarters);
   const int K = static_cast<int>(a.I), q = warp % kQuarters;
-  auto issue = [&](uint8_t* region, int32_t e) {
-    issue_tile(a.table[3 * e + 2], row0 + kUpRows * (warp / kQuarters), K, q, region);
+  PLUMB_DYNAMIC_SHARED(uint8_t, tiles);
+  auto issue = [&](int32_t e) -> const uint8_t* {
+    if constexpr (!Shared) return nullptr;
+    uint8_t* region = tiles + static_cast<std::size_t>(warp) * warp_rounds(K, 0) * kRoundBytes;
+    issue_tile(a.table[3 * e + 2], row0, K, q, region);
+    return region;
   };
-  auto tile = [&](const uint8_t* region, int64_t slot, bool first, float (&c)[4]) {
-    run_tile(region, K, q, slot >= 0 ? a.hb + slot * a.I : nullptr, first, c);
+  auto tile = [&](const uint8_t* region, int32_t e, int64_t slot, bool first, float (&c)[4]) {
+    const uint16_t* col = slot >= 0 ? a.hb + slot * a.I : nullptr;
+    if constexpr (Shared)
+      run_tile(region, K, q, col, first, c);
+    else
+      warp_tile(a.table[3 * e + 2], row0, K, q, col, c);
   };
+  const int64_t block_row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
   auto store = [&](int i, int j, int64_t s) {
     const float v = quarter_sum(red, kQuarters * (i / kUpRows), i % kUpRows, j);
-    a.ys[s * a.D + row0 + i] = a.round_bf16 ? round_bf16(v) : v;
+    a.ys[s * a.D + block_row0 + i] = a.round_bf16 ? round_bf16(v) : v;
   };
-  group_turns(a, red, kDownRows, K, issue, tile, store);
+  group_turns(a, red, kDownRows, issue, tile, store);
 #endif
 }
 
-// At most this much shared memory a block (its tile's rounds and red): V4-Flash's up 74 KB
-// (three blocks a multiprocessor on sm_90, two on sm_80), down 39 KB. D <= 4,480 or so.
-[[maybe_unused]] constexpr std::size_t kMaxBlockSmem = 80 * 1024;  // (HIP: unused)
+// The shared form takes at most this much shared memory a block (its tile's rounds and red), so
+// that two blocks fit a multiprocessor (sm_80: 164 KB): V4-Flash's up 74 KB, down 39 KB; past it
+// (D or I above ~4,480) the register form runs.
+constexpr std::size_t kMaxBlockSmem = 80 * 1024;
 
-template <class Kernel>
-gpuError_t launch_tiled(Kernel kernel, unsigned tiles, unsigned gmax, int64_t K, const GroupedMoeArgs& a,
-                        gpuStream_t s) {
-  const std::size_t smem = tile_smem(K);
+// Both projections' launches in the form asked (the shared form where its tile fits).
+template <bool Shared>
+gpuError_t launch_projection(bool up, const GroupedMoeArgs& a, unsigned gmax, gpuStream_t s) {
+  const auto kernel = up ? up_mma_kernel<Shared> : down_mma_kernel<Shared>;
+  const int64_t K = up ? a.D : a.I;
+  const std::size_t smem = Shared ? tile_smem(K) : 0;
 #ifdef PLUMB_CUDA
   if (smem + sizeof(Partials) > 48 * 1024) {  // past the default limit: opt in
     const gpuError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (e != gpuSuccess) return e;
   }
 #endif
-  return launch(kernel, dim3(tiles, gmax), kThreads, smem, s, a);
+  return launch(kernel, dim3(static_cast<unsigned>(up ? a.I / kUpRows : a.D / kDownRows), gmax), kThreads, smem, s, a);
 }
 
 }  // namespace
@@ -368,8 +435,7 @@ bool grouped_moe_mma_ok(const GroupedMoeArgs& a) {
 #ifdef PLUMB_CUDA
   // (D and I multiples of 128: whole row tiles, whole rounds, 16-byte aligned rows)
   return a.format == WFormat::FP4 && a.quant_h && a.D > 0 && a.I > 0 && a.D % kRound == 0 && a.I % kRound == 0 &&
-         a.E > 0 && a.E <= kGroupedMoeMmaMaxExperts && a.N * a.K <= kGroupedMoeMaxSlots &&
-         tile_smem(a.D > a.I ? a.D : a.I) + sizeof(Partials) <= kMaxBlockSmem;
+         a.E > 0 && a.E <= kGroupedMoeMmaMaxExperts && a.N * a.K <= kGroupedMoeMaxSlots;
 #else
   (void)a;
   return false;  // HIP: the fragments are CUDA's 32-lane mma.sync ones (gfx90a keeps moe_grouped.cu)
@@ -385,20 +451,14 @@ gpuError_t grouped_moe_mma_experts(const GroupedMoeArgs& a, gpuStream_t s) {
   const unsigned gmax = static_cast<unsigned>(S < a.E ? S : a.E);
   gpuError_t e = launch(prep_kernel, static_cast<unsigned>(a.N + 1), kThreads, 0, s, a, a.x, a.N, a.D, a.quant_x,
                         false, a.xb);
-  // Blocks a multiprocessor the registers allow (PLUMB_GPU_MOE_MMA_BLOCKS=2|3, the A/B: 3 spills ~20 bytes)
-  static const bool three = [] {
-    const char* v = std::getenv("PLUMB_GPU_MOE_MMA_BLOCKS");
-    return !(v && std::strcmp(v, "2") == 0);
-  }();
-  const unsigned up_tiles = static_cast<unsigned>(a.I / kUpRows), down_tiles = static_cast<unsigned>(a.D / kDownRows);
-  if (e == gpuSuccess)
-    e = three ? launch_tiled(up_mma_kernel<3>, up_tiles, gmax, a.D, a, s)
-              : launch_tiled(up_mma_kernel<2>, up_tiles, gmax, a.D, a, s);
+  const bool shared = a.shared_tiles && tile_smem(a.D > a.I ? a.D : a.I) + sizeof(Partials) <= kMaxBlockSmem;
+  const auto projection = [&](bool up) {
+    return shared ? launch_projection<true>(up, a, gmax, s) : launch_projection<false>(up, a, gmax, s);
+  };
+  if (e == gpuSuccess) e = projection(true);
   if (e == gpuSuccess)
     e = launch(prep_kernel, static_cast<unsigned>(S), kThreads, 0, s, a, a.h, S, a.I, true, true, a.hb);
-  if (e == gpuSuccess)
-    e = three ? launch_tiled(down_mma_kernel<3>, down_tiles, gmax, a.I, a, s)
-              : launch_tiled(down_mma_kernel<2>, down_tiles, gmax, a.I, a, s);
+  if (e == gpuSuccess) e = projection(false);
   return e;
 }
 
