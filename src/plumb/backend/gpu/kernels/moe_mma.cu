@@ -48,7 +48,6 @@
 namespace plumb::gpu::k {
 namespace {
 
-// (HIP compiles no tensor-core body: [[maybe_unused]] there.)
 constexpr int kThreads = 256;                      // 8 warps of 32 (the MMA fragments are 32 lanes')
 constexpr int kQuarters = 4;                       // warps sharing a tile, each every 4th round
 constexpr int kRound = 128;                        // columns of a round: 4 lanes x one 32-weight chunk
@@ -259,11 +258,12 @@ __device__ void warp_tile(const WeightRef& w, int64_t row0, int K, int q, const 
   }
 }
 
-// The shared form (PLUMB_GPU_MOE_MMA=shared until measured): starts copying the warp's rounds of rows row0 + g and row0 + g + 8 of w into region, a commit
-// group a round (why, PERF v19: with two rounds a lane in registers, the first H100 run kept too
-// few bytes in flight, ~1.7 of 3 TB/s). Lane (g, t) copies its chunk of both rows, lane (g, 0)
-// also the round's 4 codes of each row as one word: a row's K / 32 codes start at a multiple of 4
-// (K % 128 == 0) of a scale array that starts 16-byte aligned (expert_table checks it).
+// The shared form (PLUMB_GPU_MOE_MMA=shared until measured): starts copying the warp's rounds of
+// rows row0 + g and row0 + g + 8 of w into region, a commit group a round (why, PERF v19: with
+// two rounds a lane in registers, the first H100 run kept too few bytes in flight, ~1.7 of 3
+// TB/s). Lane (g, t) copies its chunk of both rows, lane (g, 0) also the round's 4 codes of each
+// row as one word: a row's K / 32 codes start at a multiple of 4 (K % 128 == 0) of a scale array
+// that starts 16-byte aligned (expert_table checks it).
 __device__ void issue_tile(const WeightRef& w, int64_t row0, int K, int q, uint8_t* region) {
   const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4, nr = warp_rounds(K, q);
   const int64_t row_bytes = K / 2;
@@ -316,8 +316,8 @@ __device__ __forceinline__ float quarter_sum(const Partials& red, int w0, int i,
 
 // The loop both projections run in block (x, y): issue(expert) starts the shared form's copies of
 // each warp's rounds of the block's tile into the warp's region of shared memory and returns the
-// region (the register form: nothing, null), then group y's slots go in turns of up to 8. Per turn, every
-// warp computes its tile (tile(region, expert, slot, first) with slot its lane's column's, or -1;
+// region (the register form: nothing, null), then group y's slots go in turns of up to 8. Per
+// turn, every warp computes its tile (tile(region, expert, slot, first) with slot its lane's column's, or -1;
 // first: the group's first turn) into red, and after the barrier store(i, j, slot) runs in
 // threads (i, j) = (tid / 8, tid % 8) for the turn's slots (i < rows).
 template <class Issue, class Tile, class Store>
