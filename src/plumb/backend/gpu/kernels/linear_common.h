@@ -2,6 +2,7 @@
 // Device helpers shared by the linear kernels (kernel-only header: included by .cu files only).
 // Weight decoding specialised per format at compile time; values are exact (as weight_at).
 #include <cstdint>
+#include <cstring>
 
 #include "plumb/backend/gpu/gpu_compat.h"
 #include "plumb/backend/gpu/gpu_numerics.h"
@@ -218,26 +219,22 @@ __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, const uint
 #endif
 
 #ifdef PLUMB_MMA_BF16
-// Copies global -> shared that run while the thread goes on (cp.async, sm_80+): 16 bytes (cached
-// in L2 only) or 4; cp_async_commit closes a group of the thread's copies, cp_async_wait(n)
-// returns once at most n of its groups are still in flight (n above 7 waits as for 7). A copy is
-// visible to other threads after their barrier with the copying one. The emulator copies at once.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+// Copies global -> shared of Bytes (4, 8 or 16) that run while the thread goes on (cp.async,
+// sm_80+; 16 bytes cached in L2 only, the smaller ones in L1 too: PTX has no .cg form for them);
+// cp_async_commit closes a group of the thread's copies, cp_async_wait(n) returns once at most n
+// of its groups are still in flight (n above 7 waits as for 7). A copy is visible to other threads
+// after their barrier with the copying one. The emulator copies at once.
+template <int Bytes>
+__device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
+  static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "cp.async copies 4, 8 or 16 bytes");
 #if defined(PLUMB_EMU)
-  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
+  std::memcpy(smem, gmem, Bytes);
 #else
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
-               "l"(gmem)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
-#if defined(PLUMB_EMU)
-  *static_cast<uint32_t*>(smem) = *static_cast<const uint32_t*>(gmem);
-#else
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
-               "l"(gmem)
-               : "memory");
+  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  if constexpr (Bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(s), "l"(gmem), "n"(Bytes) : "memory");
 #endif
 }
 __device__ __forceinline__ void cp_async_commit() {

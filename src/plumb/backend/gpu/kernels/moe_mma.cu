@@ -273,8 +273,8 @@ __device__ void issue_tile(const WeightRef& w, int64_t row0, int K, int q, uint8
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = row0 + g + 8 * h;
-      cp_async16(rb + (h * 32 + lane) * 16, w.data + r * row_bytes + (c0 + t) * 16);
-      if (t == 0) cp_async4(rb + kChunkBytes + (h * 8 + g) * 4, w.scale + r * w.scale_cols + c0);
+      cp_async<16>(rb + (h * 32 + lane) * 16, w.data + r * row_bytes + (c0 + t) * 16);
+      if (t == 0) cp_async<4>(rb + kChunkBytes + (h * 8 + g) * 4, w.scale + r * w.scale_cols + c0);
     }
     cp_async_commit();
   }
@@ -314,26 +314,36 @@ __device__ __forceinline__ float quarter_sum(const Partials& red, int w0, int i,
   return ((red[w0][i][j] + red[w0 + 1][i][j]) + red[w0 + 2][i][j]) + red[w0 + 3][i][j];
 }
 
-// The loop both projections run in block (x, y): issue(expert) starts the shared form's copies of
-// each warp's rounds of the block's tile into the warp's region of shared memory and returns the
-// region (the register form: nothing, null), then group y's slots go in turns of up to 8. Per
-// turn, every warp computes its tile (tile(region, expert, slot, first) with slot its lane's column's, or -1;
-// first: the group's first turn) into red, and after the barrier store(i, j, slot) runs in
-// threads (i, j) = (tid / 8, tid % 8) for the turn's slots (i < rows).
-template <class Issue, class Tile, class Store>
-__device__ __forceinline__ void group_turns(const GroupedMoeArgs& a, Partials& red, int rows, Issue issue, Tile tile,
-                                            Store store) {
+// The loop both projections run in block (x, y) for the warp's 16-row tile: rows row0 + g and
+// row0 + g + 8 of weight(expert), every 4th round of K from the warp's quarter. The shared form
+// first starts copying the tile's rounds into the warp's region of shared memory (tile_smem);
+// then group y's slots go in turns of up to 8. Per turn, every warp computes its tile (B column g
+// from col(slot) of its lane's column's slot, zeros without one) into red, and after the barrier
+// store(i, j, slot) runs in threads (i, j) = (tid / 8, tid % 8) for the turn's slots (i < rows).
+template <bool Shared, class Weight, class Col, class Store>
+__device__ __forceinline__ void group_turns(const GroupedMoeArgs& a, Partials& red, int rows, int64_t row0, int K,
+                                            Weight weight, Col col, Store store) {
+  PLUMB_DYNAMIC_SHARED(uint8_t, tiles);
   const Groups gr{a.groups, group_max(a)};
   const int64_t y = blockIdx.y;
   if (y >= gr.count()) return;
-  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const int32_t e = gr.expert(y);
-  const uint8_t* region = issue(e);
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32, q = warp % kQuarters;
+  const WeightRef& w = weight(gr.expert(y));
+  const uint8_t* region = nullptr;
+  if constexpr (Shared) {
+    uint8_t* mine = tiles + static_cast<std::size_t>(warp) * warp_rounds(K, 0) * kRoundBytes;
+    issue_tile(w, row0, K, q, mine);
+    region = mine;
+  }
   const int64_t begin = gr.begin(y), end = gr.begin(y + 1);
   for (int64_t c0 = begin; c0 < end; c0 += kCols) {
     const int64_t ncols = end - c0 < kCols ? end - c0 : kCols;
+    const uint16_t* b = lane / 4 < ncols ? col(gr.slot(c0 + lane / 4)) : nullptr;
     float c[4] = {0.f, 0.f, 0.f, 0.f};
-    tile(region, e, lane / 4 < ncols ? gr.slot(c0 + lane / 4) : int64_t{-1}, c0 == begin, c);
+    if constexpr (Shared)
+      run_tile(region, K, q, b, c0 == begin, c);
+    else
+      warp_tile(w, row0, K, q, b, c);
     const int g = lane / 4, t = lane % 4;
     red[warp][g][2 * t] = c[0], red[warp][g][2 * t + 1] = c[1];
     red[warp][g + 8][2 * t] = c[2], red[warp][g + 8][2 * t + 1] = c[3];
@@ -354,25 +364,13 @@ __global__ void __launch_bounds__(kThreads, 2) up_mma_kernel(GroupedMoeArgs a) {
   __shared__ Partials red;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kUpRows;
-  const int K = static_cast<int>(a.D), q = warp % kQuarters;
-  PLUMB_DYNAMIC_SHARED(uint8_t, tiles);
-  auto issue = [&](int32_t e) -> const uint8_t* {
-    if constexpr (!Shared) return nullptr;
-    uint8_t* region = tiles + static_cast<std::size_t>(warp) * warp_rounds(K, 0) * kRoundBytes;
-    issue_tile(a.table[3 * e + warp / kQuarters], row0, K, q, region);
-    return region;
-  };
-  auto tile = [&](const uint8_t* region, int32_t e, int64_t slot, bool first, float (&c)[4]) {
-    const uint16_t* col = slot >= 0 ? a.xb + slot / a.K * a.D : nullptr;
-    if constexpr (Shared)
-      run_tile(region, K, q, col, first, c);
-    else
-      warp_tile(a.table[3 * e + warp / kQuarters], row0, K, q, col, c);
-  };
-  auto store = [&](int i, int j, int64_t s) {
-    a.h[s * a.I + row0 + i] = grouped_swiglu(a, s, quarter_sum(red, 0, i, j), quarter_sum(red, 4, i, j));
-  };
-  group_turns(a, red, kUpRows, issue, tile, store);
+  group_turns<Shared>(
+      a, red, kUpRows, row0, static_cast<int>(a.D),
+      [&](int32_t e) -> const WeightRef& { return a.table[3 * e + warp / kQuarters]; },
+      [&](int64_t slot) { return a.xb + slot / a.K * a.D; },
+      [&](int i, int j, int64_t s) {
+        a.h[s * a.I + row0 + i] = grouped_swiglu(a, s, quarter_sum(red, 0, i, j), quarter_sum(red, 4, i, j));
+      });
 #endif
 }
 
@@ -384,28 +382,15 @@ __global__ void __launch_bounds__(kThreads, 2) down_mma_kernel(GroupedMoeArgs a)
 #ifdef PLUMB_MMA_BF16
   __shared__ Partials red;
   const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows + kUpRows * (warp / kQuarters);
-  const int K = static_cast<int>(a.I), q = warp % kQuarters;
-  PLUMB_DYNAMIC_SHARED(uint8_t, tiles);
-  auto issue = [&](int32_t e) -> const uint8_t* {
-    if constexpr (!Shared) return nullptr;
-    uint8_t* region = tiles + static_cast<std::size_t>(warp) * warp_rounds(K, 0) * kRoundBytes;
-    issue_tile(a.table[3 * e + 2], row0, K, q, region);
-    return region;
-  };
-  auto tile = [&](const uint8_t* region, int32_t e, int64_t slot, bool first, float (&c)[4]) {
-    const uint16_t* col = slot >= 0 ? a.hb + slot * a.I : nullptr;
-    if constexpr (Shared)
-      run_tile(region, K, q, col, first, c);
-    else
-      warp_tile(a.table[3 * e + 2], row0, K, q, col, c);
-  };
-  const int64_t block_row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
-  auto store = [&](int i, int j, int64_t s) {
-    const float v = quarter_sum(red, kQuarters * (i / kUpRows), i % kUpRows, j);
-    a.ys[s * a.D + block_row0 + i] = a.round_bf16 ? round_bf16(v) : v;
-  };
-  group_turns(a, red, kDownRows, issue, tile, store);
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
+  group_turns<Shared>(
+      a, red, kDownRows, row0 + kUpRows * (warp / kQuarters), static_cast<int>(a.I),
+      [&](int32_t e) -> const WeightRef& { return a.table[3 * e + 2]; },
+      [&](int64_t slot) { return a.hb + slot * a.I; },
+      [&](int i, int j, int64_t s) {
+        const float v = quarter_sum(red, kQuarters * (i / kUpRows), i % kUpRows, j);
+        a.ys[s * a.D + row0 + i] = a.round_bf16 ? round_bf16(v) : v;
+      });
 #endif
 }
 
