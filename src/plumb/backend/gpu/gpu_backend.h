@@ -247,10 +247,10 @@ class GpuBackend final : public Backend {
   bool moe_mma_shared_ = false;  // PLUMB_GPU_MOE_MMA=shared: its tiles through shared memory (A/B)
   int64_t moe_mma_calls_ = 0;
   bool fp8_tensor_cores_ = true;  // PLUMB_GPU_PATH
-  // Path (f) in Auto from this many blocks after split K (0: the multiprocessors, as measured in
-  // PERF.md v14: the head only). PLUMB_GPU_F32_MMA_MIN_BLOCKS=16 also gives it the compressor
-  // and the router gate, split 16 ways: an A/B not yet run (PERF.md v15).
-  int64_t f32_mma_min_blocks_ = 0;
+  // Path (f) in Auto from this many blocks after split K: 16 gives it the compressor and the
+  // router gate too (H100: B = 64 step -1.02 ms, B = 32 -0.55, B = 16 -0.22, B = 1 and 8 even;
+  // PERF.md v20). PLUMB_GPU_F32_MMA_MIN_BLOCKS=0 (the multiprocessors: the head only) is the A/B.
+  int64_t f32_mma_min_blocks_ = 16;
   // Path (f) in Auto for FP8 weights (ue8m0 scales) and bf16-rounded outputs too (wo_a from 2
   // rows: H100, B = 32 step -0.49 ms, B = 8 -0.11, B = 1 even; PERF.md v19). PLUMB_GPU_F32_MMA_FP8=off: the A/B.
   bool f32_mma_fp8_ = true;

@@ -107,8 +107,8 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
   const LinearPath asked = path;
   path = resolve_linear_path(path, N, wr, o, K, R);
   // Path (f): forced (a test), or in Auto for 2 to 64 x rows where its blocks (one per 256 weight
-  // rows, times its splits of K) are at least f32_mma_min_blocks_ (default: the multiprocessors,
-  // the head only); the GEMV keeps one row (read once either way). Its eligibility is asked only
+  // rows, times its splits of K) are at least f32_mma_min_blocks_ (default 16: the head, the
+  // compressor and the router gate); the GEMV keeps one row (read once either way). Its eligibility is asked only
   // then, not on every call.
   if (path == LinearPath::F32Mma && (o.act_fp8 || !k::f32_mma_ok(a, wr)))
     fail("linear: path (f) (f32 x bf16 on the tensor cores) needs a CUDA build, a BF16 weight or an FP8 one with ue8m0 "

@@ -189,8 +189,9 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "on dequantized weights, as on a GPU without FP8)");
       c >= 0)
     fp8_tensor_cores_ = c == 0;
-  f32_mma_min_blocks_ = env_count("PLUMB_GPU_F32_MMA_MIN_BLOCKS", 1, 1000000, f32_mma_min_blocks_,
-                                  "the fewest blocks (after split K) for which Auto takes path (f)");
+  f32_mma_min_blocks_ = env_count("PLUMB_GPU_F32_MMA_MIN_BLOCKS", 0, 1000000, f32_mma_min_blocks_,
+                                  "the fewest blocks (after split K) for which Auto takes path (f) (0: the "
+                                  "multiprocessors)");
   if (const int c = env_choice("PLUMB_GPU_F32_MMA_FP8", {"on", "off"},
                                "'on' (path (f) also for FP8 weights and bf16 outputs) or 'off'");
       c >= 0)
