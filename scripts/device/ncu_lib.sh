@@ -16,10 +16,12 @@ ncu_kernel_times() {
 # ncu_full_report OUT.txt TAG REGEX SKIP COUNT TIMEOUT COMMAND...: the full section set with source
 # counters on COUNT launches of the kernels matching REGEX after SKIP of them, as text (the details
 # page, then the hottest SASS lines by stall samples); the run's own output beside it (.run.log).
+# NCU_FROM_START=off: only what the command marks is profiled (plumb_bench --profile-last-step).
 ncu_full_report() {
   local out=$1 tag=$2 re=$3 skip=$4 count=$5 limit=$6
   shift 6
-  timeout "$limit" "$ncu" --clock-control none --set full --import-source yes -k "regex:$re" -s "$skip" -c "$count" \
+  timeout "$limit" "$ncu" --clock-control none --profile-from-start "${NCU_FROM_START:-on}" --set full --import-source yes \
+    -k "regex:$re" -s "$skip" -c "$count" \
     -f -o "/tmp/$tag" "$@" > "${out%.txt}.run.log" 2>&1
   { "$ncu" -i "/tmp/$tag.ncu-rep" --page details --print-units base
     echo "=== hottest SASS lines (stall samples)"

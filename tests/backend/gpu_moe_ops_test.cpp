@@ -252,7 +252,7 @@ TEST_F(GpuOps, MoeActQuantFusedBitwise) {
     set_fused_act_quant(false);
     const std::vector<float> separate = host(*gpu, op(*gpu));
     set_fused_act_quant(true);
-    set_moe_mma(true);
+    set_moe_mma(std::nullopt);
     expect_bitwise(what + (mma ? " (tensor cores)" : "") + ": fused vs separate act-quant", fused, separate);
   };
   std::vector<backend::MoeParams> act;
@@ -306,17 +306,23 @@ TEST_F(GpuOps, MoeTensorCoresEveryOption) {
       {{20, 256, 128, 4, 2, 4, "fp4", "moe fp4 40 slots over 4 experts"}, false, 0.05f},
       {{4, 256, 256, 8, 2, 3, "fp4", "moe fp4 weights ~6 (scale codes 128 and above: both decodes)"}, true, 6.f},
   };
-  for (bool shared : {false, true}) {  // the tiles in registers, then through shared memory
-    set_moe_mma(true, shared);
-    const int64_t before = moe_mma_calls();
-    auto check_form = [&](const std::string& what, double tol, auto&& op) {
-      check(what + (shared ? " (shared tiles)" : ""), tol, op);
-    };
-    for (const Case& k : cases) run_moe_case(*this, k.c, act, check_form, k.skip_ids, k.amp);
-    run_moe_case(*this, {2, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, {act.front(), act.back()}, check_form);
-    EXPECT_GT(moe_mma_calls(), before) << ctx("the tensor-core form never ran");
+  set_moe_mma(true);  // below the default's token threshold too
+  const int64_t before = moe_mma_calls();
+  for (const Case& k : cases) run_moe_case(*this, k.c, act, check, k.skip_ids, k.amp);
+  run_moe_case(*this, {2, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, {act.front(), act.back()}, check);
+  EXPECT_GT(moe_mma_calls(), before) << ctx("the tensor-core form never ran");
+  set_moe_mma(std::nullopt);
+#if defined(PLUMB_WITH_CUDA)
+  // The default takes the form from kMoeMmaMinTokens tokens, the SIMT kernels below.
+  const int64_t least = plumb::gpu::GpuBackend::kMoeMmaMinTokens;
+  for (int64_t N : {least - 1, least}) {
+    const int64_t calls = moe_mma_calls();
+    const char* what = N < least ? "moe fp4, the default form below its token threshold (SIMT)"
+                                 : "moe fp4, the default form at its token threshold (tensor cores)";
+    run_moe_case(*this, {N, 256, 128, 8, 2, 4, "fp4", what}, {act.front()}, check);
+    EXPECT_EQ(moe_mma_calls() > calls, N >= least) << ctx("the default form at " + std::to_string(N) + " tokens");
   }
-  set_moe_mma(true);
+#endif
 }
 
 TEST_F(GpuOps, MoeRealDims) {

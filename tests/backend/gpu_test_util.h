@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -142,15 +143,16 @@ class GpuOps : public ::testing::Test {
     (void)on;
   }
 
-  // The grouped experts' tensor-core form (kernels/moe_mma.cu) where it applies (on, the
-  // default; shared: its tiles through shared memory) or never (off); and how many moe() calls
-  // it has served (-1: no CUDA device backend, where the form does not exist: HIP keeps the SIMT
-  // kernels).
-  void set_moe_mma(bool on, bool shared = false) {
+  // The grouped experts' tensor-core form (kernels/moe_mma.cu) where it applies at any token
+  // count (true), never (false), or from GpuBackend::kMoeMmaMinTokens tokens (nullopt: the
+  // default); and how many moe() calls it has served (-1: no CUDA device backend, where the form
+  // does not exist: HIP keeps the SIMT kernels).
+  void set_moe_mma(std::optional<bool> on) {
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
-    if (dev) dev->set_moe_mma(on, shared);
+    using M = plumb::gpu::GpuBackend::MoeMma;
+    if (dev) dev->set_moe_mma(!on ? M::Auto : *on ? M::On : M::Off);
 #endif
-    (void)on, (void)shared;
+    (void)on;
   }
   int64_t moe_mma_calls() const {
 #if defined(PLUMB_WITH_CUDA)

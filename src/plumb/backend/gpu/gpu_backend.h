@@ -119,11 +119,13 @@ class GpuBackend final : public Backend {
   // sparse_attention(): the split kernels for decode-sized batches (default), or the one-kernel
   // form always (tests cover both; PLUMB_GPU_ATTN=one-kernel at start, for A/B measurements).
   void set_split_attention(bool on) { split_attention_ = on; }
-  // The grouped experts' tensor-core form (kernels/moe_mma.cu: FP4 experts under act_fp8, CUDA)
-  // where it applies (default), or always the SIMT kernels (PLUMB_GPU_MOE_MMA=off at start: A/B);
-  // shared: its tiles copied into shared memory (cp.async) instead of two rounds a warp in
-  // registers (PLUMB_GPU_MOE_MMA=shared: not yet run on a device, PERF.md v19).
-  void set_moe_mma(bool on, bool shared = false) { moe_mma_ = on, moe_mma_shared_ = shared; }
+  // The grouped experts' tensor-core form (kernels/moe_mma.cu: FP4 experts under act_fp8, CUDA):
+  // Auto where it applies from kMoeMmaMinTokens tokens (the SIMT kernels below: H100, B = 1 and 8
+  // +0.04 ms a step on tensor cores, B = 16 even, B = 32 -0.55; PERF.md v20), On at any token
+  // count (tests), Off never (PLUMB_GPU_MOE_MMA=auto|on|off at start: A/B).
+  enum class MoeMma { Auto, On, Off };
+  static constexpr int64_t kMoeMmaMinTokens = 16;
+  void set_moe_mma(MoeMma m) { moe_mma_ = m; }
   // How many moe() calls the tensor-core form has served (tests check that it ran).
   int64_t moe_mma_calls() const { return moe_mma_calls_; }
   // The most heads one P.V block of the split kernels takes (1, 2, 4 or 8); 0: by the batch's size.
@@ -243,8 +245,7 @@ class GpuBackend final : public Backend {
   bool split_attention_ = true;  // PLUMB_GPU_ATTN=one-kernel: sparse attention never splits (A/B)
   int pv_heads_ = 0;             // PLUMB_GPU_PV_HEADS (A/B): SparseAttnArgs::pv_heads
   bool fused_act_quant_ = true;  // PLUMB_GPU_ACT_QUANT=separate: act_fp8 by its own launch (A/B)
-  bool moe_mma_ = true;          // PLUMB_GPU_MOE_MMA=off: the grouped experts never on tensor cores (A/B)
-  bool moe_mma_shared_ = false;  // PLUMB_GPU_MOE_MMA=shared: its tiles through shared memory (A/B)
+  MoeMma moe_mma_ = MoeMma::Auto;  // PLUMB_GPU_MOE_MMA
   int64_t moe_mma_calls_ = 0;
   bool fp8_tensor_cores_ = true;  // PLUMB_GPU_PATH
   // Path (f) in Auto from this many blocks after split K: 16 gives it the compressor and the

@@ -177,11 +177,11 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
     moe_path_ = c == 0 ? MoePath::Auto : c == 1 ? MoePath::PerExpert : MoePath::GroupedGemm;
   if (const int c = env_choice("PLUMB_GPU_ATTN", {"auto", "one-kernel"}, "'auto' or 'one-kernel'"); c >= 0)
     split_attention_ = c == 0;
-  if (const int c = env_choice("PLUMB_GPU_MOE_MMA", {"on", "off", "shared"},
-                               "'on' (FP4 routed experts on the bf16 tensor cores at decode, where built), 'off', or "
-                               "'shared' (on, the tiles through shared memory)");
+  if (const int c = env_choice("PLUMB_GPU_MOE_MMA", {"auto", "on", "off"},
+                               "'auto' (FP4 routed experts on the bf16 tensor cores at decode from 16 tokens, where "
+                               "built), 'on' (at any token count) or 'off'");
       c >= 0)
-    moe_mma_ = c != 1, moe_mma_shared_ = c == 2;
+    moe_mma_ = c == 0 ? MoeMma::Auto : c == 1 ? MoeMma::On : MoeMma::Off;
   if (const int c = env_choice("PLUMB_GPU_ACT_QUANT", {"fused", "separate"}, "'fused' or 'separate'"); c >= 0)
     fused_act_quant_ = c == 0;
   if (const int c = env_choice("PLUMB_GPU_PATH", {"auto", "portable"},

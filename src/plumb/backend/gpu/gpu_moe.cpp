@@ -172,13 +172,13 @@ Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTa
   Tensor ys = alloc(ElemType::F32, {N * K, D});
   a.h = dev_f32(h);
   a.ys = dev_f32(ys);
-  if (moe_mma_ && t.aligned && k::grouped_moe_mma_ok(a)) {  // the tensor-core form; its bf16 scratch as f32 pairs
+  const bool mma = moe_mma_ == MoeMma::On || (moe_mma_ == MoeMma::Auto && N >= kMoeMmaMinTokens);
+  if (mma && t.aligned && k::grouped_moe_mma_ok(a)) {  // the tensor-core form; its bf16 scratch as f32 pairs
     const Tensor xb = alloc(ElemType::F32, {(N * D + 1) / 2}), hb = alloc(ElemType::F32, {(N * K * t.width + 1) / 2});
     const Tensor groups = alloc(ElemType::I32, {k::grouped_moe_mma_group_ints(N * K, t.experts)});
     a.xb = static_cast<uint16_t*>(dev_ptr(xb));
     a.hb = static_cast<uint16_t*>(dev_ptr(hb));
     a.groups = dev_i32(groups);
-    a.shared_tiles = moe_mma_shared_;
     check_launch(k::grouped_moe_mma_experts(a, stream_), "moe grouped experts (tensor cores)");
     ++moe_mma_calls_;
   } else {

@@ -2,7 +2,6 @@
 // Device helpers shared by the linear kernels (kernel-only header: included by .cu files only).
 // Weight decoding specialised per format at compile time; values are exact (as weight_at).
 #include <cstdint>
-#include <cstring>
 
 #include "plumb/backend/gpu/gpu_compat.h"
 #include "plumb/backend/gpu/gpu_numerics.h"
@@ -216,48 +215,6 @@ __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, const uint
 #elif defined(PLUMB_EMU) && defined(PLUMB_CUDA)  // (not the emulator's HIP flavour: a 32-lane instruction)
 #define PLUMB_MMA_BF16 1
 __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, const uint32_t* b) { emu::mma_m16n8k16_bf16(d, a, b); }
-#endif
-
-#ifdef PLUMB_MMA_BF16
-// Copies global -> shared of Bytes (4, 8 or 16) that run while the thread goes on (cp.async,
-// sm_80+; 16 bytes cached in L2 only, the smaller ones in L1 too: PTX has no .cg form for them);
-// cp_async_commit closes a group of the thread's copies, cp_async_wait(n) returns once at most n
-// of its groups are still in flight (n above 7 waits as for 7). A copy is visible to other threads
-// after their barrier with the copying one. The emulator copies at once.
-template <int Bytes>
-__device__ __forceinline__ void cp_async(void* smem, const void* gmem) {
-  static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "cp.async copies 4, 8 or 16 bytes");
-#if defined(PLUMB_EMU)
-  std::memcpy(smem, gmem, Bytes);
-#else
-  const auto s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  if constexpr (Bytes == 16)
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(s), "l"(gmem), "n"(Bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if !defined(PLUMB_EMU)
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async_wait(int n) {
-#if !defined(PLUMB_EMU)
-  switch (n < 0 ? 0 : n) {  // the count is an immediate
-    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
-    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
-    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
-    case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
-    case 4: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
-    case 5: asm volatile("cp.async.wait_group 5;" ::: "memory"); break;
-    case 6: asm volatile("cp.async.wait_group 6;" ::: "memory"); break;
-    default: asm volatile("cp.async.wait_group 7;" ::: "memory"); break;
-  }
-#else
-  (void)n;
-#endif
-}
 #endif
 
 #ifdef PLUMB_MMA_BF16

@@ -37,7 +37,6 @@ struct GroupedMoeArgs {
   uint16_t* xb = nullptr;      // device [N, D]: x as bf16, each 8 columns permuted (moe_mma.cu)
   uint16_t* hb = nullptr;      // device [N*K, I]: h likewise
   int32_t* groups = nullptr;   // device [grouped_moe_mma_group_ints(N*K, E)]: the slots by expert
-  bool shared_tiles = false;   // a block's weight tile copied into shared memory (cp.async), not registers
 };
 
 // h and ys for every slot: up projection + SwiGLU (+ the act-quant of h), down projection.

@@ -34,10 +34,10 @@
 // moe_grouped.cu, and the slots grouped by expert in one more block), up, prep of h, down; the
 // combine is moe_grouped.cu's. A warp takes every 4th round of its rows' K columns (4 warps a
 // tile, summed in a fixed order through shared memory): up has 16 rows of w1 (warps 0-3) and w3
-// (warps 4-7) a block, down 32 rows of w2. Two forms of the weight loads: in registers, two
-// rounds (64 bytes a lane) in flight while the previous two are decoded (the default); or
-// through shared memory, the block's whole tile copied with cp.async from its start
-// (GroupedMoeArgs::shared_tiles, PLUMB_GPU_MOE_MMA=shared: to be measured, PERF.md v19).
+// (warps 4-7) a block, down 32 rows of w2. The weights go through registers, two rounds (64 bytes
+// a lane) in flight while the previous two are decoded. (A block's whole tile copied into shared
+// memory with cp.async from its start bought 3% of up's time on the H100, lost at B <= 16, and
+// was removed: PERF.md v20.)
 #include "plumb/backend/gpu/gpu_numerics.h"
 #include "plumb/backend/gpu/kernels/act_quant.h"
 #include "plumb/backend/gpu/kernels/launch.h"
@@ -49,22 +49,10 @@ namespace plumb::gpu::k {
 namespace {
 
 constexpr int kThreads = 256;                      // 8 warps of 32 (the MMA fragments are 32 lanes')
-constexpr int kQuarters = 4;                       // warps sharing a tile, each every 4th round
 constexpr int kRound = 128;                        // columns of a round: 4 lanes x one 32-weight chunk
 constexpr int kCols = 8;                           // the MMA's n: slots a turn
 constexpr int kUpRows = 16;       // up: rows of w1 and of w3 a block
 constexpr int kDownRows = 32;     // down: rows of w2 a block
-
-// A warp's rounds (q, q + 4, ... of K's rounds of 128 columns) of a 16-row tile, held in shared
-// memory for the whole block: per round the lanes' 16-byte chunks of rows g and g + 8
-// ([row half][lane]), then each row's 4 scale codes of the round ([row half][g], one word).
-constexpr int kChunkBytes = 2 * 32 * 16;
-constexpr int kRoundBytes = kChunkBytes + 2 * 8 * 4;
-constexpr int warp_rounds(int64_t K, int q) {
-  const int rounds = static_cast<int>(K / kRound);
-  return q < rounds ? (rounds - q + kQuarters - 1) / kQuarters : 0;
-}
-constexpr std::size_t tile_smem(int64_t K) { return static_cast<std::size_t>(8 * warp_rounds(K, 0) * kRoundBytes); }
 
 // The partial tiles of a block's 8 warps: [warp][row][column], padded.
 using Partials = float[8][kUpRows][kCols + 1];
@@ -166,6 +154,14 @@ __global__ void __launch_bounds__(kThreads) prep_kernel(GroupedMoeArgs a, const 
 }
 
 #ifdef PLUMB_MMA_BF16
+constexpr int kQuarters = 4;  // warps sharing a tile, each every 4th round
+
+// How many of K's rounds of 128 columns warp quarter q takes (q, q + 4, ...).
+constexpr int warp_rounds(int64_t K, int q) {
+  const int rounds = static_cast<int>(K / kRound);
+  return q < rounds ? (rounds - q + kQuarters - 1) / kQuarters : 0;
+}
+
 struct Fp4Chunk {
   uint4 v;        // 32 weights, element i in bits 4i..4i+3 of the words in order
   uint32_t code;  // their ue8m0 scale
@@ -214,7 +210,7 @@ __device__ __forceinline__ void load_b(const uint16_t* xr, uint4 (&xq)[4]) {
   for (int wd = 0; wd < 4; ++wd) xq[wd] = xr ? *reinterpret_cast<const uint4*>(xr + 8 * wd) : make_uint4(0u, 0u, 0u, 0u);
 }
 
-// The register form: the warp's 16 x 8 tile over rounds q, q + 4, ... of K, rows row0 + g and
+// The warp's 16 x 8 tile over rounds q, q + 4, ... of K, rows row0 + g and
 // row0 + g + 8 of w, two rounds (64 bytes a lane) in flight while the previous two are decoded;
 // B column g from the staged row col (null: zeros, a column with no slot); c: the accumulators
 // (rows g, g + 8; columns 2t, 2t + 1). Tiles are whole: w's rows (I or D) are multiples of 128.
@@ -258,92 +254,30 @@ __device__ void warp_tile(const WeightRef& w, int64_t row0, int K, int q, const 
   }
 }
 
-// The shared form (PLUMB_GPU_MOE_MMA=shared until measured): starts copying the warp's rounds of
-// rows row0 + g and row0 + g + 8 of w into region, a commit group a round (why, PERF v19: with
-// two rounds a lane in registers, the first H100 run kept too few bytes in flight, ~1.7 of 3
-// TB/s). Lane (g, t) copies its chunk of both rows, lane (g, 0) also the round's 4 codes of each
-// row as one word: a row's K / 32 codes start at a multiple of 4 (K % 128 == 0) of a scale array
-// that starts 16-byte aligned (expert_table checks it).
-__device__ void issue_tile(const WeightRef& w, int64_t row0, int K, int q, uint8_t* region) {
-  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4, nr = warp_rounds(K, q);
-  const int64_t row_bytes = K / 2;
-  for (int i = 0; i < nr; ++i) {
-    const int64_t c0 = static_cast<int64_t>(q + kQuarters * i) * 4;  // the round's first chunk of a row
-    uint8_t* rb = region + i * kRoundBytes;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t r = row0 + g + 8 * h;
-      cp_async<16>(rb + (h * 32 + lane) * 16, w.data + r * row_bytes + (c0 + t) * 16);
-      if (t == 0) cp_async<4>(rb + kChunkBytes + (h * 8 + g) * 4, w.scale + r * w.scale_cols + c0);
-    }
-    cp_async_commit();
-  }
-}
-
-// The warp's 16 x 8 tile from its rounds in region (issue_tile), B column g from the staged row
-// col (null: zeros, a column with no slot); c: the accumulators (rows g, g + 8; columns 2t,
-// 2t + 1). first: the block's first turn, which waits for each round's copies; a round's B words
-// are loaded one round ahead.
-__device__ void run_tile(const uint8_t* region, int K, int q, const uint16_t* col, bool first, float (&c)[4]) {
-  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4, nr = warp_rounds(K, q);
-  auto load_x = [&](int i, uint4 (&xq)[4]) {
-    load_b(col ? col + static_cast<int64_t>(q + kQuarters * i) * kRound + 32 * t : nullptr, xq);
-  };
-  uint4 xn[4];
-  if (nr > 0) load_x(0, xn);
-#pragma unroll 1
-  for (int i = 0; i < nr; ++i) {
-    uint4 xq[4];
-#pragma unroll
-    for (int wd = 0; wd < 4; ++wd) xq[wd] = xn[wd];
-    if (i + 1 < nr) load_x(i + 1, xn);
-    if (first) {
-      cp_async_wait(nr - 1 - i);  // this lane's copies of rounds 0..i have landed
-      __syncwarp();               // and the code words of lanes (g, 0) are visible
-    }
-    const uint8_t* rb = region + i * kRoundBytes;
-    const uint32_t* codes = reinterpret_cast<const uint32_t*>(rb + kChunkBytes);
-    const Fp4Chunk a{*reinterpret_cast<const uint4*>(rb + lane * 16), (codes[g] >> (8 * t)) & 0xFFu};
-    const Fp4Chunk b{*reinterpret_cast<const uint4*>(rb + (32 + lane) * 16), (codes[8 + g] >> (8 * t)) & 0xFFu};
-    mma_round(a, b, xq, c);
-  }
-}
-
 // Sum of the 4 quarters' partial tiles w0 .. w0 + 3 at (i, j), in that order.
 __device__ __forceinline__ float quarter_sum(const Partials& red, int w0, int i, int j) {
   return ((red[w0][i][j] + red[w0 + 1][i][j]) + red[w0 + 2][i][j]) + red[w0 + 3][i][j];
 }
 
 // The loop both projections run in block (x, y) for the warp's 16-row tile: rows row0 + g and
-// row0 + g + 8 of weight(expert), every 4th round of K from the warp's quarter. The shared form
-// first starts copying the tile's rounds into the warp's region of shared memory (tile_smem);
-// then group y's slots go in turns of up to 8. Per turn, every warp computes its tile (B column g
+// row0 + g + 8 of weight(expert), every 4th round of K from the warp's quarter; group y's slots
+// go in turns of up to 8. Per turn, every warp computes its tile (B column g
 // from col(slot) of its lane's column's slot, zeros without one) into red, and after the barrier
 // store(i, j, slot) runs in threads (i, j) = (tid / 8, tid % 8) for the turn's slots (i < rows).
-template <bool Shared, class Weight, class Col, class Store>
+template <class Weight, class Col, class Store>
 __device__ __forceinline__ void group_turns(const GroupedMoeArgs& a, Partials& red, int rows, int64_t row0, int K,
                                             Weight weight, Col col, Store store) {
-  PLUMB_DYNAMIC_SHARED(uint8_t, tiles);
   const Groups gr{a.groups, group_max(a)};
   const int64_t y = blockIdx.y;
   if (y >= gr.count()) return;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32, q = warp % kQuarters;
   const WeightRef& w = weight(gr.expert(y));
-  const uint8_t* region = nullptr;
-  if constexpr (Shared) {
-    uint8_t* mine = tiles + static_cast<std::size_t>(warp) * warp_rounds(K, 0) * kRoundBytes;
-    issue_tile(w, row0, K, q, mine);
-    region = mine;
-  }
   const int64_t begin = gr.begin(y), end = gr.begin(y + 1);
   for (int64_t c0 = begin; c0 < end; c0 += kCols) {
     const int64_t ncols = end - c0 < kCols ? end - c0 : kCols;
     const uint16_t* b = lane / 4 < ncols ? col(gr.slot(c0 + lane / 4)) : nullptr;
     float c[4] = {0.f, 0.f, 0.f, 0.f};
-    if constexpr (Shared)
-      run_tile(region, K, q, b, c0 == begin, c);
-    else
-      warp_tile(w, row0, K, q, b, c);
+    warp_tile(w, row0, K, q, b, c);
     const int g = lane / 4, t = lane % 4;
     red[warp][g][2 * t] = c[0], red[warp][g][2 * t + 1] = c[1];
     red[warp][g + 8][2 * t] = c[2], red[warp][g + 8][2 * t + 1] = c[3];
@@ -356,15 +290,14 @@ __device__ __forceinline__ void group_turns(const GroupedMoeArgs& a, Partials& r
 #endif
 
 // grid (I / 16, gmax): block (x, y) is rows 16x .. of w1 (warps 0-3) and w3 (warps 4-7) of group
-// y's expert; Shared: the shared form.
-template <bool Shared>
+// y's expert.
 __global__ void __launch_bounds__(kThreads, 2) up_mma_kernel(GroupedMoeArgs a) {
   pdl_begin();
 #ifdef PLUMB_MMA_BF16
   __shared__ Partials red;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kUpRows;
-  group_turns<Shared>(
+  group_turns(
       a, red, kUpRows, row0, static_cast<int>(a.D),
       [&](int32_t e) -> const WeightRef& { return a.table[3 * e + warp / kQuarters]; },
       [&](int64_t slot) { return a.xb + slot / a.K * a.D; },
@@ -375,15 +308,14 @@ __global__ void __launch_bounds__(kThreads, 2) up_mma_kernel(GroupedMoeArgs a) {
 }
 
 // grid (D / 32, gmax): block (x, y) is rows 32x .. of w2 of group y's expert (warps 0-3 the first
-// 16, 4-7 the next); Shared: the shared form.
-template <bool Shared>
+// 16, 4-7 the next).
 __global__ void __launch_bounds__(kThreads, 2) down_mma_kernel(GroupedMoeArgs a) {
   pdl_begin();
 #ifdef PLUMB_MMA_BF16
   __shared__ Partials red;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
-  group_turns<Shared>(
+  group_turns(
       a, red, kDownRows, row0 + kUpRows * (warp / kQuarters), static_cast<int>(a.I),
       [&](int32_t e) -> const WeightRef& { return a.table[3 * e + 2]; },
       [&](int64_t slot) { return a.hb + slot * a.I; },
@@ -394,37 +326,18 @@ __global__ void __launch_bounds__(kThreads, 2) down_mma_kernel(GroupedMoeArgs a)
 #endif
 }
 
-// The shared form takes at most this much shared memory a block (its tile's rounds and red), so
-// that two blocks fit a multiprocessor (sm_80: 164 KB): V4-Flash's up 74 KB, down 39 KB; past it
-// (D or I above ~4,480) the register form runs.
-constexpr std::size_t kMaxBlockSmem = 80 * 1024;
-
-// Both projections' launches in the form asked (the shared form where its tile fits).
-template <bool Shared>
-gpuError_t launch_projection(bool up, const GroupedMoeArgs& a, unsigned gmax, gpuStream_t s) {
-  const auto kernel = up ? up_mma_kernel<Shared> : down_mma_kernel<Shared>;
-  const int64_t K = up ? a.D : a.I;
-  const std::size_t smem = Shared ? tile_smem(K) : 0;
-#ifdef PLUMB_CUDA
-  if (smem + sizeof(Partials) > 48 * 1024) {  // past the default limit: opt in
-    const gpuError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (e != gpuSuccess) return e;
-  }
-#endif
-  return launch(kernel, dim3(static_cast<unsigned>(up ? a.I / kUpRows : a.D / kDownRows), gmax), kThreads, smem, s, a);
-}
-
 }  // namespace
 
 bool grouped_moe_mma_ok(const GroupedMoeArgs& a) {
+  // Not on HIP: the fragments are CUDA's 32-lane mma.sync ones (gfx90a keeps moe_grouped.cu).
 #ifdef PLUMB_CUDA
-  // (D and I multiples of 128: whole row tiles, whole rounds, 16-byte aligned rows)
-  return a.format == WFormat::FP4 && a.quant_h && a.D > 0 && a.I > 0 && a.D % kRound == 0 && a.I % kRound == 0 &&
-         a.E > 0 && a.E <= kGroupedMoeMmaMaxExperts && a.N * a.K <= kGroupedMoeMaxSlots;
+  constexpr bool cuda = true;
 #else
-  (void)a;
-  return false;  // HIP: the fragments are CUDA's 32-lane mma.sync ones (gfx90a keeps moe_grouped.cu)
+  constexpr bool cuda = false;
 #endif
+  // (D and I multiples of 128: whole row tiles, whole rounds, 16-byte aligned rows)
+  return cuda && a.format == WFormat::FP4 && a.quant_h && a.D > 0 && a.I > 0 && a.D % kRound == 0 &&
+         a.I % kRound == 0 && a.E > 0 && a.E <= kGroupedMoeMmaMaxExperts && a.N * a.K <= kGroupedMoeMaxSlots;
 }
 
 int64_t grouped_moe_mma_group_ints(int64_t slots, int64_t E) { return 2 + 2 * (slots < E ? slots : E) + slots; }
@@ -436,14 +349,12 @@ gpuError_t grouped_moe_mma_experts(const GroupedMoeArgs& a, gpuStream_t s) {
   const unsigned gmax = static_cast<unsigned>(S < a.E ? S : a.E);
   gpuError_t e = launch(prep_kernel, static_cast<unsigned>(a.N + 1), kThreads, 0, s, a, a.x, a.N, a.D, a.quant_x,
                         false, a.xb);
-  const bool shared = a.shared_tiles && tile_smem(a.D > a.I ? a.D : a.I) + sizeof(Partials) <= kMaxBlockSmem;
-  const auto projection = [&](bool up) {
-    return shared ? launch_projection<true>(up, a, gmax, s) : launch_projection<false>(up, a, gmax, s);
-  };
-  if (e == gpuSuccess) e = projection(true);
+  if (e == gpuSuccess)
+    e = launch(up_mma_kernel, dim3(static_cast<unsigned>(a.I / kUpRows), gmax), kThreads, 0, s, a);
   if (e == gpuSuccess)
     e = launch(prep_kernel, static_cast<unsigned>(S), kThreads, 0, s, a, a.h, S, a.I, true, true, a.hb);
-  if (e == gpuSuccess) e = projection(false);
+  if (e == gpuSuccess)
+    e = launch(down_mma_kernel, dim3(static_cast<unsigned>(a.D / kDownRows), gmax), kThreads, 0, s, a);
   return e;
 }
 
