@@ -169,10 +169,34 @@ __device__ __forceinline__ void warp_sums_to(const float (&acc)[kMaxOut], int n_
   }
 }
 
+// Pass 1's sums of one block for NK >= n_out dot products, F32: fn stored as f32 (else decoded by
+// weight_at). Every row index is clamped to a valid one and no load is predicated, so that ptxas
+// issues an element's NK weight loads together (with `if (k < n_out)` around each it issued them
+// one after another: ~10 us a launch for one token's 1.5 MB at B = 1, PERF.md v21); sums k >=
+// n_out are formed on repeated rows and never stored.
+template <int NK, bool F32>
+__device__ __forceinline__ void hc_partial_sums(const float* x, int64_t i0, int64_t i1, int64_t W, const WeightRef& fn,
+                                                int n_out, float (&acc)[kMaxOut], float& ss) {
+  const float* f32 = reinterpret_cast<const float*>(fn.data);
+  for (int64_t i = i0 + threadIdx.x; i < i1; i += kThreads) {
+    const float v = x[i];
+    float w[NK];
+#pragma unroll
+    for (int k = 0; k < NK; ++k) {
+      const int r = k < n_out ? k : n_out - 1;
+      w[k] = F32 ? f32[r * W + i] : weight_at(fn, r, i);
+    }
+    ss += v * v;
+#pragma unroll
+    for (int k = 0; k < NK; ++k) acc[k] += w[k] * v;
+  }
+}
+
 // Fast order, pass 1: grid (N, S); block (n, s) reduces elements [s * slice, (s + 1) * slice) of
 // token n's streams: all n_out dot products and sum x^2 in registers, warp sums, warps added in
 // order. part[(n * S + s) * (kMaxOut + 1) + k] (k = kMaxOut: sum x^2). A token's reduction is
 // spread over S blocks so that a decode step's few tokens fill the device.
+template <int NK>
 __global__ void __launch_bounds__(kThreads)
     hc_partial_kernel(const float* X, int hc, int64_t D, WeightRef fn, int n_out, int64_t slice, float* part) {
   pdl_begin();
@@ -184,21 +208,14 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int k = 0; k < kMaxOut; ++k) acc[k] = 0.f;
   float ss = 0.f;
-  for (int64_t i = s * slice + threadIdx.x; i < i1; i += kThreads) {
-    const float v = x[i];
-    ss += v * v;
-#pragma unroll
-    for (int k = 0; k < kMaxOut; ++k)
-      if (k < n_out) acc[k] += fn_at(fn, k, i, W) * v;
-  }
+  if (fn.format == WFormat::F32)
+    hc_partial_sums<NK, true>(x, s * slice, i1, W, fn, n_out, acc, ss);
+  else
+    hc_partial_sums<NK, false>(x, s * slice, i1, W, fn, n_out, acc, ss);
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   ss = warp_sum(ss);
   if (lane == 0) red[warp][kMaxOut] = ss;
-  // n_out is uniform over the block: the shuffles see every lane. acc[k >= n_out] stays 0.
-  if (n_out <= 8) warp_sums_to<8>(acc, n_out, lane, red[warp]);
-  else if (n_out <= 15) warp_sums_to<15>(acc, n_out, lane, red[warp]);  // hc = 3 with post
-  else if (n_out <= 24) warp_sums_to<24>(acc, n_out, lane, red[warp]);  // hc = 4 with post
-  else warp_sums_to<kMaxOut>(acc, n_out, lane, red[warp]);
+  warp_sums_to<NK>(acc, n_out, lane, red[warp]);  // n_out is uniform over the block: every lane shuffles
   __syncthreads();
   const int k = static_cast<int>(threadIdx.x);
   if (k < n_out || k == kMaxOut) {
@@ -340,8 +357,11 @@ gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn
                   sinkhorn_iters, hc_eps, norm_eps, bf16_out, y, post, comb);
   }
   const int64_t W = hc * D, S = hc_slices(W, slice_width), slice = (W + S - 1) / S;
-  const gpuError_t e = launch(hc_partial_kernel, dim3(static_cast<unsigned>(N), static_cast<unsigned>(S)), kThreads, 0,
-                              s, X, h, D, fn, no, slice, scratch);
+  // NK: the fewest dot products a thread forms that cover n_out (hc = 4: 4 pre only, 24 with post).
+  const auto partial = no <= 4 ? hc_partial_kernel<4> : no <= 8 ? hc_partial_kernel<8> : no <= 15 ? hc_partial_kernel<15>
+                       : no <= 24 ? hc_partial_kernel<24> : hc_partial_kernel<kMaxOut>;
+  const gpuError_t e = launch(partial, dim3(static_cast<unsigned>(N), static_cast<unsigned>(S)), kThreads, 0, s, X, h, D,
+                              fn, no, slice, scratch);
   if (e != gpuSuccess) return e;
   const int64_t Y = (D + kDSlice - 1) / kDSlice;
   return launch(hc_finish_kernel, dim3(static_cast<unsigned>(N), static_cast<unsigned>(Y > 0 ? Y : 1)), kThreads, 0, s,
