@@ -74,6 +74,24 @@ std::vector<LayerBytes> layer_bytes(const Checkpoint& ck, int64_t layers) {
   return out;
 }
 
+// Multiply-adds of one prefill token through the weights (2 FLOPs each): every matrix of every
+// layer (FP4 packs two weights a byte), of the routed experts only top_k, and the head for
+// head_rows rows (serving asks for the last position's logits only). Attention's scores and sums
+// are not counted, so a TFLOP/s figure from it is a lower bound of the work done.
+double prefill_weight_flops(const Checkpoint& ck, int64_t layers, int64_t top_k, int64_t tokens, int64_t head_rows) {
+  double per_token = 0, head = 0;
+  for (const TensorInfo* t : ck.tensors()) {
+    if (t->shape.size() != 2 || !t->name.ends_with(".weight") || t->name.starts_with("embed")) continue;
+    const double weights = static_cast<double>(t->numel()) * (t->dtype == DType::I8 ? 2.0 : 1.0);
+    int64_t l = -1;
+    if (t->name == "head.weight") head = weights;
+    else if (std::sscanf(t->name.c_str(), "layers.%ld.", &l) != 1 || l < 0 || l >= layers) continue;
+    else if (t->name.find(".ffn.experts.") == std::string::npos) per_token += weights;
+    else if (t->name.find(".ffn.experts.0.") != std::string::npos) per_token += static_cast<double>(top_k) * weights;
+  }
+  return 2.0 * (per_token * static_cast<double>(tokens) + head * static_cast<double>(head_rows));
+}
+
 double head_bytes(const Checkpoint& ck) {
   double b = 0;
   for (const char* n : {"head.weight", "norm.weight"})
@@ -123,6 +141,9 @@ int main(int argc, char** argv) {
   app.add_option("--kv-index-dtype", kv_index_dtype, "indexer keys f32|bf16|fp4 (default: as --kv-dtype's)");
   app.add_option("--kv-bf16-recent", kv_bf16_recent, "entries of the last N positions kept bf16")->capture_default_str();
   app.add_option("--prefill", prefill, "prefill length (0: skip)")->capture_default_str();
+  bool prefill_all_logits = false;
+  app.add_flag("--prefill-all-logits", prefill_all_logits,
+               "the prefill computes every position's logits (as perplexity does), not the last one's only (serving)");
   app.add_option("--json", json_out, "write the results here");
   bool profile_last = false;
   app.add_flag("--profile-last-step", profile_last,
@@ -245,19 +266,28 @@ int main(int argc, char** argv) {
     if (prefill > 0) {
       std::fprintf(stderr, "prefill %ld tokens ...\n", prefill);
       std::vector<double> t;
+      const int64_t last = prefill - 1;
       for (int rep = 0; rep < 3; ++rep) {
         v4::SequenceState s = fwd.new_sequence();
         const auto ids = random_ids(prefill);
         SequenceStep in{&s, ids};
         be.synchronize();
         const auto t0 = Clock::now();
-        fwd.forward(std::span(&in, 1));
+        if (prefill_all_logits)
+          fwd.forward(std::span(&in, 1));
+        else
+          fwd.forward(std::span(&in, 1), std::span(&last, 1));
         be.synchronize();
         t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       }
       const double sec = median(t);
-      std::printf("\nprefill %ld tokens: %.1f ms, %.0f tokens/s\n", prefill, sec * 1e3, static_cast<double>(prefill) / sec);
-      rec["prefill"] = {{"tokens", prefill}, {"ms", sec * 1e3}, {"tokens_per_s", static_cast<double>(prefill) / sec}};
+      const double flops =
+          prefill_weight_flops(ck, cfg.num_hidden_layers, cfg.num_experts_per_tok, prefill, prefill_all_logits ? prefill : 1);
+      std::printf("\nprefill %ld tokens (%s logits): %.1f ms, %.0f tokens/s, %.2f TFLOP/s of weight products\n",
+                  prefill, prefill_all_logits ? "every position's" : "the last position's", sec * 1e3,
+                  static_cast<double>(prefill) / sec, flops / sec / 1e12);
+      rec["prefill"] = {{"tokens", prefill}, {"ms", sec * 1e3}, {"tokens_per_s", static_cast<double>(prefill) / sec},
+                        {"all_logits", prefill_all_logits}, {"weight_tflops", flops / sec / 1e12}};
     }
     if (!json_out.empty()) std::ofstream(json_out) << rec.dump(1) << "\n";
     return 0;

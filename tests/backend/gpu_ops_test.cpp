@@ -293,6 +293,22 @@ TEST_F(GpuOps, LinearFp8TensorCores) {
   for (int64_t n : {1, 5})
     EXPECT_EQ(std::memcmp(rows(n).data(), y40.data(), static_cast<std::size_t>(n * R) * sizeof(float)), 0)
         << ctx("fp8 path: the first " + std::to_string(n) + " row(s) differ from the same rows of a 40-row call");
+  // The large tiles (from 128 rows: prefill) give the small tiles' bits at the same splits. K = 384
+  // (3 K blocks: one split for both, one stage refilled inside the loop); 200 rows (a partial
+  // second row tile), 2 groups of 192 weight rows (each group's second weight tile half past R).
+  {
+    const int64_t N = 200, Rg = 192, Kg = 384, G = 2;
+    const OwnedWeight wg = fp8_weight(G * Rg, Kg, rnd(G * Rg * Kg, 0.05f));
+    const std::vector<float> xg = rnd(N * G * Kg);
+    auto run = [&](bool large) {
+      dev->set_fp8_large_tiles(large);
+      return host(*gpu, gpu->linear(up(*gpu, xg, {N, G * Kg}), wg.view(), LinearOpts{G, true, Round::None}));
+    };
+    const std::vector<float> small = run(false), large = run(true);
+    expect_bitwise("fp8 path: large tiles vs small tiles (200 rows, 2 x 192 weight rows, K 384)", large, small);
+    check("fp8 path, large tiles: 200 rows, 2 x 192 weight rows, K 384", f32_tol(Kg),
+          [&](Backend& be) { return be.linear(up(be, xg, {N, G * Kg}), wg.view(), LinearOpts{G, true, Round::None}); });
+  }
   set_path(TestLinearPath::Auto);
 #else
   GTEST_SKIP() << "the FP8 tensor-core path exists in CUDA builds only";

@@ -137,8 +137,9 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
     Tensor sx = alloc(ElemType::F32, {N, in / 128});
     auto* codes = static_cast<uint8_t*>(dev_ptr(q));
     check_launch(k::act_quant_fp8(src, in, N, in, codes, in, dev_f32(sx), stream_), "linear act_fp8 (fp8)");
-    const int splits = k::fp8_mma_splits(a, info_.multiprocessors);
-    check_launch(k::linear_fp8_mma(a, codes, in, dev_f32(sx), wr, splits, partials(splits), stream_),
+    const k::Fp8Tiles tiles = k::fp8_mma_tiles(a, fp8_large_tiles_);
+    const int splits = k::fp8_mma_splits(a, tiles, info_.multiprocessors);
+    check_launch(k::linear_fp8_mma(a, codes, in, dev_f32(sx), wr, tiles, splits, partials(splits), stream_),
                  "linear (fp8 mma)");
     return y;
   }

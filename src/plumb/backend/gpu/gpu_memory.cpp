@@ -182,6 +182,10 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "built), 'on' (at any token count) or 'off'");
       c >= 0)
     moe_mma_ = c == 0 ? MoeMma::Auto : c == 1 ? MoeMma::On : MoeMma::Off;
+  if (const int c = env_choice("PLUMB_GPU_FP8_TILES", {"auto", "small"},
+                               "'auto' (the FP8 GEMM's 128 x 128 tiles from 128 rows) or 'small' (64 x 64 always)");
+      c >= 0)
+    fp8_large_tiles_ = c == 0;
   if (const int c = env_choice("PLUMB_GPU_ACT_QUANT", {"fused", "separate"}, "'fused' or 'separate'"); c >= 0)
     fused_act_quant_ = c == 0;
   if (const int c = env_choice("PLUMB_GPU_PATH", {"auto", "portable"},

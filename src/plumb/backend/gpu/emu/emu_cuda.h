@@ -105,6 +105,7 @@ inline void __syncwarp(unsigned = 0xFFFFFFFFu) { (void)plumb::gpu::emu::warp_shu
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }  // one rounding, as the device
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fsqrt_rn(float a) { return std::sqrt(a); }
 

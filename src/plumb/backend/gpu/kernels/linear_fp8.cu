@@ -6,9 +6,18 @@
 // Split K when the tiles alone are too few blocks for the device (decode: one row tile; wkv's 512
 // rows were 8 blocks that each walked all 32 K blocks with synchronous loads, 52 us for 2 MB at 8
 // or 32 rows; 13 us split 16 ways, PERF.md v15).
+//
+// Large tiles (v21, from kLM rows of x: prefill): 128 x rows by 128 weight rows a block, 8 warps
+// of 64 x 32, the K blocks streamed through kStages shared-memory stages by cp.async, so that the
+// next blocks' bytes are in flight while the tensor cores work (the small tile waits on DRAM, then
+// on a barrier, every K block, and reads each byte of x for 64 weight rows only). Each output's
+// sums are the small tile's: per K block its 4 MMAs (k = 0, 32, 64, 96) from zero, then
+// total = fma(part, sx * sw, total), K blocks in order; so both give the same bits at the same
+// splits (GpuOps.LinearFp8TensorCores compares them; PLUMB_GPU_FP8_TILES=small is the A/B).
 #include "plumb/backend/gpu/kernels/linear_fp8.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "plumb/backend/gpu/gpu_numerics.h"
 #include "plumb/backend/gpu/kernels/launch.h"
@@ -61,6 +70,25 @@ __device__ __forceinline__ void mma_e4m3(float* d, const uint32_t* a, const uint
 #define PLUMB_FP8_MMA 1
 __device__ __forceinline__ void mma_e4m3(float* d, const uint32_t* a, const uint32_t* b) { emu::mma_m16n8k32_e4m3(d, a, b); }
 #endif
+
+// total += part * (sa for row g, sb for row g + 8) of one m16n8 accumulator, fused (both tile
+// sizes round alike whatever the compiler would contract).
+__device__ __forceinline__ void promote(const float (&part)[4], float sa, float sb, float (&total)[4]) {
+  total[0] = __fmaf_rn(part[0], sa, total[0]);
+  total[1] = __fmaf_rn(part[1], sa, total[1]);
+  total[2] = __fmaf_rn(part[2], sb, total[2]);
+  total[3] = __fmaf_rn(part[3], sb, total[3]);
+}
+
+// The output (n, r) of a tile: y (bf16-rounded if asked) or, split, its split's partial sum.
+__device__ __forceinline__ void store_out(const LinearArgs& a, int splits, int64_t split, float* partials, int64_t grp,
+                                          int64_t n, int64_t r, float v) {
+  if (n >= a.nrows || r >= a.R) return;
+  if (splits > 1)
+    partials[split_part_index(a, split, n, grp * a.R + r)] = v;
+  else
+    a.y[n * a.ldy + grp * a.R + r] = a.round_bf16 ? round_bf16(v) : v;
+}
 
 // grid (R / kBN, ceil(N / kBM), groups * splits): split s of a group sums K blocks
 // [s * KB / splits, (s + 1) * KB / splits) and writes its unrounded total to partials[s] when
@@ -124,12 +152,7 @@ __global__ void __launch_bounds__(kThreads) fp8_kernel(LinearArgs a, const uint8
       const float sa = na < a.nrows ? sx[na * xblocks + grp * KB + kb] * sw : 0.f;
       const float sb = nb < a.nrows ? sx[nb * xblocks + grp * KB + kb] * sw : 0.f;
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-        total[mi][ni][0] += part[mi][ni][0] * sa;
-        total[mi][ni][1] += part[mi][ni][1] * sa;
-        total[mi][ni][2] += part[mi][ni][2] * sb;
-        total[mi][ni][3] += part[mi][ni][3] * sb;
-      }
+      for (int ni = 0; ni < 4; ++ni) promote(part[mi][ni], sa, sb, total[mi][ni]);
     }
   }
 #pragma unroll
@@ -137,17 +160,127 @@ __global__ void __launch_bounds__(kThreads) fp8_kernel(LinearArgs a, const uint8
 #pragma unroll
     for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t n = n0 + wm + mi * 16 + g + (e >= 2 ? 8 : 0);
-        const int64_t r = r0 + wn + ni * 8 + 2 * tg + (e & 1);
-        if (n < a.nrows && r < R) {
-          const float v = total[mi][ni][e];
-          if (splits > 1)
-            partials[split_part_index(a, split, n, grp * R + r)] = v;
-          else
-            a.y[n * a.ldy + grp * R + r] = a.round_bf16 ? round_bf16(v) : v;
-        }
+      for (int e = 0; e < 4; ++e)
+        store_out(a, splits, split, partials, grp, n0 + wm + mi * 16 + g + (e >= 2 ? 8 : 0),
+                  r0 + wn + ni * 8 + 2 * tg + (e & 1), total[mi][ni][e]);
+#endif
+}
+
+// ---- large tiles
+constexpr int kLM = 128, kLN = 128, kLThreads = 256, kStages = 3;
+constexpr int kLLd = kBK + 16;                              // as the small tile's rows
+constexpr int kLStageBytes = (kLM + kLN) * kLLd;            // x rows, then weight rows
+constexpr int kLSmem = kStages * kLStageBytes;              // 110,592 bytes
+static_assert((kLM + kLN) * (kBK / 16) % kLThreads == 0, "whole 16-byte chunks a thread");
+
+// 16 bytes global -> shared that run while the thread goes on (cp.async, sm_80+, L2 only); zeros
+// where !valid (src-size 0: nothing is read). Groups: cp_async_commit closes the thread's group,
+// cp_async_wait<n> returns once at most n of its groups are in flight. The emulator copies at once.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+#if defined(PLUMB_EMU)
+  if (valid) std::memcpy(smem, gmem, 16);
+  else std::memset(smem, 0, 16);
+#else
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if !defined(PLUMB_EMU)
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if !defined(PLUMB_EMU)
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// grid (ceil(R / kLN), ceil(N / kLM), groups * splits), as fp8_kernel's with the large tile:
+// warp (wm, wn) = (warp / 4, warp % 4) holds x rows 64 wm .. + 63 by weight rows 32 wn .. + 31
+// (4 x 4 m16n8 accumulators). Stage kb % kStages holds K block kb; one commit group a K block
+// (empty past the split's end, so that the wait counts stay uniform).
+__global__ void __launch_bounds__(kLThreads, 1) fp8_large_kernel(LinearArgs a, const uint8_t* q, int64_t ldq,
+                                                                const float* sx, WeightRef w, int splits,
+                                                                float* partials) {
+  pdl_begin();
+#ifdef PLUMB_FP8_MMA
+  PLUMB_DYNAMIC_SHARED(uint8_t, smem);
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32, g = lane / 4, tg = lane % 4;
+  const int wm = (warp / 4) * 64, wn = (warp % 4) * 32;
+  const int64_t grp = blockIdx.z / splits, split = blockIdx.z % splits, R = a.R, K = a.K, KB = K / kBK;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kLM, r0 = static_cast<int64_t>(blockIdx.x) * kLN;
+  const int64_t xblocks = a.groups * KB, kb0 = split * KB / splits, kb1 = (split + 1) * KB / splits;
+  const auto issue = [&](int64_t kb) {  // K block kb's x and weight rows into its stage
+    uint8_t* st = smem + (kb % kStages) * kLStageBytes;
+#pragma unroll 1  // (unrolled, its source addresses pushed the accumulators into spills)
+    for (int i = 0; i < (kLM + kLN) * (kBK / 16) / kLThreads; ++i) {
+      const int c = t + i * kLThreads, row = c / (kBK / 16), col = (c % (kBK / 16)) * 16;
+      const bool is_x = row < kLM;
+      const int64_t at = is_x ? n0 + row : r0 + (row - kLM);
+      const bool valid = at < (is_x ? a.nrows : R);
+      const int64_t v = valid ? at : 0;
+      const uint8_t* src = is_x ? q + v * ldq + grp * K + kb * kBK + col : w.data + (grp * R + v) * w.cols + kb * kBK + col;
+      cp_async16(st + row * kLLd + col, src, valid);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (kb0 + s < kb1) issue(kb0 + s);
+    cp_async_commit();
+  }
+  float total[4][4][4] = {};
+  for (int64_t kb = kb0; kb < kb1; ++kb) {
+    cp_async_wait<kStages - 2>();  // this thread's copies of block kb have landed
+    __syncthreads();               // everyone's; and stage (kb - 1) % kStages is free again
+    if (kb + kStages - 1 < kb1) issue(kb + kStages - 1);
+    cp_async_commit();
+    const uint8_t* xs = smem + (kb % kStages) * kLStageBytes;
+    const uint8_t* ws = xs + kLM * kLLd;
+    float part[4][4][4] = {};
+#pragma unroll 1  // (one k step's fragments live at a time: unrolled, ptxas hoisted them all and spilled)
+    for (int kk = 0; kk < kBK; kk += 32) {
+      uint32_t af[4][4], bf[4][2];
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi) {
+        const uint8_t* ra = xs + (wm + mi * 16 + g) * kLLd + kk + 4 * tg;
+        af[mi][0] = *reinterpret_cast<const uint32_t*>(ra);
+        af[mi][1] = *reinterpret_cast<const uint32_t*>(ra + 8 * kLLd);
+        af[mi][2] = *reinterpret_cast<const uint32_t*>(ra + 16);
+        af[mi][3] = *reinterpret_cast<const uint32_t*>(ra + 8 * kLLd + 16);
       }
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) {
+        const uint8_t* rb = ws + (wn + ni * 8 + g) * kLLd + kk + 4 * tg;
+        bf[ni][0] = *reinterpret_cast<const uint32_t*>(rb);
+        bf[ni][1] = *reinterpret_cast<const uint32_t*>(rb + 16);
+      }
+#pragma unroll
+      for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < 4; ++ni) mma_e4m3(part[mi][ni], af[mi], bf[ni]);
+    }
+    // The warp's 32 weight rows lie in one 128-row scale block (r0 and wn are multiples of 32);
+    // R % 64 == 0, so they are all past R or none is (then any valid row's scale: part is 0).
+    const float sw = weight_scale(w, grp * R + (r0 + wn < R ? r0 + wn : 0), kb * kBK);
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi) {
+      const int64_t na = n0 + wm + mi * 16 + g, nb = na + 8;
+      const float sa = na < a.nrows ? sx[na * xblocks + grp * KB + kb] * sw : 0.f;
+      const float sb = nb < a.nrows ? sx[nb * xblocks + grp * KB + kb] * sw : 0.f;
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni) promote(part[mi][ni], sa, sb, total[mi][ni]);
+    }
+  }
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        store_out(a, splits, split, partials, grp, n0 + wm + mi * 16 + g + (e >= 2 ? 8 : 0),
+                  r0 + wn + ni * 8 + 2 * tg + (e & 1), total[mi][ni][e]);
 #endif
 }
 
@@ -155,9 +288,17 @@ __global__ void __launch_bounds__(kThreads) fp8_kernel(LinearArgs a, const uint8
 
 bool fp8_mma_built() { return true; }
 
-int fp8_mma_splits(const LinearArgs& a, int multiprocessors) {
-  const int64_t blocks = a.R / kBN * ((a.nrows + kBM - 1) / kBM) * a.groups;
-  return split_k_ways(blocks, 2 * static_cast<int64_t>(multiprocessors), std::min(a.K / kBK / 2, a.K / 256));
+Fp8Tiles fp8_mma_tiles(const LinearArgs& a, bool large_allowed) {
+  return large_allowed && a.nrows >= kLM ? Fp8Tiles::Large : Fp8Tiles::Small;
+}
+
+int fp8_mma_splits(const LinearArgs& a, Fp8Tiles tiles, int multiprocessors) {
+  const bool large = tiles == Fp8Tiles::Large;
+  const int64_t bm = large ? kLM : kBM, bn = large ? kLN : kBN;
+  const int64_t blocks = (a.R + bn - 1) / bn * ((a.nrows + bm - 1) / bm) * a.groups;
+  // (a large tile's block is one per multiprocessor, a small one's two)
+  return split_k_ways(blocks, (large ? 1 : 2) * static_cast<int64_t>(multiprocessors),
+                      std::min(a.K / kBK / 2, a.K / 256));
 }
 
 gpuError_t act_quant_fp8(const float* x, int64_t ldx, int64_t N, int64_t cols, uint8_t* q, int64_t ldq, float* sx,
@@ -169,12 +310,22 @@ gpuError_t act_quant_fp8(const float* x, int64_t ldx, int64_t N, int64_t cols, u
 }
 
 gpuError_t linear_fp8_mma(const LinearArgs& a, const uint8_t* q, int64_t ldq, const float* sx, const WeightRef& w,
-                          int splits, float* part, gpuStream_t s) {
+                          Fp8Tiles tiles, int splits, float* part, gpuStream_t s) {
   if (a.nrows == 0) return gpuGetLastError();
   if (splits < 1 || (splits > 1 && !part) || splits > a.K / kBK) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>((a.R + kBN - 1) / kBN), static_cast<unsigned>((a.nrows + kBM - 1) / kBM),
-                  static_cast<unsigned>(a.groups * splits));
-  const gpuError_t e = launch(fp8_kernel, grid, kThreads, 0, s, a, q, ldq, sx, w, splits, part);
+  gpuError_t e = gpuSuccess;
+  if (tiles == Fp8Tiles::Large) {
+    // (past the 48 KB default: opt in, on the current device)
+    e = cudaFuncSetAttribute(fp8_large_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kLSmem);
+    if (e != gpuSuccess) return e;
+    const dim3 grid(static_cast<unsigned>((a.R + kLN - 1) / kLN), static_cast<unsigned>((a.nrows + kLM - 1) / kLM),
+                    static_cast<unsigned>(a.groups * splits));
+    e = launch(fp8_large_kernel, grid, kLThreads, kLSmem, s, a, q, ldq, sx, w, splits, part);
+  } else {
+    const dim3 grid(static_cast<unsigned>((a.R + kBN - 1) / kBN), static_cast<unsigned>((a.nrows + kBM - 1) / kBM),
+                    static_cast<unsigned>(a.groups * splits));
+    e = launch(fp8_kernel, grid, kThreads, 0, s, a, q, ldq, sx, w, splits, part);
+  }
   return e != gpuSuccess || splits == 1 ? e : linear_split_sum(a, splits, part, s);
 }
 
@@ -184,9 +335,10 @@ bool fp8_mma_built() { return false; }
 gpuError_t act_quant_fp8(const float*, int64_t, int64_t, int64_t, uint8_t*, int64_t, float*, gpuStream_t) {
   return gpuErrorNotSupported;
 }
-int fp8_mma_splits(const LinearArgs&, int) { return 1; }
-gpuError_t linear_fp8_mma(const LinearArgs&, const uint8_t*, int64_t, const float*, const WeightRef&, int, float*,
-                          gpuStream_t) {
+Fp8Tiles fp8_mma_tiles(const LinearArgs&, bool) { return Fp8Tiles::Small; }
+int fp8_mma_splits(const LinearArgs&, Fp8Tiles, int) { return 1; }
+gpuError_t linear_fp8_mma(const LinearArgs&, const uint8_t*, int64_t, const float*, const WeightRef&, Fp8Tiles, int,
+                          float*, gpuStream_t) {
   return gpuErrorNotSupported;
 }
 #endif

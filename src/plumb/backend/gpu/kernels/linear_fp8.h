@@ -24,16 +24,20 @@ bool fp8_mma_built();
 // a multiple of 128).
 gpuError_t act_quant_fp8(const float* x, int64_t ldx, int64_t N, int64_t cols, uint8_t* q, int64_t ldq, float* sx,
                          gpuStream_t s);
+// The tiles: Small (64 x rows by 64 weight rows, synchronous loads: decode) or Large (128 by
+// 128, K blocks through cp.async stages: from 128 x rows, where large_allowed). Same sums.
+enum class Fp8Tiles { Small, Large };
+Fp8Tiles fp8_mma_tiles(const LinearArgs& a, bool large_allowed);
 // How many ways linear_fp8_mma splits K for a (1 = not split): enough blocks for about two a
-// multiprocessor, at least 2 K blocks a split, and at most K / 256 splits, so the partial sums
-// (splits x N x R f32, written and read once, mostly in L2) stay at most a quarter of the
-// weight's bytes at 16 rows. It does not look at N within one 64-row tile.
-int fp8_mma_splits(const LinearArgs& a, int multiprocessors);
+// multiprocessor (one with large tiles), at least 2 K blocks a split, and at most K / 256 splits,
+// so the partial sums (splits x N x R f32, written and read once, mostly in L2) stay at most a
+// quarter of the weight's bytes at 16 rows. It does not look at N within one row tile.
+int fp8_mma_splits(const LinearArgs& a, Fp8Tiles tiles, int multiprocessors);
 // y = x . w^T per group from the quantized x (a.x is ignored; a.ldx unused). With splits > 1,
 // part holds splits x N x groups x R floats: each split's partial sum (in K order within it), then
 // added in split order by a second launch. A row's result depends on R, K, groups and splits, not
-// on the other rows (up to 64 rows, splits does not change with N: one row tile).
+// on the other rows or the tiles (up to 64 rows, splits does not change with N: one row tile).
 gpuError_t linear_fp8_mma(const LinearArgs& a, const uint8_t* q, int64_t ldq, const float* sx, const WeightRef& w,
-                          int splits, float* part, gpuStream_t s);
+                          Fp8Tiles tiles, int splits, float* part, gpuStream_t s);
 
 }  // namespace plumb::gpu::k
