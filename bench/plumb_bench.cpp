@@ -1,7 +1,9 @@
 // plumb_bench: first performance facts of a backend on a (synthetic) DeepSeek-V4 checkpoint.
 // Decode time per layer at several batch sizes and prefill throughput, each set beside its floor:
-// the bytes a decode step must read (weights it touches, once) over the device's own copy
-// bandwidth measured in the same run. Writes a JSON record and prints a Markdown table.
+// the bytes a decode step must read (weights it touches, once, and every sequence's KV reads at
+// its depth, runtime::decode_kv_read_bytes: what sets the floor at long context) over the
+// device's own copy bandwidth measured in the same run. Writes a JSON record and prints a
+// Markdown table. --context sets the depth (issue 17 item 4: 4K, 32K, 128K).
 //
 // Timing: per-layer times come from marks at the layer boundaries (Taps::marks), where the bench
 // waits for the device; that adds one synchronization per layer (~10-20 us), so the per-layer
@@ -99,6 +101,8 @@ double head_bytes(const Checkpoint& ck) {
   return b;
 }
 
+constexpr int64_t kContextChunk = 4096;  // tokens a forward when the bench fills a sequence's context
+
 struct Marks {
   backend::Backend* be = nullptr;
   std::vector<std::pair<std::string, Clock::time_point>> at;
@@ -133,8 +137,12 @@ int main(int argc, char** argv) {
   app.add_option("--backend", backend_name, "backend")->capture_default_str();
   app.add_option("--numerics", numerics, "faithful or reference")->capture_default_str();
   app.add_option("--batch", batches, "decode batch sizes, comma separated")->capture_default_str();
-  app.add_option("--context", context, "tokens already in each sequence before decoding")->capture_default_str();
-  app.add_option("--steps", steps, "timed repetitions (median reported)")->capture_default_str();
+  app.add_option("--context", context, "tokens already in each sequence before decoding")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--steps", steps, "timed repetitions, half with per-layer marks, half without (median reported)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1000000}))
+      ->capture_default_str();
   std::string kv_dtype, kv_index_dtype;
   int64_t kv_bf16_recent = 0;
   app.add_option("--kv-dtype", kv_dtype, "KV entries f32|bf16|fp8 (default: the numerics' lossless format)");
@@ -185,8 +193,10 @@ int main(int argc, char** argv) {
       return v;
     };
     auto& fwd = m->forward_pass();
-    {  // KV storage: the numerics' lossless default, each part overridable (what the format costs)
-      runtime::KvFormat f = runtime::default_kv_format(cfg.arch, opt.numerics == Numerics::Faithful);
+    // KV storage: the numerics' lossless default, each part overridable (what the format costs)
+    runtime::KvFormat kv_format = runtime::default_kv_format(cfg.arch, opt.numerics == Numerics::Faithful);
+    {
+      runtime::KvFormat& f = kv_format;
       if (!kv_dtype.empty()) f.kv = runtime::parse_kv_dtype(kv_dtype);
       if (!kv_index_dtype.empty()) f.index_keys = runtime::parse_index_key_dtype(kv_index_dtype);
       f.bf16_recent = kv_bf16_recent;
@@ -207,10 +217,16 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "batch %ld: prefill %ld x %ld tokens ...\n", B, B, context);
       std::vector<v4::SequenceState> seqs;
       for (int64_t b = 0; b < B; ++b) seqs.push_back(fwd.new_sequence());
+      // In chunks of kContextChunk tokens as the engine feeds a long prompt (one forward of 128K
+      // rows would hold GBs of activations); the context's logits are not looked at: one row.
       for (int64_t b = 0; b < B; ++b) {
         const auto ids = random_ids(context);
-        SequenceStep in{&seqs[b], ids};
-        fwd.forward(std::span(&in, 1));
+        for (int64_t c0 = 0; c0 < context; c0 += kContextChunk) {
+          const int64_t n = std::min(kContextChunk, context - c0), last_row = n - 1;
+          SequenceStep in{&seqs[b], std::span(ids).subspan(static_cast<std::size_t>(c0), static_cast<std::size_t>(n)),
+                          context};
+          fwd.forward(std::span(&in, 1), std::span(&last_row, 1));
+        }
       }
       std::vector<std::vector<double>> per_layer(static_cast<std::size_t>(cfg.num_hidden_layers + 1));
       std::vector<double> plain, enqueue;
@@ -246,7 +262,9 @@ int main(int argc, char** argv) {
       double floor_total = 0;
       for (int64_t l = 0; l <= cfg.num_hidden_layers; ++l) {
         const bool head = l == cfg.num_hidden_layers;
-        const double bytes = head ? head_bytes(ck) : lb[l].fixed + touched * lb[l].per_expert;
+        // the weights, and each sequence's KV reads at its depth (context + the step's token)
+        const double kv = head ? 0.0 : static_cast<double>(B * runtime::decode_kv_read_bytes(cfg, l, kv_format, context + 1));
+        const double bytes = head ? head_bytes(ck) : lb[l].fixed + touched * lb[l].per_expert + kv;
         const double floor_ms = bytes / (copy_gbs * 1e9) * 1e3;
         floor_total += floor_ms;
         const double ms = median(per_layer[l]) * 1e3;
@@ -254,7 +272,7 @@ int main(int argc, char** argv) {
         const std::string kind = head ? "head" : (r == 0 ? "SWA" : (r == 4 ? "CSA" : fmt::format("HCA/{}", r)));
         std::printf("| %ld | %s | %s | %.3f | %.3f | %.2f |\n", B, head ? "head" : std::to_string(l).c_str(), kind.c_str(),
                     ms, floor_ms, ms > 0 ? floor_ms / ms : 0.0);
-        jb["layers"].push_back({{"layer", head ? "head" : std::to_string(l)}, {"kind", kind}, {"ms", ms},
+        jb["layers"].push_back({{"layer", head ? "head" : std::to_string(l)}, {"kind", kind}, {"ms", ms}, {"kv_bytes", kv},
                                 {"floor_ms", floor_ms}, {"bytes", bytes}});
       }
       jb["floor_ms"] = floor_total;

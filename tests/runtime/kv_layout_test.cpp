@@ -39,6 +39,23 @@ TEST(KvLayout, Bf16RecentRingsArePerSequenceState) {
   EXPECT_NE(memory_table(recent, 0, 10, 1, 1 << 20).find("the last 1024 positions bf16"), std::string::npos);
 }
 
+// One decode step's KV reads (MODEL-SPEC 5, "what one decode step reads per layer"), worked out by
+// hand for V4-Flash (window 128 f32 rows of 2,048 B; CSA ratio 4 with top-512 of 584 B fp8 entries
+// and 68 B fp4 keys; HCA ratio 128): layer 0 is sliding-window only, 2 CSA, 3 HCA.
+TEST(KvLayout, DecodeReadsTheWindowTheSelectedEntriesAndEveryIndexerKey) {
+  const KvFormat q{KvDtype::kFP8, IndexKeyDtype::kFP4};
+  EXPECT_EQ(decode_kv_read_bytes(kFlash, 0, q, 4096), 128 * 2048);
+  EXPECT_EQ(decode_kv_read_bytes(kFlash, 0, q, 100), 100 * 2048);  // a window not yet full
+  EXPECT_EQ(decode_kv_read_bytes(kFlash, 2, q, 4096), 128 * 2048 + 512 * 584 + 1024 * 68);
+  EXPECT_EQ(decode_kv_read_bytes(kFlash, 2, q, 1000), 128 * 2048 + 250 * 584 + 250 * 68);  // fewer than top-k
+  EXPECT_EQ(decode_kv_read_bytes(kFlash, 3, q, 4096), 128 * 2048 + 32 * 584);
+  // 128K positions, bf16: 32,768 keys of 256 B dominate the CSA layer.
+  EXPECT_EQ(decode_kv_read_bytes(kFlash, 2, {KvDtype::kBF16, IndexKeyDtype::kBF16}, 131072),
+            128 * 2048 + 512 * 1024 + 32768 * 256);
+  const ModelConfig v3 = load_model_config(std::string(PLUMB_TEST_DATA) + "/configs/deepseek-v3.json");
+  EXPECT_THROW(decode_kv_read_bytes(v3, 0, q, 16), Error);
+}
+
 TEST(KvLayout, DefaultFormatsAndNames) {
   const KvFormat faithful = default_kv_format(Arch::DeepseekV4, true), reference = default_kv_format(Arch::DeepseekV4, false);
   EXPECT_EQ(faithful.kv, KvDtype::kFP8);

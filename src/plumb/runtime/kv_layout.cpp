@@ -50,6 +50,17 @@ void add_v4_layer(const ModelConfig& c, std::int64_t layer, KvLayout& l) {
 
 }  // namespace
 
+std::int64_t decode_kv_read_bytes(const ModelConfig& c, std::int64_t layer, const KvFormat& f, std::int64_t positions) {
+  if (c.arch != Arch::DeepseekV4) fail("decode_kv_read_bytes: a DeepSeek-V4 config is expected");
+  const std::int64_t d = c.head_dim, m = c.compress_ratio(layer);
+  std::int64_t bytes = std::min(positions, c.sliding_window) * ring_entry_bytes(d);
+  if (m == 0) return bytes;
+  const std::int64_t entries = positions / m, entry = stored_bytes(row_format(f.kv), d, c.qk_rope_head_dim);
+  if (c.attn_type(layer) != AttnType::CSA) return bytes + entries * entry;
+  return bytes + std::min(entries, c.index_topk) * entry +
+         entries * stored_bytes(row_format(f.index_keys), c.index_head_dim, 0);
+}
+
 KvDtype parse_kv_dtype(const std::string& n) {
   if (n == "f32") return KvDtype::kF32;
   if (n == "bf16") return KvDtype::kBF16;

@@ -49,6 +49,15 @@ struct KvLayout {
 // Throws plumb::Error unless block_size is a positive multiple of 128 and of every compress ratio.
 KvLayout kv_layout(const ModelConfig& cfg, std::int64_t block_size, KvFormat format);
 
+// The KV bytes one decode step of one V4 sequence of `positions` tokens (the new one included)
+// reads in `layer` (MODEL-SPEC 5): its window ring's min(positions, sliding_window) rows (f32);
+// a CSA layer's min(positions / 4, index_topk) selected entries and every one of its
+// positions / 4 indexer keys; another compressed layer's positions / m entries. Entries as
+// stored (kv_layout's sizes); with bf16_recent, recent entries read from the f32 recent ring are
+// counted at the stored size (a slight undercount). Throws for a V3 config.
+std::int64_t decode_kv_read_bytes(const ModelConfig& cfg, std::int64_t layer, const KvFormat& format,
+                                  std::int64_t positions);
+
 // Blocks that fit `cache_mib` MiB after reserving the fixed state of `max_seqs` sequences.
 // Throws when not even one block fits beside that state.
 std::int64_t pool_blocks(const KvLayout& layout, std::int64_t cache_mib, std::int64_t max_seqs);
