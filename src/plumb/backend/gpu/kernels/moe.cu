@@ -22,6 +22,7 @@ __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1p
 __device__ __forceinline__ bool ahead(float v, float i, float bv, float bi) { return v > bv || (v == bv && i < bi); }
 
 // One warp per token (blockDim = kWarp).
+constexpr int kRouteLoads = 8;  // V4-Flash's 256 experts: every lane's in one batch (wave64: 512)
 __global__ void route_select_kernel(const float* logits, int64_t E, WeightRef bias, bool has_bias, bool sigmoid,
                                     int64_t G, int64_t TG, int64_t K, float route_scale, bool hashed, bool bf16,
                                     int32_t* experts, float* weights) {
@@ -33,13 +34,28 @@ __global__ void route_select_kernel(const float* logits, int64_t E, WeightRef bi
   unsigned char* taken = reinterpret_cast<unsigned char*>(gscore + G);
   const int64_t n = blockIdx.x;
   const int lane = threadIdx.x;
-  for (int64_t e = lane; e < E; e += kWarp) {
-    const float l = logits[n * E + e];
-    float sc = sigmoid ? __fdiv_rn(1.f, __fadd_rn(1.f, exp_cr(-l))) : __fsqrt_rn(softplus(l));
-    if (bf16) sc = round_bf16(sc);  // sigmoid of a bf16 tensor; + the f32 bias promotes to f32
-    score[e] = sc;
-    sel[e] = has_bias ? __fadd_rn(sc, weight_at(bias, e, 0)) : sc;  // the bias picks, it never weighs
-    taken[e] = 0;
+  // A lane's kRouteLoads logits and biases are loaded (at clamped, always valid indices) before
+  // any is used: one after another, each behind the previous expert's score, they were ~9 us of
+  // a B = 1 launch (PERF.md v21).
+  for (int64_t e0 = lane; e0 < E; e0 += static_cast<int64_t>(kWarp) * kRouteLoads) {
+    float lv[kRouteLoads], bv[kRouteLoads];
+#pragma unroll
+    for (int j = 0; j < kRouteLoads; ++j) {
+      const int64_t e = e0 + static_cast<int64_t>(j) * kWarp, ec = e < E ? e : E - 1;
+      lv[j] = logits[n * E + ec];
+      bv[j] = has_bias ? weight_at(bias, ec, 0) : 0.f;
+    }
+#pragma unroll
+    for (int j = 0; j < kRouteLoads; ++j) {
+      const int64_t e = e0 + static_cast<int64_t>(j) * kWarp;
+      if (e >= E) break;
+      const float l = lv[j];
+      float sc = sigmoid ? __fdiv_rn(1.f, __fadd_rn(1.f, exp_cr(-l))) : __fsqrt_rn(softplus(l));
+      if (bf16) sc = round_bf16(sc);  // sigmoid of a bf16 tensor; + the f32 bias promotes to f32
+      score[e] = sc;
+      sel[e] = has_bias ? __fadd_rn(sc, bv[j]) : sc;  // the bias picks, it never weighs
+      taken[e] = 0;
+    }
   }
   __syncthreads();
   int32_t* ex = experts + n * K;
