@@ -394,29 +394,80 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) down_kernel(GroupedMoeAr
 
 // y[n] = bf16?(acc + shared[n]), acc the token's slots in (expert id, k) order from zero: the CPU
 // loops over experts in id order and, within one, over (token, k) ascending.
+// Up to kCombineK slots a token: the slot ids first, then every live slot's ys (and weight)
+// loaded at once (a dead slot, whose ys row was never written, loads a live one's instead: clamped,
+// always valid and initialized), then added in the order above, which each slot's rank gives. (The
+// loop form below loads each slot's value only once it has found the slot: K dependent loads in
+// a row.)
+constexpr int kCombineK = 8;  // V3's top 8, V4-Flash's 6
+
+__device__ __forceinline__ float add_slot(const GroupedMoeArgs& a, float acc, float y, float w) {
+  const float t = a.weight_after ? __fmul_rn(y, w) : y;
+  return a.accumulate_bf16 ? round_bf16(__fadd_rn(acc, round_bf16(t))) : __fadd_rn(acc, t);
+}
+
+__device__ __forceinline__ float combine_registers(const GroupedMoeArgs& a, int64_t n, int64_t d) {
+  const int K = static_cast<int>(a.K);
+  int32_t ex[kCombineK];
+#pragma unroll
+  for (int k = 0; k < kCombineK; ++k) ex[k] = a.experts[n * a.K + (k < K ? k : K - 1)];
+  bool live[kCombineK];
+  int any = -1;  // a live slot, if the token has one
+#pragma unroll
+  for (int k = kCombineK - 1; k >= 0; --k) {
+    live[k] = k < K && live_expert(ex[k], a.E);
+    if (live[k]) any = k;
+  }
+  if (any < 0) return 0.f;
+  float yv[kCombineK], wv[kCombineK];
+#pragma unroll
+  for (int k = 0; k < kCombineK; ++k) {
+    const int64_t s = n * a.K + (live[k] ? k : any);
+    yv[k] = a.ys[s * a.D + d];
+    wv[k] = a.weight_after ? a.weights[s] : 0.f;
+  }
+  int rank[kCombineK];  // slot k's place: the slots of a lower id, or of its id and a lower k
+#pragma unroll
+  for (int k = 0; k < kCombineK; ++k) {
+    rank[k] = 0;
+#pragma unroll
+    for (int j = 0; j < kCombineK; ++j) rank[k] += j < K && (ex[j] < ex[k] || (ex[j] == ex[k] && j < k));
+  }
+  float acc = 0.f;
+#pragma unroll
+  for (int r = 0; r < kCombineK; ++r)  // (dead slots hold ranks too, so the live ones' ranks have gaps)
+#pragma unroll
+    for (int k = 0; k < kCombineK; ++k)
+      if (live[k] && rank[k] == r) acc = add_slot(a, acc, yv[k], wv[k]);
+  return acc;
+}
+
 __global__ void combine_kernel(GroupedMoeArgs a, const float* shared, float* y) {
   pdl_begin();
   const int64_t total = a.N * a.D;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t n = i / a.D, d = i % a.D;
-    const int32_t* ex = a.experts + n * a.K;
     float acc = 0.f;
-    int32_t last = -1;  // the expert id added last; next: the smallest id above it, all its k in order
-    for (int64_t done = 0; done < a.K;) {
-      int32_t next = INT32_MAX;
-      for (int64_t k = 0; k < a.K; ++k)
-        if (ex[k] > last && ex[k] < next) next = ex[k];
-      if (next == INT32_MAX) break;
-      for (int64_t k = 0; k < a.K; ++k) {
-        if (ex[k] != next) continue;
-        ++done;
-        if (!live_expert(next, a.E)) continue;
-        const int64_t s = n * a.K + k;
-        const float t = a.weight_after ? __fmul_rn(a.ys[s * a.D + d], a.weights[s]) : a.ys[s * a.D + d];
-        acc = a.accumulate_bf16 ? round_bf16(__fadd_rn(acc, round_bf16(t))) : __fadd_rn(acc, t);
+    if (a.K <= kCombineK) {
+      acc = combine_registers(a, n, d);
+    } else {
+      const int32_t* ex = a.experts + n * a.K;
+      int32_t last = -1;  // the expert id added last; next: the smallest id above it, all its k in order
+      for (int64_t done = 0; done < a.K;) {
+        int32_t next = INT32_MAX;
+        for (int64_t k = 0; k < a.K; ++k)
+          if (ex[k] > last && ex[k] < next) next = ex[k];
+        if (next == INT32_MAX) break;
+        for (int64_t k = 0; k < a.K; ++k) {
+          if (ex[k] != next) continue;
+          ++done;
+          if (!live_expert(next, a.E)) continue;
+          const int64_t s = n * a.K + k;
+          acc = add_slot(a, acc, a.ys[s * a.D + d], a.weight_after ? a.weights[s] : 0.f);
+        }
+        last = next;
       }
-      last = next;
     }
     const float v = __fadd_rn(acc, shared[i]);
     y[i] = a.round_bf16 ? round_bf16(v) : v;
