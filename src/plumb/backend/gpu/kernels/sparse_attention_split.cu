@@ -10,7 +10,7 @@
 //   3. P.V: one block per (query row, 1-8 heads, 256 output dims). It lists the live candidates
 //      (not a skipped selection slot) in candidate order with their row pointers and each head's
 //      e_j, and each thread sums p_j v_j[d] over the live candidates in order for its own d and
-//      every head, decoding v_j[d] once, 8 rows' loads issued before their sums. A skipped slot's
+//      every head, decoding v_j[d] once, 16 rows' loads issued before their sums. A skipped slot's
 //      e is +0 and adds nothing, so walking the live list gives bitwise the walk over every slot.
 // Why: the one-kernel form spends a block per head (G = 1 at decode) that walks every candidate
 // with 256 threads for one dot at a time: at B = 1 its 64 blocks left half the SMs idle and each
@@ -38,7 +38,10 @@ constexpr int kWarps = kThreads / 32;  // kWarp is 32 or 64: room for either
 constexpr int kCands = 8;              // candidates per scores block
 constexpr int kHeads = 8;              // heads per scores block
 constexpr int kDims = kThreads;        // output dims per P.V block
-constexpr int kPvLoads = 8;            // candidate rows whose values a thread loads before summing
+// Candidate rows whose values a thread loads before summing: a P.V walk is a chain of these
+// batches' DRAM round trips (B = 1: one block per head and 256 dims; PERF.md v19: ~32 us a
+// layer), so 16, not 8, halves them (PERF.md v21; ptxas: <= 128 registers, <= 28 bytes spilled).
+constexpr int kPvLoads = 16;
 static_assert(kHeads * kCands == 2 * (kThreads / 8), "every 8-lane group computes two dots");
 
 // Scores kernel shared memory: q [kHeads][Dp] and the candidates [kCands][Dp].
