@@ -319,7 +319,8 @@ TEST_F(GpuOps, MoeTensorCoresEveryOption) {
     const int64_t calls = moe_mma_calls();
     const char* what = N < least ? "moe fp4, the default form below its token threshold (SIMT)"
                                  : "moe fp4, the default form at its token threshold (tensor cores)";
-    run_moe_case(*this, {N, 256, 128, 8, 2, 4, "fp4", what}, {act.front()}, check);
+    run_moe_case(*this, {N, 256, 128, 8, 2, 4, "fp4", what}, {act.front()},
+                 [&](const std::string& w, double tol, auto&& op) { this->check(w, tol, op); });
     EXPECT_EQ(moe_mma_calls() > calls, N >= least) << ctx("the default form at " + std::to_string(N) + " tokens");
   }
 #endif
