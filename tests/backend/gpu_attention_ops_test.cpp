@@ -153,19 +153,19 @@ TEST_F(GpuOps, IndexerTopKWithTies) {
 // Sparse attention has no fast order: its kernels sum in the CPU's order always
 // (sparse_attention.cu, sparse_attention_split.cu), so every case must be bitwise the CPU's, in
 // the split form (the default: P.V blocks of as many heads as the batch's size gives), the split
-// form with P.V blocks of up to 8 heads (PLUMB_GPU_PV_HEADS=8), and the one-kernel form
-// (PLUMB_GPU_ATTN=one-kernel).
+// form with P.V blocks of up to 8 heads and scores blocks of 4 candidate tiles
+// (PLUMB_GPU_PV_HEADS=8 PLUMB_GPU_SCORES_SPAN=4), and the one-kernel form (PLUMB_GPU_ATTN=one-kernel).
 TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
   CaseShare share;
   struct Form {
     bool split;
-    int pv_heads;
+    int pv_heads, scores_span;
   };
-  for (const Form form : {Form{true, 0}, Form{true, 8}, Form{false, 0}})
+  for (const Form form : {Form{true, 0, 0}, Form{true, 8, 4}, Form{false, 0, 0}})
   for (const AttentionCase& c : sparse_attention_cases()) {
     if (!share.take()) continue;
     set_split_attention(form.split);
-    set_pv_heads(form.pv_heads);
+    set_split_shapes(form.pv_heads, form.scores_span);
     const Batch b = make_batch(c.starts, c.lens);
     const int64_t N = b.rows;
     const std::vector<float> q = rnd(N * c.H * c.Dh), kv = rnd(N * c.Dh);
@@ -211,7 +211,9 @@ TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
     for (const backend::KvRowSpec& spec : c.ratio > 0 ? entry_formats(c.Dh >= 128 ? 64 : c.Dh / 3)
                                                       : std::vector<backend::KvRowSpec>{{}})
       check_bitwise(std::string("sparse_attention ") +
-                        (!form.split ? "one-kernel form, " : form.pv_heads ? "P.V blocks of up to 8 heads, " : "") +
+                        (!form.split ? "one-kernel form, "
+                         : form.pv_heads ? "P.V blocks of up to 8 heads, scores blocks of 4 tiles, "
+                                         : "") +
                         c.what + " entries " +
                         format_name(spec),
                     [&](Backend& be) {

@@ -126,12 +126,13 @@ class GpuOps : public ::testing::Test {
 #endif
     (void)on;
   }
-  // The most heads a split P.V block takes (0: the backend's choice by batch size).
-  void set_pv_heads(int heads) {
+  // The most heads a split P.V block takes and the candidate tiles a scores block takes (0: the
+  // backend's choice by batch size).
+  void set_split_shapes(int heads, int scores_span = 0) {
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
-    if (dev) dev->set_pv_heads(heads);
+    if (dev) dev->set_pv_heads(heads), dev->set_scores_span(scores_span);
 #endif
-    (void)heads;
+    (void)heads, (void)scores_span;
   }
 
   // act_fp8 on the GEMV and the grouped experts: applied by the kernels as they stage their input

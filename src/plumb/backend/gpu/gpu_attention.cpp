@@ -129,6 +129,7 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
          p.prob_block, k::sparse_attention_max_prob_blocks());
   a.round_out = p.out == Round::BF16;
   a.pv_heads = pv_heads_;
+  a.scores_span = scores_span_;
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     a.row0 = r0;
     a.rows = std::min(chunk, N - r0);

@@ -133,6 +133,9 @@ class GpuBackend final : public Backend {
   int64_t moe_mma_calls() const { return moe_mma_calls_; }
   // The most heads one P.V block of the split kernels takes (1, 2, 4 or 8); 0: by the batch's size.
   void set_pv_heads(int heads) { pv_heads_ = heads; }
+  // Candidate tiles of 8 one split scores block takes (1-4); 0: by the launch's size (4 from
+  // 4,096 one-tile blocks, else 1). Tests force 4 on small cases; PLUMB_GPU_SCORES_SPAN (A/B).
+  void set_scores_span(int tiles) { scores_span_ = tiles; }
   // act_fp8 (FP8 round trip of a linear's input) on the decode kernels: the GEMV and the grouped
   // experts apply it while staging their input (fused, the default), or a quant_blocks launch
   // writes a quantized copy first (separate; PLUMB_GPU_ACT_QUANT=separate at start, for A/B
@@ -247,6 +250,7 @@ class GpuBackend final : public Backend {
   MoePath moe_path_ = MoePath::Auto;
   bool split_attention_ = true;  // PLUMB_GPU_ATTN=one-kernel: sparse attention never splits (A/B)
   int pv_heads_ = 0;             // PLUMB_GPU_PV_HEADS (A/B): SparseAttnArgs::pv_heads
+  int scores_span_ = 0;          // PLUMB_GPU_SCORES_SPAN (A/B): SparseAttnArgs::scores_span
   bool fused_act_quant_ = true;  // PLUMB_GPU_ACT_QUANT=separate: act_fp8 by its own launch (A/B)
   MoeMma moe_mma_ = MoeMma::Auto;  // PLUMB_GPU_MOE_MMA
   bool fp8_large_tiles_ = true;    // PLUMB_GPU_FP8_TILES

@@ -202,6 +202,8 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
     f32_mma_fp8_ = c == 0;
   pv_heads_ = static_cast<int>(env_count("PLUMB_GPU_PV_HEADS", 0, 8, pv_heads_,
                                           "the most heads a sparse-attention P.V block takes (0: by the batch's size)"));
+  scores_span_ = static_cast<int>(env_count("PLUMB_GPU_SCORES_SPAN", 0, 4, scores_span_,
+                                             "candidate tiles a sparse-attention scores block takes (0: by the batch's size)"));
 }
 
 unsigned GpuBackend::parse_order(const std::string& order) {

@@ -52,6 +52,7 @@ struct SparseAttnArgs {
   int64_t heads_per_block = 1;   // set by sparse_attention (its launch shape)
   bool split = false;  // the split kernels (sparse_attention_split() held; scratch given)
   int64_t pv_heads = 0;  // the most heads a split P.V block takes; 0: by the launch's size
+  int64_t scores_span = 0;  // candidate tiles a split scores block takes (1-4); 0: by the launch's size
 };
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
 // Whether rows of up to max_cand candidates take the split kernels (scores for 8 heads x 8

@@ -1,10 +1,11 @@
 // Sparse attention in three launches, for every batch size (decode and prefill), bitwise the CPU's
 // like sparse_attention.cu (same candidates, same dot order, the same softmax functions, P.V
 // summed in candidate order per output):
-//   1. scores: one block per (query row, 8 candidates, 8 heads). The block stages the 8 candidate
-//      rows (decoded to f32) and the 8 heads' q once, then each 8-lane group computes 2 of the 64
-//      (head, candidate) dots as cpu_order_sum8 does; scores go to the host's scratch. A block
-//      whose candidates are all skipped selection slots only writes -inf.
+//   1. scores: one block per (query row, 1 or 4 tiles of 8 candidates, 8 heads). The block stages
+//      the 8 heads' q once and, tile by tile, the 8 candidate rows (decoded to f32); each 8-lane
+//      group computes 2 of a tile's 64 (head, candidate) dots as cpu_order_sum8 does; scores go
+//      to the host's scratch. A tile whose candidates are all skipped selection slots only writes
+//      -inf.
 //   2. softmax: one block per (query row, head), in place in the scratch, with the block maxima
 //      and the denominator written beside the scores.
 //   3. P.V: one block per (query row, 1-8 heads, 256 output dims). It lists the live candidates
@@ -24,6 +25,8 @@
 // Prefill too (PERF.md v8): the one-kernel form's block per (row, 2 heads) re-stages every
 // candidate row for 2 heads only, 315 ms per layer for 4,096 rows (ncu, 2026-12-03); it now
 // serves only rows whose candidates overflow the P.V kernel's shared memory.
+#include <algorithm>
+
 #include "plumb/backend/gpu/kernels/attention.h"
 #include "plumb/backend/gpu/kernels/cpu_order.h"
 #include "plumb/backend/gpu/kernels/sparse_attention_common.h"
@@ -35,7 +38,9 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;  // kWarp is 32 or 64: room for either
-constexpr int kCands = 8;              // candidates per scores block
+constexpr int kCands = 8;              // candidates per scores tile
+constexpr int kScoresSpan = 4;         // tiles a scores block takes when there are plenty of blocks:
+constexpr int64_t kScoresSpanFrom = 4096;  // from this many one-tile blocks (~31 a multiprocessor)
 constexpr int kHeads = 8;              // heads per scores block
 constexpr int kDims = kThreads;        // output dims per P.V block
 // Candidate rows whose values a thread loads before summing: a P.V walk is a chain of these
@@ -75,48 +80,59 @@ __device__ SoftmaxTail softmax_tail(const SparseAttnArgs& a, int64_t row, int64_
   return {t, t + a.max_prob_blocks};
 }
 
-// grid (rows * tiles, ceil(H / kHeads)); tiles = ceil(max_cand / kCands).
-__global__ void __launch_bounds__(kThreads) scores_kernel(SparseAttnArgs a, int64_t tiles) {
+// grid (rows * ceil(tiles / per_block), ceil(H / kHeads)); tiles = ceil(max_cand / kCands). A
+// block takes per_block consecutive tiles of its row, one after another, and stages its heads'
+// q once for all of them (per_block 1 at small batches, where more blocks fill the device; 4 at
+// large ones, where re-staging q for every 8 candidates was half of every block's staging).
+__global__ void __launch_bounds__(kThreads) scores_kernel(SparseAttnArgs a, int64_t tiles, int per_block) {
   pdl_begin();
   PLUMB_DYNAMIC_SHARED(float, smem);  // q [kHeads][Dp], then the candidates [kCands][Dp]
   __shared__ const float* tf[kCands];
   __shared__ const uint8_t* te[kCands];
-  const int64_t row = a.row0 + blockIdx.x / tiles, j0 = (blockIdx.x % tiles) * kCands, h0 = blockIdx.y * kHeads;
+  const int64_t spans = (tiles + per_block - 1) / per_block;
+  const int64_t row = a.row0 + blockIdx.x / spans, tile0 = blockIdx.x % spans * per_block, h0 = blockIdx.y * kHeads;
   if (a.row_seq[row] < 0) return;  // the P.V kernel writes this row's zeros
   const RowCtx c = row_ctx(a, row);
-  if (j0 >= c.nc) return;
-  const int n = c.nc - j0 < kCands ? static_cast<int>(c.nc - j0) : kCands;
   const int nh = a.H - h0 < kHeads ? static_cast<int>(a.H - h0) : kHeads;
   const int me = threadIdx.x;
-  if (me < n) {
-    int64_t bad = -1;
-    const Cand cj = candidate(a, c, j0 + me, &bad);
-    tf[me] = cj.f;
-    te[me] = cj.enc;
-    report_invisible(a, c, bad);
-  }
-  if (!__syncthreads_or(me < n && (tf[me] || te[me]))) {  // every slot skipped: -inf scores
-    if (me < nh * n) head_scores(a, row, h0 + me / n)[j0 + me % n] = -INFINITY;
-    return;
-  }
   const int Dh = static_cast<int>(a.Dh), Dp = static_cast<int>(padded_dim(a.Dh));
   float* qs = smem;
   float* ks = smem + kHeads * Dp;
-  for (int i = me; i < nh * Dh; i += kThreads) qs[(i / Dh) * Dp + i % Dh] = a.q[(row * a.H + h0) * Dh + i];
-  for (int i = me; i < n * Dh; i += kThreads) {
-    const int t = i / Dh, d = i % Dh;
-    ks[t * Dp + d] = tf[t] ? tf[t][d] : (te[t] ? backend::kv_value(a.comp.spec, te[t], d) : 0.f);
-  }
-  __syncthreads();
-  const int grp = me / 8, sub = me % 8;
+  bool q_staged = false;  // (block-uniform, as every branch below)
+  for (int64_t tile = tile0; tile < tile0 + per_block && tile < tiles; ++tile) {
+    const int64_t j0 = tile * kCands;
+    if (j0 >= c.nc) return;
+    const int n = c.nc - j0 < kCands ? static_cast<int>(c.nc - j0) : kCands;
+    __syncthreads();  // the previous tile's dots are done with tf, te and the staged rows
+    if (me < n) {
+      int64_t bad = -1;
+      const Cand cj = candidate(a, c, j0 + me, &bad);
+      tf[me] = cj.f;
+      te[me] = cj.enc;
+      report_invisible(a, c, bad);
+    }
+    if (!__syncthreads_or(me < n && (tf[me] || te[me]))) {  // every slot skipped: -inf scores
+      if (me < nh * n) head_scores(a, row, h0 + me / n)[j0 + me % n] = -INFINITY;
+      continue;
+    }
+    if (!q_staged)
+      for (int i = me; i < nh * Dh; i += kThreads) qs[(i / Dh) * Dp + i % Dh] = a.q[(row * a.H + h0) * Dh + i];
+    q_staged = true;
+    for (int i = me; i < n * Dh; i += kThreads) {
+      const int t = i / Dh, d = i % Dh;
+      ks[t * Dp + d] = tf[t] ? tf[t][d] : (te[t] ? backend::kv_value(a.comp.spec, te[t], d) : 0.f);
+    }
+    __syncthreads();
+    const int grp = me / 8, sub = me % 8;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int p = grp + i * (kThreads / 8), g = p / kCands, t = p % kCands;
-    const bool live = g < nh && t < n && (tf[t] || te[t]);
-    const float* q = qs + g * Dp;
-    const float* k = ks + t * Dp;
-    const float v = cpu_order_sum8([&](int64_t d) { return live ? __fmul_rn(q[d], k[d]) : 0.f; }, Dh, sub);
-    if (sub == 0 && g < nh && t < n) head_scores(a, row, h0 + g)[j0 + t] = live ? __fmul_rn(v, a.scale) : -INFINITY;
+    for (int i = 0; i < 2; ++i) {
+      const int p = grp + i * (kThreads / 8), g = p / kCands, t = p % kCands;
+      const bool live = g < nh && t < n && (tf[t] || te[t]);
+      const float* q = qs + g * Dp;
+      const float* k = ks + t * Dp;
+      const float v = cpu_order_sum8([&](int64_t d) { return live ? __fmul_rn(q[d], k[d]) : 0.f; }, Dh, sub);
+      if (sub == 0 && g < nh && t < n) head_scores(a, row, h0 + g)[j0 + t] = live ? __fmul_rn(v, a.scale) : -INFINITY;
+    }
   }
 }
 
@@ -275,9 +291,12 @@ gpuError_t launch_pv(const SparseAttnArgs& a, gpuStream_t s) {
 
 gpuError_t split_attention(const SparseAttnArgs& a, gpuStream_t s) {
   if (a.rows * a.H == 0) return gpuGetLastError();
-  const int64_t tiles = (a.max_cand + kCands - 1) / kCands;
-  const dim3 sgrid(static_cast<unsigned>(a.rows * tiles), static_cast<unsigned>((a.H + kHeads - 1) / kHeads));
-  gpuError_t e = launch(scores_kernel, sgrid, kThreads, scores_smem(a.Dh), s, a, tiles);
+  const int64_t tiles = (a.max_cand + kCands - 1) / kCands, head_blocks = (a.H + kHeads - 1) / kHeads;
+  const int per_block = a.scores_span > 0 ? static_cast<int>(std::min<int64_t>(a.scores_span, kScoresSpan))
+                        : a.rows * tiles * head_blocks >= kScoresSpanFrom ? kScoresSpan : 1;
+  const dim3 sgrid(static_cast<unsigned>(a.rows * ((tiles + per_block - 1) / per_block)),
+                   static_cast<unsigned>(head_blocks));
+  gpuError_t e = launch(scores_kernel, sgrid, kThreads, scores_smem(a.Dh), s, a, tiles, per_block);
   if (e == gpuSuccess) e = launch(softmax_kernel, static_cast<unsigned>(a.rows * a.H), kSoftmaxThreads, 0, s, a);
   if (e != gpuSuccess) return e;
   switch (pv_heads(a)) {
