@@ -392,13 +392,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks) down_kernel(GroupedMoeAr
                                    a.quant_h && !a.quant_h_launch, hs, rows, done);
 }
 
-// y[n] = bf16?(acc + shared[n]), acc the token's slots in (expert id, k) order from zero: the CPU
-// loops over experts in id order and, within one, over (token, k) ascending.
-// Up to kCombineK slots a token: the slot ids first, then every live slot's ys (and weight)
-// loaded at once (a dead slot, whose ys row was never written, loads a live one's instead: clamped,
-// always valid and initialized), then added in the order above, which each slot's rank gives. (The
-// loop form below loads each slot's value only once it has found the slot: K dependent loads in
-// a row.)
+// combine_kernel's sum for up to kCombineK slots a token: the slot ids first, then every live
+// slot's ys (and weight) loaded at once (a dead slot, whose ys row was never written, loads a live
+// one's instead: clamped, always valid and initialized), then added in (expert id, k) order, which
+// each slot's rank gives. (The kernel's loop form loads each slot's value only once it has found
+// the slot: K dependent loads in a row.)
 constexpr int kCombineK = 8;  // V3's top 8, V4-Flash's 6
 
 __device__ __forceinline__ float add_slot(const GroupedMoeArgs& a, float acc, float y, float w) {
@@ -442,6 +440,8 @@ __device__ __forceinline__ float combine_registers(const GroupedMoeArgs& a, int6
   return acc;
 }
 
+// y[n] = bf16?(acc + shared[n]), acc the token's slots in (expert id, k) order from zero: the CPU
+// loops over experts in id order and, within one, over (token, k) ascending.
 __global__ void combine_kernel(GroupedMoeArgs a, const float* shared, float* y) {
   pdl_begin();
   const int64_t total = a.N * a.D;
