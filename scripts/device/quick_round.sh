@@ -5,7 +5,8 @@
 # idle), then one bench of the batches in QUICK_BATCH and a prefill of QUICK_PREFILL tokens.
 # Prints a summary last; logs in $OUT/quick.tgz (scores.txt: every op comparison's score and bar).
 #   QUICK_FILTER='GpuOps*:GpuCpuOrder*' QUICK_BATCH=1,32 QUICK_PREFILL=4096 scripts/device/quick_round.sh
-# QUICK_AB (below) repeats the bench under switches for an A/B in the same lease; QUICK_OPS times
+# QUICK_AB (below) repeats the bench under switches for an A/B in the same lease (QUICK_PREFILL_ALL=1
+# the prefill with every position's logits); QUICK_OPS times
 # op-bench cases, QUICK_NCU profiles one op-bench launch, QUICK_PROFILE times the kernels of a
 # decode step with ncu.
 set -uo pipefail
@@ -40,6 +41,13 @@ if [ -f "$CKPT/config.json" ] && [ -n "${QUICK_BATCH-1,32}" ]; then
     --prefill "${QUICK_PREFILL:-4096}" --json "$OUT/bench.json" > "$OUT/bench.log" 2>&1
   bench="rc=$?"
   grep -E '^\| [0-9]+ \| (step|head)|prefill|copy bandwidth' "$OUT/bench.log"
+fi
+# QUICK_PREFILL_ALL=1: the prefill once more with every position's logits (plumb_bench
+# --prefill-all-logits, the measurement before PERF.md v21), for the head's share in this lease.
+if [ "${QUICK_PREFILL_ALL:-0}" = 1 ] && [ -f "$CKPT/config.json" ]; then
+  timeout "${QUICK_AB_TIMEOUT:-90}" plumb_bench --model "$CKPT" --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" \
+    --batch 1 --context 64 --steps 2 --prefill "${QUICK_PREFILL:-4096}" --prefill-all-logits > "$OUT/bench-all-logits.log" 2>&1
+  echo "prefill with every position's logits: rc=$?"; grep -E '^prefill' "$OUT/bench-all-logits.log"
 fi
 # A/B: the same bench again under each switch of QUICK_AB ('A=x;B=y C=z': one bench per entry, an
 # entry's assignments together), batches QUICK_AB_BATCH, e.g. QUICK_AB='PLUMB_GPU_FP8_DECODE=int;PLUMB_GPU_MOE=per-expert'.
