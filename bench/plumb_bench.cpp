@@ -195,16 +195,14 @@ int main(int argc, char** argv) {
     auto& fwd = m->forward_pass();
     // KV storage: the numerics' lossless default, each part overridable (what the format costs)
     runtime::KvFormat kv_format = runtime::default_kv_format(cfg.arch, opt.numerics == Numerics::Faithful);
-    {
-      runtime::KvFormat& f = kv_format;
-      if (!kv_dtype.empty()) f.kv = runtime::parse_kv_dtype(kv_dtype);
-      if (!kv_index_dtype.empty()) f.index_keys = runtime::parse_index_key_dtype(kv_index_dtype);
-      f.bf16_recent = kv_bf16_recent;
-      fwd.kv_pool().set_storage(runtime::kv_storage(f));
-      rec["kv"] = fmt::format("{}+{} recent {}", runtime::to_string(f.kv), runtime::to_string(f.index_keys), f.bf16_recent);
-      std::printf("KV storage: entries %s, indexer keys %s, bf16 recent %ld\n", runtime::to_string(f.kv),
-                  runtime::to_string(f.index_keys), static_cast<long>(f.bf16_recent));
-    }
+    if (!kv_dtype.empty()) kv_format.kv = runtime::parse_kv_dtype(kv_dtype);
+    if (!kv_index_dtype.empty()) kv_format.index_keys = runtime::parse_index_key_dtype(kv_index_dtype);
+    kv_format.bf16_recent = kv_bf16_recent;
+    fwd.kv_pool().set_storage(runtime::kv_storage(kv_format));
+    rec["kv"] = fmt::format("{}+{} recent {}", runtime::to_string(kv_format.kv), runtime::to_string(kv_format.index_keys),
+                            kv_format.bf16_recent);
+    std::printf("KV storage: entries %s, indexer keys %s, bf16 recent %ld\n", runtime::to_string(kv_format.kv),
+                runtime::to_string(kv_format.index_keys), static_cast<long>(kv_format.bf16_recent));
     {  // warm-up: uploads every weight, loads kernels
       v4::SequenceState s = fwd.new_sequence();
       const auto ids = random_ids(16);

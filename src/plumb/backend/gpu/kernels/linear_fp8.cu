@@ -71,23 +71,47 @@ __device__ __forceinline__ void mma_e4m3(float* d, const uint32_t* a, const uint
 __device__ __forceinline__ void mma_e4m3(float* d, const uint32_t* a, const uint32_t* b) { emu::mma_m16n8k32_e4m3(d, a, b); }
 #endif
 
-// total += part * (sa for row g, sb for row g + 8) of one m16n8 accumulator, fused (both tile
-// sizes round alike whatever the compiler would contract).
-__device__ __forceinline__ void promote(const float (&part)[4], float sa, float sb, float (&total)[4]) {
-  total[0] = __fmaf_rn(part[0], sa, total[0]);
-  total[1] = __fmaf_rn(part[1], sa, total[1]);
-  total[2] = __fmaf_rn(part[2], sb, total[2]);
-  total[3] = __fmaf_rn(part[3], sb, total[3]);
+// A warp's MI x 4 m16n8 accumulators, x rows n0 + 16 mi + g (+ 8) by weight rows r0 + 8 ni + 2 tg
+// (+ 1): both tile sizes' warps, so that they promote and store alike.
+template <int MI>
+using WarpAcc = float[MI][4][4];
+
+// The promotion after a K block: total += part * (x row's scale sx[row, xcol] times sw), fused
+// (both tile sizes round alike whatever the compiler would contract); rows past nrows add 0.
+template <int MI>
+__device__ __forceinline__ void promote(const LinearArgs& a, const float* sx, int64_t xblocks, int64_t xcol, float sw,
+                                        int64_t n0, int g, const WarpAcc<MI>& part, WarpAcc<MI>& total) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi) {
+    const int64_t na = n0 + mi * 16 + g, nb = na + 8;
+    const float sa = na < a.nrows ? sx[na * xblocks + xcol] * sw : 0.f;
+    const float sb = nb < a.nrows ? sx[nb * xblocks + xcol] * sw : 0.f;
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) total[mi][ni][e] = __fmaf_rn(part[mi][ni][e], e < 2 ? sa : sb, total[mi][ni][e]);
+  }
 }
 
-// The output (n, r) of a tile: y (bf16-rounded if asked) or, split, its split's partial sum.
-__device__ __forceinline__ void store_out(const LinearArgs& a, int splits, int64_t split, float* partials, int64_t grp,
-                                          int64_t n, int64_t r, float v) {
-  if (n >= a.nrows || r >= a.R) return;
-  if (splits > 1)
-    partials[split_part_index(a, split, n, grp * a.R + r)] = v;
-  else
-    a.y[n * a.ldy + grp * a.R + r] = a.round_bf16 ? round_bf16(v) : v;
+// Every output of the warp's accumulators: y (bf16-rounded if asked) or, split, its split's
+// partial sum; those past nrows or R are not written.
+template <int MI>
+__device__ __forceinline__ void store(const LinearArgs& a, int splits, int64_t split, float* partials, int64_t grp,
+                                      int64_t n0, int64_t r0, int g, int tg, const WarpAcc<MI>& total) {
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int64_t n = n0 + mi * 16 + g + (e >= 2 ? 8 : 0), r = r0 + ni * 8 + 2 * tg + (e & 1);
+        if (n >= a.nrows || r >= a.R) continue;
+        const float v = total[mi][ni][e];
+        if (splits > 1)
+          partials[split_part_index(a, split, n, grp * a.R + r)] = v;
+        else
+          a.y[n * a.ldy + grp * a.R + r] = a.round_bf16 ? round_bf16(v) : v;
+      }
 }
 
 // grid (R / kBN, ceil(N / kBM), groups * splits): split s of a group sums K blocks
@@ -146,23 +170,9 @@ __global__ void __launch_bounds__(kThreads) fp8_kernel(LinearArgs a, const uint8
     // Promote: total += part * sx[row, block] * sw[block]; the weight tile lies in one 128-row
     // scale block (r0 is a multiple of 64 and R of 64, so 64 rows never straddle two).
     const float sw = weight_scale(w, grp * R + r0, kb * kBK);
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi) {
-      const int64_t na = n0 + wm + mi * 16 + g, nb = na + 8;
-      const float sa = na < a.nrows ? sx[na * xblocks + grp * KB + kb] * sw : 0.f;
-      const float sb = nb < a.nrows ? sx[nb * xblocks + grp * KB + kb] * sw : 0.f;
-#pragma unroll
-      for (int ni = 0; ni < 4; ++ni) promote(part[mi][ni], sa, sb, total[mi][ni]);
-    }
+    promote<2>(a, sx, xblocks, grp * KB + kb, sw, n0 + wm, g, part, total);
   }
-#pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        store_out(a, splits, split, partials, grp, n0 + wm + mi * 16 + g + (e >= 2 ? 8 : 0),
-                  r0 + wn + ni * 8 + 2 * tg + (e & 1), total[mi][ni][e]);
+  store<2>(a, splits, split, partials, grp, n0 + wm, r0 + wn, g, tg, total);
 #endif
 }
 
@@ -264,23 +274,9 @@ __global__ void __launch_bounds__(kLThreads, 1) fp8_large_kernel(LinearArgs a, c
     // The warp's 32 weight rows lie in one 128-row scale block (r0 and wn are multiples of 32);
     // R % 64 == 0, so they are all past R or none is (then any valid row's scale: part is 0).
     const float sw = weight_scale(w, grp * R + (r0 + wn < R ? r0 + wn : 0), kb * kBK);
-#pragma unroll
-    for (int mi = 0; mi < 4; ++mi) {
-      const int64_t na = n0 + wm + mi * 16 + g, nb = na + 8;
-      const float sa = na < a.nrows ? sx[na * xblocks + grp * KB + kb] * sw : 0.f;
-      const float sb = nb < a.nrows ? sx[nb * xblocks + grp * KB + kb] * sw : 0.f;
-#pragma unroll
-      for (int ni = 0; ni < 4; ++ni) promote(part[mi][ni], sa, sb, total[mi][ni]);
-    }
+    promote<4>(a, sx, xblocks, grp * KB + kb, sw, n0 + wm, g, part, total);
   }
-#pragma unroll
-  for (int mi = 0; mi < 4; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < 4; ++ni)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        store_out(a, splits, split, partials, grp, n0 + wm + mi * 16 + g + (e >= 2 ? 8 : 0),
-                  r0 + wn + ni * 8 + 2 * tg + (e & 1), total[mi][ni][e]);
+  store<4>(a, splits, split, partials, grp, n0 + wm, r0 + wn, g, tg, total);
 #endif
 }
 
