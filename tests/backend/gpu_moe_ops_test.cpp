@@ -272,7 +272,9 @@ TEST_F(GpuOps, MoeActQuantFusedBitwise) {
   run_moe_case(*this, {9, 256, 128, 8, 2, 4, "fp4", "moe fp4 D 256 I 128"}, act, fused_vs_separate, true);
   run_moe_case(*this, {3, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, {act.front(), act.back()},
                fused_vs_separate);
-  if (before >= 0) EXPECT_GT(moe_mma_calls(), before) << ctx("the tensor-core form never ran");
+  if (before >= 0) {
+    EXPECT_GT(moe_mma_calls(), before) << ctx("the tensor-core form never ran");
+  }
 }
 
 // The grouped experts on the bf16 tensor cores (kernels/moe_mma.cu: FP4 weights under act_fp8,

@@ -183,6 +183,7 @@ constexpr int kLStageBytes = (kLM + kLN) * kLLd;            // x rows, then weig
 constexpr int kLSmem = kStages * kLStageBytes;              // 110,592 bytes
 static_assert((kLM + kLN) * (kBK / 16) % kLThreads == 0, "whole 16-byte chunks a thread");
 
+#ifdef PLUMB_FP8_MMA  // (used by the large tile's kernel body only, built where it is)
 // 16 bytes global -> shared that run while the thread goes on (cp.async, sm_80+, L2 only); zeros
 // where !valid (src-size 0: nothing is read). Groups: cp_async_commit closes the thread's group,
 // cp_async_wait<n> returns once at most n of its groups are in flight. The emulator copies at once.
@@ -206,6 +207,7 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }
+#endif
 
 // grid (ceil(R / kLN), ceil(N / kLM), groups * splits), as fp8_kernel's with the large tile:
 // warp (wm, wn) = (warp / 4, warp % 4) holds x rows 64 wm .. + 63 by weight rows 32 wn .. + 31
