@@ -18,9 +18,9 @@ for spec in ${NCU_KERNELS:-}; do
   echo "ncu $re: $(grep -c 'Section: GPU Speed Of Light' "$OUT/ncu-$tag.txt") launches -> $OUT/ncu-$tag.txt"
 done
 if [ -n "${NCU_PREFILL:-}" ]; then
-  # --steps 1 --batch 1 --context 8: the last forward of the run is the timed prefill
+  # --steps 2 (the least plumb_bench takes) --batch 1 --context 8: the last forward of the run is the timed prefill
   ncu_kernel_times "$OUT/ncu-prefill$NCU_PREFILL.csv.gz" "${NCU_TIMEOUT:-200}" -- plumb_bench --model "$CKPT" \
-    --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch 1 --context 8 --steps 1 --prefill "$NCU_PREFILL"
+    --backend cuda --numerics "${BENCH_NUMERICS:-faithful}" --batch 1 --context 8 --steps 2 --prefill "$NCU_PREFILL"
   python3 scripts/device/profile_summary.py "$OUT/ncu-prefill$NCU_PREFILL.csv.gz" > "$OUT/prof-prefill$NCU_PREFILL.txt"
   head -40 "$OUT/prof-prefill$NCU_PREFILL.txt"
 fi
