@@ -5,6 +5,7 @@
 // Harness: gpu_test_util.h (fresh seed, poisoned outputs, skips without a GPU).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <tuple>
@@ -98,16 +99,18 @@ TEST_F(GpuCpuOrder, HcPreAndHead) {
 }
 
 // Random f32 logits (no exact-value trick): with the gate summed in the CPU's order the selection
-// and the weights agree exactly even where logits nearly tie. V4 (sqrt-softplus) and V3 (sigmoid,
-// groups, the release's bf16 gate).
+// and the weights agree exactly even where logits nearly tie. V4 (sqrt-softplus; and its hash
+// layers, whose experts come from tid2eid and whose weights are still the scores') and V3
+// (sigmoid, groups, the release's bf16 gate).
 TEST_F(GpuCpuOrder, RouteGate) {
   struct Case {
     int64_t N, D, E, K, G, TG;
-    bool v3;
+    bool v3, hash;
   };
-  for (const Case& c : {Case{7, 4096, 256, 6, 1, 1, false}, Case{5, 200, 16, 4, 1, 1, false},
-                        Case{6, 4096, 256, 8, 8, 4, true}, Case{9, 144, 16, 4, 4, 2, true}}) {
-    const auto [N, D, E, K, G, TG, v3] = c;
+  for (const Case& c : {Case{7, 4096, 256, 6, 1, 1, false, false}, Case{5, 200, 16, 4, 1, 1, false, false},
+                        Case{6, 4096, 256, 6, 1, 1, false, true}, Case{6, 4096, 256, 8, 8, 4, true, false},
+                        Case{9, 144, 16, 4, 4, 2, true, false}}) {
+    const auto [N, D, E, K, G, TG, v3, hash] = c;
     const std::vector<float> x = rnd(N * D), gw = rnd(E * D, 0.3f), bias = rnd(E, 0.3f);
     const OwnedWeight gate = bf16_weight({E, D}, gw), bw = f32_weight({E}, bias);
     const WeightView gv = gate.view(), bv = bw.view();
@@ -120,10 +123,25 @@ TEST_F(GpuCpuOrder, RouteGate) {
     p.n_group = G;
     p.topk_group = TG;
     p.round = v3 ? Round::BF16 : Round::None;
+    // tid2eid as the checkpoint stores it: int64 [vocab, K], each row K distinct experts.
+    const int64_t vocab = 50;
+    OwnedWeight t2e;
+    t2e.dtype = DType::I64;
+    t2e.shape = {vocab, K};
+    t2e.data.resize(static_cast<std::size_t>(vocab * K * 8));
+    for (int64_t v = 0; v < vocab; ++v) {
+      std::vector<int64_t> e(static_cast<std::size_t>(E));
+      std::iota(e.begin(), e.end(), 0);
+      std::shuffle(e.begin(), e.end(), rng);
+      std::memcpy(t2e.data.data() + v * K * 8, e.data(), static_cast<std::size_t>(K * 8));
+    }
+    const WeightView tv = t2e.view();
+    if (hash) p.tid2eid = &tv;
     std::vector<int32_t> ids(static_cast<std::size_t>(N), 0);
+    for (int32_t& id : ids) id = static_cast<int32_t>(uniform(0, vocab - 1));
     const backend::Routing g = gpu->route(up(*gpu, x, {N, D}), up(*gpu, ids, {N}), p);
     const backend::Routing r = cpu->route(up(*cpu, x, {N, D}), up(*cpu, ids, {N}), p);
-    const std::string what = std::string(v3 ? "V3 bf16 " : "") + "route N=" + std::to_string(N) +
+    const std::string what = std::string(v3 ? "V3 bf16 " : "") + (hash ? "hash " : "") + "route N=" + std::to_string(N) +
                              " D=" + std::to_string(D) + " E=" + std::to_string(E);
     expect_equal_i32(what + " experts", g.experts, r.experts);
     expect_bitwise(what + " weights", host(*gpu, g.weights), host(*cpu, r.weights));

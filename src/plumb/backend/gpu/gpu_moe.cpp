@@ -33,7 +33,7 @@ constexpr int64_t kMaxSelectShared = 48 * 1024;  // static limit of dynamic shar
 Routing GpuBackend::route(const Tensor& x, const Tensor& ids, const RouteParams& p) {
   const RouteDims d = check_route(x, ids, p);
   const int64_t N = d.N, E = d.E, K = d.K, G = d.G, TG = d.TG;
-  if (k::route_select_shared_bytes(E, G) > kMaxSelectShared)
+  if (k::route_select_shared_bytes(E, G, K) > kMaxSelectShared)
     fail("route: {} experts exceed the GPU selection kernel's shared memory", E);
   WeightRef bias = p.bias ? weight(*p.bias) : WeightRef{};
   if (bias.format == WFormat::F32 || bias.format == WFormat::BF16) bias.rows = E, bias.cols = 1;  // flat, as decode_all

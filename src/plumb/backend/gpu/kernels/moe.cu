@@ -21,48 +21,41 @@ __device__ __forceinline__ float softplus(float x) { return x > 20.f ? x : log1p
 // Is (v, i) ahead of (bv, bi) in the top-k order: larger value, ties to the lower id.
 __device__ __forceinline__ bool ahead(float v, float i, float bv, float bi) { return v > bv || (v == bv && i < bi); }
 
-// One warp per token (blockDim = kWarp).
-constexpr int kRouteLoads = 8;  // V4-Flash's 256 experts: every lane's in one batch (wave64: 512)
-__global__ void route_select_kernel(const float* logits, int64_t E, WeightRef bias, bool has_bias, bool sigmoid,
-                                    int64_t G, int64_t TG, int64_t K, float route_scale, bool hashed, bool bf16,
-                                    int32_t* experts, float* weights) {
+// One block of kRouteThreads per token. Every expert is scored by its own thread (up to 256 at
+// once: one warp scoring 8 experts a lane, each behind the last's correctly rounded exp / log1p /
+// sqrt, was most of a 17 us launch at B = 1, PERF.md v21), the group limit by all threads, then
+// warp 0 picks the K experts and weighs them.
+constexpr int kRouteThreads = 256;  // a multiple of kWarp on both platforms
+__global__ void __launch_bounds__(kRouteThreads) route_select_kernel(const float* logits, int64_t E, WeightRef bias,
+                                                                    bool has_bias, bool sigmoid, int64_t G, int64_t TG,
+                                                                    int64_t K, float route_scale, bool hashed,
+                                                                    bool bf16, int32_t* experts, float* weights) {
   pdl_begin();
-  PLUMB_DYNAMIC_SHARED(float, sh);
+  PLUMB_DYNAMIC_SHARED(float, sh);  // route_select_shared_bytes
   float* score = sh;
   float* sel = sh + E;
   float* gscore = sel + E;
-  unsigned char* taken = reinterpret_cast<unsigned char*>(gscore + G);
+  int32_t* picks = reinterpret_cast<int32_t*>(gscore + G);
+  unsigned char* taken = reinterpret_cast<unsigned char*>(picks + K);
   const int64_t n = blockIdx.x;
-  const int lane = threadIdx.x;
-  // A lane's kRouteLoads logits and biases are loaded (at clamped, always valid indices) before
-  // any is used: one after another, each behind the previous expert's score, they were ~9 us of
-  // a B = 1 launch (PERF.md v21).
-  for (int64_t e0 = lane; e0 < E; e0 += static_cast<int64_t>(kWarp) * kRouteLoads) {
-    float lv[kRouteLoads], bv[kRouteLoads];
-#pragma unroll
-    for (int j = 0; j < kRouteLoads; ++j) {
-      const int64_t e = e0 + static_cast<int64_t>(j) * kWarp, ec = e < E ? e : E - 1;
-      lv[j] = logits[n * E + ec];
-      bv[j] = has_bias ? weight_at(bias, ec, 0) : 0.f;
-    }
-#pragma unroll
-    for (int j = 0; j < kRouteLoads; ++j) {
-      const int64_t e = e0 + static_cast<int64_t>(j) * kWarp;
-      if (e >= E) break;
-      const float l = lv[j];
-      float sc = sigmoid ? __fdiv_rn(1.f, __fadd_rn(1.f, exp_cr(-l))) : __fsqrt_rn(softplus(l));
-      if (bf16) sc = round_bf16(sc);  // sigmoid of a bf16 tensor; + the f32 bias promotes to f32
-      score[e] = sc;
-      sel[e] = has_bias ? __fadd_rn(sc, bv[j]) : sc;  // the bias picks, it never weighs
-      taken[e] = 0;
-    }
-  }
-  __syncthreads();
+  const int tid = threadIdx.x, lane = tid % kWarp;
   int32_t* ex = experts + n * K;
+  for (int64_t e = tid; e < E; e += kRouteThreads) {
+    const float l = logits[n * E + e];
+    float sc = sigmoid ? __fdiv_rn(1.f, __fadd_rn(1.f, exp_cr(-l))) : __fsqrt_rn(softplus(l));
+    if (bf16) sc = round_bf16(sc);  // sigmoid of a bf16 tensor; + the f32 bias promotes to f32
+    score[e] = sc;
+    sel[e] = has_bias ? __fadd_rn(sc, weight_at(bias, e, 0)) : sc;  // the bias picks, it never weighs
+    taken[e] = 0;
+  }
+  if (hashed)  // the host wrote the ids before the launch
+    for (int64_t k = tid; k < K; k += kRouteThreads) picks[k] = ex[k];
+  __syncthreads();
+  float sum = 0.f;  // the picked scores in k order, in every lane of warp 0
   if (!hashed) {
     if (G > 1) {  // drop all but the TG best groups (score: sum of the group's best two)
       const int64_t per = E / G;
-      for (int64_t g = lane; g < G; g += kWarp) {
+      for (int64_t g = tid; g < G; g += kRouteThreads) {
         const float* s = sel + g * per;
         int64_t a = 0;  // the first maximum, as std::max_element
         for (int64_t j = 1; j < per; ++j)
@@ -74,7 +67,7 @@ __global__ void route_select_kernel(const float* logits, int64_t E, WeightRef bi
       }
       __syncthreads();
       // A group's place in a stable descending sort = the groups strictly ahead of it.
-      for (int64_t g = lane; g < G; g += kWarp) {
+      for (int64_t g = tid; g < G; g += kRouteThreads) {
         int64_t rank = 0;
         for (int64_t h = 0; h < G; ++h)
           if (gscore[h] > gscore[g] || (gscore[h] == gscore[g] && h < g)) ++rank;
@@ -83,6 +76,7 @@ __global__ void route_select_kernel(const float* logits, int64_t E, WeightRef bi
       }
       __syncthreads();
     }
+    if (tid >= kWarp) return;
     // K rounds of a warp argmax over the experts not yet taken. Ids travel as floats (exact
     // below 2^24); the sentinel id loses every tie, so a -inf expert still beats "none".
     const float kNone = 16777216.f;
@@ -98,16 +92,17 @@ __global__ void route_select_kernel(const float* logits, int64_t E, WeightRef bi
       const int64_t pick = bi < static_cast<float>(E) ? static_cast<int64_t>(bi) : -1;  // -1: NaN scores only
       if (pick >= 0 && pick % kWarp == lane) taken[pick] = 1;  // only this lane ever reads taken[pick]
       if (lane == 0) ex[k] = static_cast<int32_t>(pick);
+      if (k % kWarp == lane) picks[k] = static_cast<int32_t>(pick);  // read below by this lane only
+      sum = __fadd_rn(sum, pick >= 0 ? score[pick] : NAN);
     }
+  } else {
+    if (tid >= kWarp) return;
+    for (int64_t k = 0; k < K; ++k) sum = __fadd_rn(sum, picks[k] >= 0 ? score[picks[k]] : NAN);
   }
-  if (lane == 0) {  // lane 0 wrote ex itself (or the host did before the launch)
-    float sum = 0.f;
-    for (int64_t k = 0; k < K; ++k) sum = __fadd_rn(sum, ex[k] >= 0 ? score[ex[k]] : NAN);
-    if (bf16) sum = round_bf16(sum);  // weights /= weights.sum(); weights *= route_scale, on bf16 tensors
-    for (int64_t k = 0; k < K; ++k) {
-      const float q = __fdiv_rn(ex[k] >= 0 ? score[ex[k]] : NAN, sum);
-      weights[n * K + k] = bf16 ? round_bf16(__fmul_rn(round_bf16(q), route_scale)) : __fmul_rn(q, route_scale);
-    }
+  if (bf16) sum = round_bf16(sum);  // weights /= weights.sum(); weights *= route_scale, on bf16 tensors
+  for (int64_t k = lane; k < K; k += kWarp) {
+    const float q = __fdiv_rn(picks[k] >= 0 ? score[picks[k]] : NAN, sum);
+    weights[n * K + k] = bf16 ? round_bf16(__fmul_rn(round_bf16(q), route_scale)) : __fmul_rn(q, route_scale);
   }
 }
 
@@ -195,8 +190,8 @@ gpuError_t route_select(const float* logits, int64_t N, int64_t E, WeightRef bia
                         int64_t groups, int64_t topk_groups, int64_t K, float route_scale, bool hashed, bool bf16,
                         int32_t* experts, float* weights, gpuStream_t s) {
   if (N <= 0) return gpuGetLastError();
-  return launch(route_select_kernel, static_cast<unsigned>(N), kWarp,
-                static_cast<size_t>(route_select_shared_bytes(E, groups)), s, logits, E, bias, has_bias, sigmoid, groups,
+  return launch(route_select_kernel, static_cast<unsigned>(N), kRouteThreads,
+                static_cast<size_t>(route_select_shared_bytes(E, groups, K)), s, logits, E, bias, has_bias, sigmoid, groups,
                 topk_groups, K, route_scale, hashed, bf16, experts, weights);
 }
 

@@ -9,7 +9,7 @@
 namespace plumb::gpu::k {
 
 // Dynamic shared memory route_select needs per token (the host checks it against the device).
-inline int64_t route_select_shared_bytes(int64_t E, int64_t G) { return (2 * E + G) * 4 + E; }
+inline int64_t route_select_shared_bytes(int64_t E, int64_t G, int64_t K) { return (2 * E + G + K) * 4 + E; }
 
 // Per token: scores from the logits (sigmoid or sqrt(softplus)), selection scores + bias; unless
 // `hashed` (experts [N, K] already hold the tid2eid choice), group-limited top-K of the selection
