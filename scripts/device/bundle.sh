@@ -3,7 +3,8 @@
 # what a GPU run needs into .device/bundle.tar.xz: stripped plumb, plumb_tests, plumb_bench,
 # plumb_engine_bench and plumb_kv_quality,
 # and the three shared libraries the GPU machine lacks (fmt, pcre2, simdjson). The device tool
-# carries the working tree (~53 MiB) plus this bundle within its 64 MiB limit, hence xz.
+# carries the working tree (~53 MiB), this bundle and the llama.cpp kit (.peer, ~5 MiB) within its
+# 64 MiB limit, hence xz.
 # Usage: scripts/device/bundle.sh   then run scripts/device/check.sh on the GPU machine with
 # `carry: [".device/bundle.tar.xz"]`.
 set -euo pipefail

@@ -18,6 +18,7 @@ root=$(pwd)
 dev=/tmp/plumb-device
 rm -rf "$dev" && mkdir -p "$dev" && tar -C "$dev" -xJf .device/bundle.tar.xz || { echo "no bundle"; exit 1; }
 cat "$dev/BUILD"
+scripts/fixtures.sh unpack || exit 1  # the golden fixtures' checkpoints and logits (committed as archives)
 # The test binary has the build machine's source path compiled in (fixtures): make it resolve.
 src=$(strings "$dev/bin/plumb_tests" | grep -m1 -oE '^/[^ ]*/tests/data$' | sed 's#/tests/data$##')
 if [ -n "$src" ] && [ "$src" != "$root" ]; then mkdir -p "$(dirname "$src")"; ln -sfn "$root" "$src"; fi

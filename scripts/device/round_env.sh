@@ -16,6 +16,7 @@ if [ "$(cat $dev/.bundle-sum 2>/dev/null)" != "$sum" ]; then
   rm -rf $dev && mkdir -p $dev && tar -C $dev -xJf .device/bundle.tar.xz && echo "$sum" > $dev/.bundle-sum || { echo "bad bundle"; exit 1; }
 fi
 export LD_LIBRARY_PATH="$dev/lib:${LD_LIBRARY_PATH:-}" PATH="$dev/bin:$PATH"
+scripts/fixtures.sh unpack || exit 1  # the golden fixtures' checkpoints and logits (committed as archives)
 src=$(strings "$dev/bin/plumb_tests" | grep -m1 -oE '^/[^ ]*/tests/data$' | sed 's#/tests/data$##')
 [ -n "$src" ] && [ "$src" != "$(pwd)" ] && { mkdir -p "$(dirname "$src")"; ln -sfn "$(pwd)" "$src"; }
 bin=$(strings "$dev/bin/plumb_tests" | grep -m1 -oE '^/[^ ]*/plumb$')

@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Runs ON the GPU machine (bundle carried) right after scripts/device/peer_run.sh has prepared the
-# llama.cpp peer in the same warm lease (its kit copied to /tmp/v4peer/kit, its build, and the
-# L-layer real-dims synthetic at /tmp/v4peer/ckpt-L$L kept): llama-bench's pp/tg on that checkpoint,
-# then plumb_bench on the very same safetensors, one after the other (issue 17: every ratio to a
-# peer measured in one lease). Prints both and the ratios; logs in $OUT/side.tgz.
+# Runs ON the GPU machine with the bundle carried, and .peer too (scripts/device/peer_pack.sh; the
+# tree, the bundle and the kit fit one call since the fixtures are packed): prepares the llama.cpp
+# peer when this machine has not yet (scripts/device/peer_run.sh prep: its build and the L-layer
+# real-dims synthetic at /tmp/v4peer/ckpt-L$L, ~260 s), then llama-bench's pp/tg on that
+# checkpoint, then plumb_bench on the very same safetensors, one after the other (issue 17: every
+# ratio to a peer measured in one lease). Prints both and the ratios; logs in $OUT/side.tgz.
 #   SIDE_BATCH=1,8,32 SIDE_PREFILL=4096 SIDE_CONTEXT=512 L=6 scripts/device/side_by_side.sh
 set -uo pipefail
 source scripts/device/round_env.sh side
 L=${L:-6}
 peer=/tmp/v4peer
+if { [ ! -f "$peer/kit/run_llamacpp.sh" ] || [ ! -f "$peer/ckpt-L$L/config.json" ]; } && [ -f .peer/run_llamacpp.sh ]; then
+  L=$L scripts/device/peer_run.sh prep > "$OUT/prep.log" 2>&1
+  echo "peer prep: rc=$? ($(tail -1 "$OUT/prep.log"))"
+  grep -q RESUME "$OUT/prep.log" && { echo "side_by_side: the peer's prep asks to be resumed: run this again at once"; exit 2; }
+fi
 [ -f "$peer/kit/run_llamacpp.sh" ] || { echo "side_by_side: no peer kit at $peer/kit (run scripts/device/peer_run.sh first, same lease)"; exit 2; }
 [ -f "$peer/ckpt-L$L/config.json" ] || { echo "side_by_side: no peer checkpoint at $peer/ckpt-L$L"; exit 2; }
 DEADLINE=${PEER_DEADLINE:-240} L=$L OUT="$OUT/llama" bash "$peer/kit/run_llamacpp.sh" bench > "$OUT/llama.log" 2>&1
