@@ -127,11 +127,19 @@ struct PvSum {
 // scores become e_j = exp(s_j - m_b) (then bf16 with bf16_probs), and each thread gets
 // l = sum over blocks of (l * alpha_b + sum e_j) + exp(sink - m), in the CPU's order. A block
 // without a candidate keeps m (alpha = 1) and adds 0, as the CPU's skipping it does.
+// es (null: none): shared memory for the row's nc scores, which the serial loops (the block
+// maxima, the sums in candidate order) then read instead of sc: from global memory, each of them
+// was a chain of round trips (~20 us for 640 candidates, PERF.md v22).
 __device__ inline float blocked_softmax(const SparseAttnArgs& a, const RowCtx& c, float sink, float* sc, float* bmax,
-                                 int64_t nb) {
+                                        int64_t nb, float* es = nullptr) {
+  if (es) {
+    for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) es[j] = sc[j];
+    __syncthreads();
+  }
+  const float* v = es ? es : sc;
   for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
     float mx = -INFINITY;
-    for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) mx = fmaxf(mx, sc[j]);
+    for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) mx = fmaxf(mx, v[j]);
     bmax[b] = mx;
   }
   __syncthreads();
@@ -139,13 +147,17 @@ __device__ inline float blocked_softmax(const SparseAttnArgs& a, const RowCtx& c
     for (int64_t b = 1; b < nb; ++b) bmax[b] = fmaxf(bmax[b - 1], bmax[b]);
   __syncthreads();
   for (int64_t b = 0; b < nb; ++b)
-    for (int64_t j = first_cand(a, c, b) + threadIdx.x; j < first_cand(a, c, b + 1); j += blockDim.x)
-      sc[j] = exp_cr(sc[j] - bmax[b]);
+    for (int64_t j = first_cand(a, c, b) + threadIdx.x; j < first_cand(a, c, b + 1); j += blockDim.x) {
+      const float e = exp_cr(v[j] - bmax[b]);
+      sc[j] = e;
+      if (es) es[j] = e;  // (only this thread reads and writes es[j] until the barrier)
+    }
   __syncthreads();
   float l = 0.f, m = -INFINITY;
   for (int64_t b = 0; b < nb; ++b) {
     float bs = 0.f;
-    for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) bs = __fadd_rn(bs, sc[j]);
+#pragma unroll 8
+    for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) bs = __fadd_rn(bs, v[j]);
     l = __fadd_rn(__fmul_rn(l, exp_cr(m - bmax[b])), bs);
     m = bmax[b];
   }
@@ -160,16 +172,24 @@ __device__ inline float blocked_softmax(const SparseAttnArgs& a, const RowCtx& c
 
 
 // The plain softmax of one head's scores in place: exp(s - max), the denominator (with the sink)
-// summed in candidate order by every thread, then bf16 P when the release multiplies V by it.
-__device__ inline float plain_softmax(const SparseAttnArgs& a, const RowCtx& c, float sink, float* sc, float* red) {
+// summed in candidate order by every thread (from es, as blocked_softmax's, when given), then bf16
+// P when the release multiplies V by it.
+__device__ inline float plain_softmax(const SparseAttnArgs& a, const RowCtx& c, float sink, float* sc, float* red,
+                                      float* es = nullptr) {
   float mx = -INFINITY;
   for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) mx = fmaxf(mx, sc[j]);
   mx = block_max(mx, red);  // also a barrier: every score is written
   // exp(s - M); a skipped slot (-inf) becomes 0 and adds nothing below.
-  for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) sc[j] = exp_cr(sc[j] - mx);
+  for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) {
+    const float e = exp_cr(sc[j] - mx);
+    sc[j] = e;
+    if (es) es[j] = e;
+  }
   __syncthreads();
+  const float* v = es ? es : sc;
   float sum = 0.f;
-  for (int64_t j = 0; j < c.nc; ++j) sum = __fadd_rn(sum, sc[j]);
+#pragma unroll 8
+  for (int64_t j = 0; j < c.nc; ++j) sum = __fadd_rn(sum, v[j]);
   sum = __fadd_rn(sum, exp_cr(sink - mx));  // the sink: a logit with a zero value
   __syncthreads();  // every thread has summed the unrounded values
   if (a.bf16_probs)
