@@ -4,7 +4,8 @@
 # so that the working tree, the GPU bundle and the llama.cpp peer kit fit in one call of the
 # device tool (64 MiB; issue 17 item 7). The unpacked files sit beside their archive, ignored by
 # git (.gitignore), where the tests and tools/golden read them.
-#   scripts/fixtures.sh unpack   extract every archive newer than its folder's stamp (the build's
+#   scripts/fixtures.sh unpack   extract every archive newer than its folder's stamp (the list of
+#                                its files), or whose files are not all there (the build's
 #                                configure step runs it; so do the device scripts that read them)
 #   scripts/fixtures.sh pack     after regenerating fixtures (tools/golden): rewrite each folder's
 #                                archive from its files, byte for byte reproducible (an unchanged
@@ -14,11 +15,19 @@ cd "$(dirname "$0")/.."
 root=tests/data/golden
 stamp=.blobs-unpacked
 
+# Whether dir's stamp is newer than its archive and every file it lists (the archive's members)
+# is there.
+fresh() {
+  local dir=$1 a=$2 f
+  [ -f "$dir/$stamp" ] && [ ! "$a" -nt "$dir/$stamp" ] || return 1
+  while IFS= read -r f; do [ -f "$dir/$f" ] || return 1; done < "$dir/$stamp"
+}
+
 unpack() {
   local a dir tmp f
   while IFS= read -r -d '' a; do
     dir=$(dirname "$a")
-    [ -f "$dir/$stamp" ] && [ ! "$a" -nt "$dir/$stamp" ] && continue
+    fresh "$dir" "$a" && continue
     # Into a scratch folder first, then renamed into place file by file: a reader never sees a
     # half-written fixture, and a failed extraction leaves the old files and no stamp.
     tmp=$(mktemp -d "$dir/.unpack.XXXXXX")
@@ -27,9 +36,9 @@ unpack() {
       echo "fixtures: $a is not a readable tar.xz archive (re-checkout it: git checkout -- $a)" >&2
       exit 2
     fi
-    for f in "$tmp"/*; do mv -f "$f" "$dir/"; done
+    (cd "$tmp" && find . -maxdepth 1 -type f ! -name "$stamp" -printf '%f\n' | LC_ALL=C sort) > "$tmp/$stamp"
+    for f in "$tmp"/* "$tmp/$stamp"; do mv -f "$f" "$dir/"; done
     rmdir "$tmp"
-    touch "$dir/$stamp"
   done < <(find "$root" -name blobs.tar.xz -print0)
 }
 
@@ -42,7 +51,7 @@ pack() {
     tar -C "$dir" --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner --format=gnu -cf - "${files[@]}" |
       xz -9e -T1 > "$dir/blobs.tar.xz.new"
     mv -f "$dir/blobs.tar.xz.new" "$dir/blobs.tar.xz"
-    touch "$dir/$stamp"
+    printf '%s\n' "${files[@]}" > "$dir/$stamp"
     echo "fixtures: $dir/blobs.tar.xz: ${#files[@]} files, $(stat -c %s "$dir/blobs.tar.xz") bytes"
   done < <(find "$root" -type d -print0)
 }
