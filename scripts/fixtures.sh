@@ -29,7 +29,8 @@ unpack() {
     dir=$(dirname "$a")
     fresh "$dir" "$a" && continue
     # Into a scratch folder first, then renamed into place file by file: a reader never sees a
-    # half-written fixture, and a failed extraction leaves the old files and no stamp.
+    # half-written fixture, and a failed extraction leaves the old files and stamp (the archive
+    # stays newer than the stamp, so the next run tries again).
     tmp=$(mktemp -d "$dir/.unpack.XXXXXX")
     if ! tar -C "$tmp" -xJf "$a"; then
       rm -rf "$tmp"
