@@ -65,7 +65,9 @@ constexpr std::size_t pv_smem_bytes(int64_t max_cand, int heads) {
 constexpr uint16_t kEncodedRow = 0x8000, kCandIndex = 0x7fff;
 static_assert(kSmemBytes / pv_smem_bytes(1, 1) <= kCandIndex, "a candidate index fits a live-list entry");
 constexpr int kSoftmaxThreads = 64;  // one head's softmax: a wavefront of 64, two warps of 32
-constexpr int64_t kSoftmaxStagedMax = 12000;  // candidates whose scores fit 48 KB of shared memory
+// The most candidates whose scores a softmax block stages in shared memory (beside block_max's
+// floats): the rest of what a kernel may use without an opt-in.
+constexpr int64_t kSoftmaxStagedMax = (kSmemBytes - (kSoftmaxThreads / 32) * sizeof(float)) / sizeof(float);
 
 // A (row, head)'s scratch (SparseAttnArgs::head_stride floats): the scores [max_cand] (the softmax
 // launch turns them into e_j), then the block maxima [max_prob_blocks] and the denominator.
@@ -143,9 +145,9 @@ __global__ void __launch_bounds__(kThreads) scores_kernel(SparseAttnArgs a, int6
 // denominator (SoftmaxTail). The denominators sum every slot: a skipped slot's score is -inf, its
 // e = exp_cr(-inf - m) = +0 (the running max is finite: the window's candidates come first), and
 // adding +0 to a sum of non-negative terms leaves its bits, so this is the live-only sum's result.
-// With stage (the launch's max_cand floats of dynamic shared memory), the serial loops read a
-// copy of the head's scores there (blocked_softmax's es).
-__global__ void __launch_bounds__(kSoftmaxThreads) softmax_kernel(SparseAttnArgs a, bool stage) {
+// Up to kSoftmaxStagedMax candidates (the launch's max_cand floats of dynamic shared memory), the
+// serial loops read a copy of the head's scores there (blocked_softmax's es).
+__global__ void __launch_bounds__(kSoftmaxThreads) softmax_kernel(SparseAttnArgs a) {
   pdl_begin();
   __shared__ float red[kSoftmaxThreads / 32];  // block_max: a float a warp (32 or 64 lanes)
   PLUMB_DYNAMIC_SHARED(float, es);
@@ -156,7 +158,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads) softmax_kernel(SparseAttnArgs
   const SoftmaxTail t = softmax_tail(a, row, h);
   const int64_t nb = prob_blocks(a, c);
   const float sink = weight_at(a.sink, h / a.sink.cols, h % a.sink.cols);
-  float* e = stage ? es : nullptr;
+  float* e = a.max_cand <= kSoftmaxStagedMax ? es : nullptr;
   const float l = nb > 0 ? blocked_softmax(a, c, sink, sc, t.bmax, nb, e) : plain_softmax(a, c, sink, sc, red, e);
   if (threadIdx.x == 0) *t.l = l;
 }
@@ -302,10 +304,9 @@ gpuError_t split_attention(const SparseAttnArgs& a, gpuStream_t s) {
   const dim3 sgrid(static_cast<unsigned>(a.rows * ((tiles + per_block - 1) / per_block)),
                    static_cast<unsigned>(head_blocks));
   gpuError_t e = launch(scores_kernel, sgrid, kThreads, scores_smem(a.Dh), s, a, tiles, per_block);
-  const bool stage = a.max_cand <= kSoftmaxStagedMax;
   if (e == gpuSuccess)
     e = launch(softmax_kernel, static_cast<unsigned>(a.rows * a.H), kSoftmaxThreads,
-               stage ? static_cast<size_t>(a.max_cand) * sizeof(float) : 0, s, a, stage);
+               a.max_cand <= kSoftmaxStagedMax ? static_cast<size_t>(a.max_cand) * sizeof(float) : 0, s, a);
   if (e != gpuSuccess) return e;
   switch (pv_heads(a)) {
     case 8: return launch_pv<8>(a, s);
