@@ -28,6 +28,11 @@ if [ -n "${RACE_FILTER:-}" ]; then
     done
   done
 fi
+# The synthetic is written here when an earlier call on this machine has not (a fresh machine).
+if [ -n "${KVQ_CONTEXTS:-}" ] && [ ! -f "$CKPT/config.json" ]; then
+  plumb synth --config bench/configs/v4-flash-3layers.json --out "$CKPT" --no-mtp --force > "$OUT/synth.log" 2>&1 ||
+    tail -2 "$OUT/synth.log"
+fi
 if [ -n "${KVQ_CONTEXTS:-}" ] && [ -f "$CKPT/config.json" ]; then
   timeout "$limit" plumb_kv_quality --model "$CKPT" --backend cuda --numerics "${KVQ_NUMERICS:-reference}" \
     --random-ids "${KVQ_IDS:-65536}" --contexts "$KVQ_CONTEXTS" --chunk "${KVQ_CHUNK:-2048}" \

@@ -417,8 +417,16 @@ TEST_F(GpuOps, MoeGroupedGemmIsPerExpert) {
         dev->set_moe_path(MP::PerExpert);
         const std::vector<float> per = run(*gpu);
         dev->set_moe_path(c.path);
+        const int64_t pipe_before = dev->gemm_pipe_calls();
         const std::vector<float> grp = run(*gpu);
+        const bool piped = dev->gemm_pipe_calls() > pipe_before;
+        dev->set_gemm_pipe(false);  // path (c)'s synchronous k-loop: the same bits (linear_gemm.cu)
+        const std::vector<float> grp_sync = run(*gpu);
+        dev->set_gemm_pipe(true);
         dev->set_moe_path(MP::Auto);
+        if (lp == TestLinearPath::Mma)  // (Auto gives some experts the GEMV or the FP8 tensor cores)
+          EXPECT_TRUE(piped) << ctx(w + ": the pipelined k-loop did not run");
+        expect_bitwise(w + ": grouped, pipelined vs synchronous k-loop", grp, grp_sync);
         set_path(TestLinearPath::Auto);
         ASSERT_EQ(per.size(), grp.size()) << ctx(w);
         int64_t bad = 0, first = -1;

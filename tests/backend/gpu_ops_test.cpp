@@ -257,6 +257,42 @@ TEST_F(GpuOps, LinearMatrixTileTakesNoFallback) {
   EXPECT_EQ(err.find("self-check"), std::string::npos) << err;
 }
 
+// Path (c)'s pipelined k-loop (linear_gemm.cu mma_tile_pipelined: cp.async stages, each weight
+// tile decoded from shared memory) gives the synchronous loop's bits: the same operands in the
+// same k order. Partial row and column tiles, fewer k-tiles than stages (K 32, 64), stages refilled
+// many times (K 4,096), 2 groups; every format it takes (BF16, FP8 with ue8m0 and f32 scales, FP4),
+// f32 x and act_fp8, f32 and bf16 outputs; and the launch count says the pipelined loop ran.
+TEST_F(GpuOps, LinearBf16GemmPipelinedIsBitwise) {
+  if (!dev) GTEST_SKIP() << "the pipelined k-loop is a GpuBackend path (PLUMB_GPU_OPS_ON_CPU runs no GPU backend)";
+  ASSERT_TRUE(set_path(TestLinearPath::Mma));
+  for (const LinearCase& c : {LinearCase{67, 130, 32, 1, "one k-tile, partial tiles"},
+                              LinearCase{65, 64, 64, 1, "two k-tiles"}, LinearCase{33, 200, 4096, 1, "K 4096"},
+                              LinearCase{70, 96, 416, 2, "2 groups, K 416"}}) {
+    const int64_t Kx = c.G * c.K;
+    const std::vector<float> wv = rnd(c.G * c.R * c.K, 0.05f), x = rnd(c.N * Kx);
+    for (const FormatWeight& fw : every_format(c.G * c.R, c.K, wv, rng)) {
+      if (fw.name == "f32") continue;  // (the pipelined loop takes the 16-element segment formats)
+      for (bool act : {false, true})
+        for (Round r : {Round::None, Round::BF16}) {
+          const LinearOpts o{c.G, act, r};
+          auto run = [&](bool pipe) {
+            dev->set_gemm_pipe(pipe);
+            return host(*gpu, gpu->linear(up(*gpu, x, {c.N, Kx}), fw.view(), o));
+          };
+          const int64_t before = dev->gemm_pipe_calls();
+          const std::vector<float> piped = run(true);
+          const bool ran = dev->gemm_pipe_calls() > before;
+          const std::vector<float> sync = run(false);
+          dev->set_gemm_pipe(true);
+          const std::string what = c.name() + " " + fw.name + (act ? " act_fp8" : "") + (r == Round::BF16 ? " out bf16" : "");
+          EXPECT_TRUE(ran) << ctx(what + ": the pipelined k-loop did not run");
+          expect_bitwise(what + ": pipelined vs synchronous k-loop", piped, sync);
+        }
+    }
+  }
+  set_path(TestLinearPath::Auto);
+}
+
 // Path (d): FP8 e4m3 tensor cores (sm_90) for FP8 weights under act_fp8. The products of e4m3
 // codes are exact and each 128-wide block's partial sum is scaled in f32, so the result is the
 // CPU's up to summation order.

@@ -129,6 +129,11 @@ class GpuBackend final : public Backend {
   // The FP8 tensor-core GEMM's large tiles from 128 rows of x (default), or its small tiles at
   // every size (PLUMB_GPU_FP8_TILES=small at start: the A/B; tests compare the two bitwise).
   void set_fp8_large_tiles(bool on) { fp8_large_tiles_ = on; }
+  // Path (c)'s pipelined k-loop where it applies (default), or its synchronous one always
+  // (PLUMB_GPU_GEMM_PIPE=off at start: the A/B; tests compare the two bitwise).
+  void set_gemm_pipe(bool on) { gemm_pipe_ = on; }
+  // How many path (c) launches took the pipelined k-loop (tests check that it ran).
+  int64_t gemm_pipe_calls() const { return gemm_pipe_calls_; }
   // How many moe() calls the tensor-core form has served (tests check that it ran).
   int64_t moe_mma_calls() const { return moe_mma_calls_; }
   // The most heads one P.V block of the split kernels takes (1, 2, 4 or 8); 0: by the batch's size.
@@ -254,6 +259,8 @@ class GpuBackend final : public Backend {
   bool fused_act_quant_ = true;  // PLUMB_GPU_ACT_QUANT=separate: act_fp8 by its own launch (A/B)
   MoeMma moe_mma_ = MoeMma::Auto;  // PLUMB_GPU_MOE_MMA
   bool fp8_large_tiles_ = true;    // PLUMB_GPU_FP8_TILES
+  bool gemm_pipe_ = true;          // PLUMB_GPU_GEMM_PIPE
+  int64_t gemm_pipe_calls_ = 0;
   int64_t moe_mma_calls_ = 0;
   bool fp8_tensor_cores_ = true;  // PLUMB_GPU_PATH
   // Path (f) in Auto from this many blocks after split K: 16 gives it the compressor and the

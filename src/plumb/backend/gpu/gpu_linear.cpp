@@ -95,6 +95,7 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
   a.K = K;
   a.round_bf16 = o.out == Round::BF16;
   a.round_w = o.bf16_weight;
+  a.pipe = gemm_pipe_;
 
   // Split K's partial sums (paths (d) and (f)): splits x N x G*R floats, none when not split.
   Tensor part;
@@ -166,6 +167,7 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
       a.ldxb = in;
       check_launch(mma_matrix_ok() ? k::linear_mma(a, wr, stream_) : k::linear_mma_simt(a, wr, stream_),
                    "linear (bf16 mma)");
+      gemm_pipe_calls_ += a.pipe && k::mma_pipelined(a, wr);
       break;
     }
     case LinearPath::CpuOrder: check_launch(k::linear_cpu_order(a, wr, stream_), "linear (cpu order)"); break;

@@ -186,6 +186,10 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "'auto' (the FP8 GEMM's 128 x 128 tiles from 128 rows) or 'small' (64 x 64 always)");
       c >= 0)
     fp8_large_tiles_ = c == 0;
+  if (const int c = env_choice("PLUMB_GPU_GEMM_PIPE", {"on", "off"},
+                               "'on' (the bf16 GEMM's pipelined k-loop where it applies) or 'off' (its synchronous one)");
+      c >= 0)
+    gemm_pipe_ = c == 0;
   if (const int c = env_choice("PLUMB_GPU_ACT_QUANT", {"fused", "separate"}, "'fused' or 'separate'"); c >= 0)
     fused_act_quant_ = c == 0;
   if (const int c = env_choice("PLUMB_GPU_PATH", {"auto", "portable"},

@@ -235,6 +235,7 @@ bool GpuBackend::moe_prefill(const float* xp, const SlotGroups& sg, std::span<co
   const Tensor table = t.table;  // kept alive: the per-expert linear() calls below may drop t
   const auto* table_d = static_cast<const WeightRef*>(dev_ptr(table));
   const WFormat format = t.format;
+  const bool aligned = t.aligned;
   LinearOpts lo;
   lo.act_fp8 = p.act_fp8;
   lo.bf16_weight = p.bf16_weight;
@@ -303,8 +304,9 @@ bool GpuBackend::moe_prefill(const float* xp, const SlotGroups& sg, std::span<co
         a.y0 = dev_f32(g), a.y1 = dev_f32(u), a.ldy = I;
         a.table = table_d, a.table_stride = 3, a.which0 = 0, a.which1 = 1, a.projections = 2;
         a.tiles = tiles_d + 3 * ps.tile_lo, a.tile_count = ps.tile_hi - ps.tile_lo;
-        a.R = I, a.K = D, a.round_bf16 = round;
+        a.R = I, a.K = D, a.round_bf16 = round, a.pipe = gemm_pipe_, a.aligned = aligned;
         check_launch(k::linear_mma_grouped(a, format, matrix, stream_), "moe w1, w3 (grouped bf16 mma)");
+        gemm_pipe_calls_ += a.pipe && k::mma_grouped_pipelined(a, format);
         // Rows of ungrouped experts hold garbage here; their h rows are never read.
         check_launch(k::swiglu(dev_f32(g), dev_f32(u), S, I, p.weight_after ? nullptr : sg.weights + s_lo,
                                p.swiglu_limit, p.silu_out == Round::BF16, round, dev_f32(h), stream_),
@@ -319,8 +321,9 @@ bool GpuBackend::moe_prefill(const float* xp, const SlotGroups& sg, std::span<co
       a.y0 = dev_f32(ys), a.ldy = D;
       a.table = table_d, a.table_stride = 3, a.which0 = 2, a.projections = 1;
       a.tiles = tiles_d + 3 * ps.tile_lo, a.tile_count = ps.tile_hi - ps.tile_lo;
-      a.R = D, a.K = I, a.round_bf16 = round;
+      a.R = D, a.K = I, a.round_bf16 = round, a.pipe = gemm_pipe_, a.aligned = aligned;
       check_launch(k::linear_mma_grouped(a, format, matrix, stream_), "moe w2 (grouped bf16 mma)");
+      gemm_pipe_calls_ += a.pipe && k::mma_grouped_pipelined(a, format);
     }
     for (int64_t e = ps.e_lo; e < ps.e_hi; ++e) {  // the others through linear(), as the per-expert path
       const int64_t M = sg.begin[e + 1] - sg.begin[e];

@@ -26,6 +26,10 @@ struct LinearArgs {
   // instead of rounding each x element again for every weight tile; null: they round x.
   const uint16_t* xb = nullptr;
   int64_t ldxb = 0;
+  // Path (c) only: its pipelined k-loop where it applies (bf16 x, FP4 / FP8 / BF16 weights, K a
+  // multiple of 32, 16-byte aligned rows; linear_gemm.cu); false: the synchronous one, the same
+  // bits (PLUMB_GPU_GEMM_PIPE=off, the A/B; the tests compare the two).
+  bool pipe = true;
 };
 
 // (a) one warp per weight row (up to 4 rows per warp), x staged in shared memory 8 rows at a time.
@@ -103,9 +107,17 @@ struct GroupedGemmArgs {
   int64_t tile_count = 0;
   int64_t R = 0, K = 0;  // every weight's rows and columns
   bool round_bf16 = false;
-  bool vec = false;  // set by the launcher: 16-element weight segment loads
+  bool pipe = true;      // as LinearArgs::pipe
+  bool aligned = false;  // every table weight's bytes 16-byte aligned (the pipelined loop needs it)
+  bool vec = false;      // set by the launcher: 16-element weight segment loads
 };
 gpuError_t linear_mma_grouped(const GroupedGemmArgs& a, WFormat format, bool matrix, gpuStream_t s);
+// Whether path (c) takes its pipelined k-loop for these arguments when asked (LinearArgs::pipe):
+// FP4 / FP8 / BF16 weights of whole 32-column k-tiles with bf16 x (xb), 16-byte aligned rows, the
+// block's scales within its shared memory; for the grouped form every table weight aligned
+// (GroupedGemmArgs::aligned).
+bool mma_pipelined(const LinearArgs& a, const WeightRef& w);
+bool mma_grouped_pipelined(const GroupedGemmArgs& a, WFormat format);
 // (e) every output summed in the CPU backend's order (cpu_order.h): bitwise the CPU's; slow.
 gpuError_t linear_cpu_order(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 

@@ -78,6 +78,17 @@ __device__ __forceinline__ void fp8x4_cvt(uint32_t u, float s, float* out) {
 // would make the next load wait for this one. c0 is a multiple of 16 (so the segment lies in one
 // scale block of FP8 128 / FP4 32), the row stride keeps the alignment (the caller checks K with
 // vec16_ok) and f32 scales are 4-byte aligned (the GEMV's launcher checks).
+// The stored scale of element (r, c) of w (FP8 / FP4; 0 for the other formats), as WRaw::sbits
+// keeps it.
+template <WFormat F>
+__device__ __forceinline__ uint32_t wscale_bits(const WeightRef& w, int64_t r, int64_t c) {
+  if constexpr (F == WFormat::FP8 || F == WFormat::FP4) {
+    const int64_t si = weight_scale_index(w, r, c);
+    return F == WFormat::FP8 && w.scale_f32 ? *reinterpret_cast<const uint32_t*>(w.scale + 4 * si) : w.scale[si];
+  }
+  return 0u;
+}
+
 template <WFormat F>
 struct WRaw {
   uint4 v[F == WFormat::F32 ? 4 : (F == WFormat::BF16 ? 2 : 1)];
@@ -101,11 +112,7 @@ __device__ __forceinline__ WRaw<F> wraw16(const WeightRef& w, int64_t r, int64_t
     const uint2 v = *reinterpret_cast<const uint2*>(w.data + (i >> 1));
     raw.v[0] = make_uint4(v.x, v.y, 0u, 0u);
   }
-  raw.sbits = 0u;
-  if constexpr (F == WFormat::FP8 || F == WFormat::FP4) {
-    const int64_t si = weight_scale_index(w, r, c0);
-    raw.sbits = F == WFormat::FP8 && w.scale_f32 ? *reinterpret_cast<const uint32_t*>(w.scale + 4 * si) : w.scale[si];
-  }
+  raw.sbits = wscale_bits<F>(w, r, c0);
   return raw;
 }
 

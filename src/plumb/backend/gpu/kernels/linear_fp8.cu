@@ -17,9 +17,9 @@
 #include "plumb/backend/gpu/kernels/linear_fp8.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "plumb/backend/gpu/gpu_numerics.h"
+#include "plumb/backend/gpu/kernels/cp_async.h"
 #include "plumb/backend/gpu/kernels/launch.h"
 
 namespace plumb::gpu::k {
@@ -182,32 +182,6 @@ constexpr int kLLd = kBK + 16;                              // as the small tile
 constexpr int kLStageBytes = (kLM + kLN) * kLLd;            // x rows, then weight rows
 constexpr int kLSmem = kStages * kLStageBytes;              // 110,592 bytes
 static_assert((kLM + kLN) * (kBK / 16) % kLThreads == 0, "whole 16-byte chunks a thread");
-
-#ifdef PLUMB_FP8_MMA  // (used by the large tile's kernel body only, built where it is)
-// 16 bytes global -> shared that run while the thread goes on (cp.async, sm_80+, L2 only); zeros
-// where !valid (src-size 0: nothing is read). Groups: cp_async_commit closes the thread's group,
-// cp_async_wait<n> returns once at most n of its groups are in flight. The emulator copies at once.
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-#if defined(PLUMB_EMU)
-  if (valid) std::memcpy(smem, gmem, 16);
-  else std::memset(smem, 0, 16);
-#else
-  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if !defined(PLUMB_EMU)
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-#if !defined(PLUMB_EMU)
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-#endif
 
 // grid (ceil(R / kLN), ceil(N / kLM), groups * splits), as fp8_kernel's with the large tile:
 // warp (wm, wn) = (warp / 4, warp % 4) holds x rows 64 wm .. + 63 by weight rows 32 wn .. + 31

@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "plumb/backend/gpu/kernels/linear.h"
+#include "plumb/backend/gpu/kernels/cp_async.h"
 #include "plumb/backend/gpu/kernels/linear_common.h"
 #include "plumb/backend/gpu/kernels/launch.h"
 
@@ -231,6 +232,21 @@ using MatrixTile = MfmaTile;
 using MatrixTile = SimtTile;
 #endif
 
+// A weight tile's 16 decoded values as bf16 at dst (16-byte aligned): FP4 and BF16 values are
+// bf16 already (their top halves), FP8 ones are rounded (exact for ue8m0 scales; bf16_weight
+// rounds f32-scaled ones there on purpose).
+template <WFormat F>
+__device__ __forceinline__ void store_segment(uint16_t* dst, const float* v) {
+  uint32_t p[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    p[j] = F == WFormat::FP8 ? bf16_bits(v[2 * j]) | (static_cast<uint32_t>(bf16_bits(v[2 * j + 1])) << 16)
+                             : f32_bits(v[2 * j]) >> 16 | (f32_bits(v[2 * j + 1]) & 0xFFFF0000u);
+  uint4* d = reinterpret_cast<uint4*>(dst);
+  d[0] = make_uint4(p[0], p[1], p[2], p[3]);
+  d[1] = make_uint4(p[4], p[5], p[6], p[7]);
+}
+
 // One 64x64 output tile of path (c): rows [n0, n0 + 64) of x (xg: row 0, ldx apart; rows from
 // nrows on read as 0), weight rows wr0 + [r0, r0 + 64) (rows from R on read as 0), k-tiles of kMBK
 // over K; st(n, r, v) receives every accumulated value (bounds-checked by the caller). Both
@@ -282,14 +298,7 @@ __device__ __forceinline__ void mma_tile(BTile* xs, BTile* ws, const float* xg, 
 #pragma unroll
         for (int j = 0; j < 16; ++j) v[j] = 0.f;
       }
-      uint32_t p[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        p[j] = F == WFormat::FP8 ? bf16_bits(v[2 * j]) | (static_cast<uint32_t>(bf16_bits(v[2 * j + 1])) << 16)
-                                 : f32_bits(v[2 * j]) >> 16 | (f32_bits(v[2 * j + 1]) & 0xFFFF0000u);
-      uint4* dst = reinterpret_cast<uint4*>(&ws[m][c]);  // 16-byte aligned: rows of 80 bytes, c of 0 or 32
-      dst[0] = make_uint4(p[0], p[1], p[2], p[3]);
-      dst[1] = make_uint4(p[4], p[5], p[6], p[7]);
+      store_segment<F>(&ws[m][c], v);
     } else {
 #pragma unroll 4
       for (int i = 0; i < kMBM * kMBK / kMThreads; ++i) {
@@ -305,19 +314,142 @@ __device__ __forceinline__ void mma_tile(BTile* xs, BTile* ws, const float* xg, 
   tile.store(n0, r0, st);
 }
 
+// ---- (c) pipelined: the same tile and the same sums, with the next k-tiles' bytes in flight
+// mma_tile waits on DRAM, then on a barrier, every 32-wide k-tile, with one k-tile's loads in
+// flight a block (PERF.md v22). Here the x tile (bf16 rows) and the weight tile's stored bytes go
+// global -> shared by cp.async (cp_async.h) kPStages - 1 k-tiles ahead; each k-tile's weight bytes
+// are decoded from shared memory into one of two bf16 tiles while the matrix unit works on the
+// other, with one barrier a k-tile. The block's weight rows' scales are read once, into shared
+// memory. Every operand is the bits mma_tile's vec path puts in its tiles (the same decode,
+// wdecode16, and the same store_segment), and Tile::step sees them in the same k order, so each
+// output is bitwise mma_tile's (GpuOps.LinearBf16GemmPipelinedIsBitwise).
+constexpr int kPStages = 4;
+template <WFormat F>
+constexpr bool kPipeFormat = F == WFormat::FP4 || F == WFormat::FP8 || F == WFormat::BF16;
+template <WFormat F>  // stored bytes of a weight row's k-tile
+constexpr int kRawRow = F == WFormat::FP4 ? kMBK / 2 : (F == WFormat::FP8 ? kMBK : 2 * kMBK);
+template <WFormat F>  // a weight row's stored scales in shared memory (FP8: ue8m0 or f32 bits)
+using ScaleBits = std::conditional_t<F == WFormat::FP8, uint32_t, uint8_t>;
+template <WFormat F>
+constexpr int kScaleCols = F == WFormat::FP8 ? 128 : 32;  // k columns a scale covers
+constexpr int kPXsBytes = kPStages * kMBM * kMLd * 2;      // x tiles [stage][kMBM] (BTile rows)
+template <WFormat F>
+constexpr int kPWrBytes = kPStages * kMBN * kRawRow<F>;    // weight bytes [stage][kMBN][kRawRow]
+constexpr int kPWsBytes = 2 * kMBN * kMLd * 2;             // decoded weight tiles [2][kMBN]
+// Without an opt-in (and within gfx90a's 64 KB): FP4 at K = 4,096 takes 43,008 bytes.
+constexpr int64_t kPMaxSmem = 48 * 1024;
+static_assert(kPXsBytes % 16 == 0 && kPWsBytes % 16 == 0, "16-byte aligned sections");
+
+template <WFormat F>
+PLUMB_HD int64_t pipe_scales(int64_t K) {  // scales a weight row has
+  return F == WFormat::BF16 ? 0 : (K + kScaleCols<F> - 1) / kScaleCols<F>;
+}
+template <WFormat F>
+PLUMB_HD int64_t pipe_smem_bytes(int64_t K) {
+  return kPXsBytes + kPWrBytes<F> + kPWsBytes + kMBN * pipe_scales<F>(K) * static_cast<int64_t>(sizeof(ScaleBits<F>));
+}
+
+// The k-loop of mma_tile's vec path with bf16 x (xbg, row stride ldxb), for kPipeFormat weights;
+// the launcher checks pipe_ok (K % kMBK == 0, 16-byte aligned rows of x and of the weight, the
+// shared memory) and gives the kernel pipe_smem_bytes(K) of dynamic shared memory at smem.
+template <WFormat F, bool kMatrix, typename Store>
+__device__ __forceinline__ void mma_tile_pipelined(uint8_t* smem, const uint16_t* xbg, int64_t ldxb, int64_t nrows,
+                                                   const WeightRef& w, int64_t wr0, int64_t R, int64_t K, int64_t n0,
+                                                   int64_t r0, Store&& st) {
+  using Tile = std::conditional_t<kMatrix, MatrixTile, SimtTile>;
+  using SB = ScaleBits<F>;
+  constexpr int kRaw = kRawRow<F>, kRowChunks = kRaw / 16, kChunks = kMBN * kRowChunks;
+  BTile* const xs = reinterpret_cast<BTile*>(smem);
+  uint8_t* const wr = smem + kPXsBytes;
+  BTile* const ws = reinterpret_cast<BTile*>(wr + kPWrBytes<F>);
+  SB* const sc = reinterpret_cast<SB*>(wr + kPWrBytes<F> + kPWsBytes);
+  const int t = threadIdx.x;
+  const int64_t tiles = K / kMBK, nsc = pipe_scales<F>(K);
+  const auto issue = [&](int64_t kt) {  // k-tile kt's x rows and weight bytes into stage kt % kPStages
+    if (kt >= tiles) return;
+    const int64_t k0 = kt * kMBK;
+    BTile* const xst = xs + (kt % kPStages) * kMBM;
+#pragma unroll
+    for (int i = 0; i < kMBM * kMBK / 8 / kMThreads; ++i) {  // 16-byte chunks of 8 bf16
+      const int c = t + i * kMThreads, m = c / (kMBK / 8), kc = 8 * (c % (kMBK / 8));
+      const bool valid = n0 + m < nrows;
+      cp_async16(&xst[m][kc], xbg + (valid ? n0 + m : 0) * ldxb + k0 + kc, valid);
+    }
+    uint8_t* const wst = wr + (kt % kPStages) * kMBN * kRaw;
+#pragma unroll
+    for (int i = 0; i < (kChunks + kMThreads - 1) / kMThreads; ++i) {
+      const int c = t + i * kMThreads, m = c / kRowChunks, cb = 16 * (c % kRowChunks);
+      if (kChunks % kMThreads != 0 && c >= kChunks) break;
+      const bool valid = r0 + m < R;
+      const int64_t e = (wr0 + (valid ? r0 + m : 0)) * K + k0;  // the row's first element of the k-tile
+      cp_async16(wst + m * kRaw + cb, w.data + e * kRaw / kMBK + cb, valid);  // (e * kRaw / kMBK: its byte)
+    }
+  };
+  const auto decode = [&](int64_t kt) {  // stage kt's weight bytes -> ws[kt % 2]: row t / 2, 16 columns
+    const int m = t / 2, c = 16 * (t % 2);
+    const uint8_t* src = wr + ((kt % kPStages) * kMBN + m) * kRaw + c * kRaw / kMBK;
+    WRaw<F> raw;
+    if constexpr (F == WFormat::FP4) {
+      const uint2 v = *reinterpret_cast<const uint2*>(src);
+      raw.v[0] = make_uint4(v.x, v.y, 0u, 0u);
+    } else {
+#pragma unroll
+      for (int q = 0; q < kRaw / kMBK; ++q) raw.v[q] = reinterpret_cast<const uint4*>(src)[q];
+    }
+    raw.sbits = F == WFormat::BF16 ? 0u : sc[m * nsc + (kt * kMBK + c) / kScaleCols<F>];
+    float v[16];
+    wdecode16<F>(raw, w, v);
+    store_segment<F>(&ws[(kt % 2) * kMBN + m][c], v);
+  };
+
+#pragma unroll
+  for (int s = 0; s < kPStages - 1; ++s) {
+    issue(s);
+    cp_async_commit();
+  }
+  // The scales while the first stages' copies run; rows past R get 1.0, their bytes being zeros.
+  if constexpr (F != WFormat::BF16) {
+    const SB unit = F == WFormat::FP8 && w.scale_f32 ? SB(0x3F800000u) : SB(127u);
+    for (int64_t i = t; i < kMBN * nsc; i += kMThreads) {
+      const int64_t m = i / nsc;
+      sc[i] = r0 + m < R ? static_cast<SB>(wscale_bits<F>(w, wr0 + r0 + m, (i % nsc) * kScaleCols<F>)) : unit;
+    }
+  }
+  cp_async_wait<kPStages - 2>();  // stage 0
+  __syncthreads();
+  decode(0);
+  Tile tile(t);
+  for (int64_t kt = 0; kt < tiles; ++kt) {
+    cp_async_wait<kPStages - 3>();  // this thread's copies of stage kt + 1
+    __syncthreads();  // everyone's, and ws[kt % 2]; everyone is done with step kt - 1 (its stage is free)
+    issue(kt + kPStages - 1);
+    cp_async_commit();  // (empty past the last k-tile: the wait counts stay uniform)
+    tile.step(xs + (kt % kPStages) * kMBM, ws + (kt % 2) * kMBN);
+    if (kt + 1 < tiles) decode(kt + 1);
+  }
+  tile.store(n0, r0, st);
+}
+
 // kMatrix: the matrix-core tile where this target has one (MatrixTile), else the SIMT loop; the
 // SIMT instance (kMatrix false) is the run-time fallback and the self-check's reference.
+// pipe: mma_tile_pipelined (the launcher checked pipe_ok and gave its shared memory), else
+// mma_tile (kMBTileBytes: xs, then ws).
+constexpr int kMBTileBytes = (kMBM + kMBN) * kMLd * 2;
+
 template <WFormat F, bool kMatrix>
-__global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef w, bool vec) {
+__global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef w, bool vec, bool pipe) {
   pdl_begin();
-  __shared__ __align__(16) uint16_t xs[kMBM][kMLd];  // bf16 bits, row = x row, k contiguous
-  __shared__ __align__(16) uint16_t ws[kMBN][kMLd];  // bf16 bits, row = weight row, k contiguous
+  PLUMB_DYNAMIC_SHARED(uint8_t, smem);
   const int64_t g = blockIdx.z, R = a.R, K = a.K;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kMBM, r0 = static_cast<int64_t>(blockIdx.x) * kMBN;
-  mma_tile<F, kMatrix, false>(xs, ws, a.x + g * K, a.ldx, a.xb ? a.xb + g * K : nullptr, a.ldxb, a.nrows, w, g * R, R, K, n0, r0,
-                       vec, [&](int64_t n, int64_t r, float v) {
+  const auto st = [&](int64_t n, int64_t r, float v) {
     if (n < a.nrows && r < R) a.y[n * a.ldy + g * R + r] = a.round_bf16 ? round_bf16(v) : v;
-  });
+  };
+  if constexpr (kPipeFormat<F>)
+    if (pipe) return mma_tile_pipelined<F, kMatrix>(smem, a.xb + g * K, a.ldxb, a.nrows, w, g * R, R, K, n0, r0, st);
+  BTile* const xs = reinterpret_cast<BTile*>(smem);  // bf16 bits, row = x row, k contiguous
+  mma_tile<F, kMatrix, false>(xs, xs + kMBM, a.x + g * K, a.ldx, a.xb ? a.xb + g * K : nullptr, a.ldxb, a.nrows, w, g * R,
+                              R, K, n0, r0, vec, st);
 }
 
 // Path (c) for many routed experts at once (the MoE prefill; GroupedGemmArgs in linear.h): block
@@ -333,25 +465,28 @@ __global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef 
 // the matrix-core instances spill 12-16 bytes there (ptxas; none before x came as bf16 chunks,
 // PERF.md v18), and the SIMT instance never runs there.
 #if defined(PLUMB_CUDA)
-#define PLUMB_GROUPED_BOUNDS __launch_bounds__(kMThreads, 8)
+#define PLUMB_GROUPED_BOUNDS __launch_bounds__(kMThreads, 5)
 #else
 #define PLUMB_GROUPED_BOUNDS __launch_bounds__(kMThreads)
 #endif
 template <WFormat F, bool kMatrix>
 __global__ void PLUMB_GROUPED_BOUNDS mma_grouped_kernel(GroupedGemmArgs a) {
   pdl_begin();
-  __shared__ __align__(16) uint16_t xs[kMBM][kMLd];
-  __shared__ __align__(16) uint16_t ws[kMBN][kMLd];
+  PLUMB_DYNAMIC_SHARED(uint8_t, smem);
   const int32_t* tl = a.tiles + 3 * static_cast<int64_t>(blockIdx.x);
   const int64_t e = tl[0], first = tl[1], rows = tl[2] - first;
   const int z = blockIdx.z;
   const WeightRef w = a.table[e * a.table_stride + (z ? a.which1 : a.which0)];
   float* const y = (z ? a.y1 : a.y0) + first * a.ldy;
   const int64_t R = a.R, r0 = static_cast<int64_t>(blockIdx.y) * kMBN;
-  mma_tile<F, kMatrix, true>(xs, ws, a.x + first * a.ldx, a.ldx, a.xb ? a.xb + first * a.ldxb : nullptr, a.ldxb, rows, w, 0,
-                       R, a.K, 0, r0, a.vec, [&](int64_t n, int64_t r, float v) {
+  const auto st = [&](int64_t n, int64_t r, float v) {
     if (n < rows && r < R) y[n * a.ldy + r] = a.round_bf16 ? round_bf16(v) : v;
-  });
+  };
+  if constexpr (kPipeFormat<F>)
+    if (a.pipe) return mma_tile_pipelined<F, kMatrix>(smem, a.xb + first * a.ldxb, a.ldxb, rows, w, 0, R, a.K, 0, r0, st);
+  BTile* const xs = reinterpret_cast<BTile*>(smem);
+  mma_tile<F, kMatrix, true>(xs, xs + kMBM, a.x + first * a.ldx, a.ldx, a.xb ? a.xb + first * a.ldxb : nullptr, a.ldxb,
+                             rows, w, 0, R, a.K, 0, r0, a.vec, st);
 }
 
 // bf16_rows: thread per 8 elements of a row (one 16-byte store; cols % 8 == 0).
@@ -389,17 +524,51 @@ gpuError_t linear_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
 }
 
 namespace {
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Whether path (c) takes mma_tile_pipelined: a kPipeFormat weight of rows of K (whole k-tiles),
+// bf16 x rows, both 16-byte aligned, within kPMaxSmem.
+template <WFormat F>
+bool pipe_ok(int64_t K, const void* wdata, const uint16_t* xb, int64_t ldxb) {
+  if constexpr (kPipeFormat<F>)
+    return xb && K % kMBK == 0 && ldxb % 8 == 0 && aligned16(xb) && aligned16(wdata) && pipe_smem_bytes<F>(K) <= kPMaxSmem;
+  return false;
+}
+
 template <bool kMatrix>
 gpuError_t launch_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
   if (a.nrows <= 0 || a.R <= 0 || a.groups <= 0) return gpuGetLastError();
   return dispatch_format(w.format, [&]<WFormat F>() {
-    return launch(mma_kernel<F, kMatrix>, grid_of(a, kMBM, kMBN), kMThreads, 0, s, a, w,
-                  vec_tiles(F, a.K) && w.cols == a.K);
+    const bool vec = vec_tiles(F, a.K) && w.cols == a.K, pipe = a.pipe && mma_pipelined(a, w);
+    const int64_t smem = pipe ? pipe_smem_bytes<F>(a.K) : kMBTileBytes;
+    return launch(mma_kernel<F, kMatrix>, grid_of(a, kMBM, kMBN), kMThreads, static_cast<std::size_t>(smem), s, a, w, vec,
+                  pipe);
   });
 }
 }  // namespace
 
 gpuError_t linear_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s) { return launch_mma<true>(a, w, s); }
+
+namespace {
+bool pipe_ok_of(WFormat f, int64_t K, const void* wdata, const uint16_t* xb, int64_t ldxb) {
+  switch (f) {
+    case WFormat::F32: return false;
+    case WFormat::BF16: return pipe_ok<WFormat::BF16>(K, wdata, xb, ldxb);
+    case WFormat::FP8: return pipe_ok<WFormat::FP8>(K, wdata, xb, ldxb);
+    case WFormat::FP4: return pipe_ok<WFormat::FP4>(K, wdata, xb, ldxb);
+  }
+  return false;
+}
+}  // namespace
+
+bool mma_pipelined(const LinearArgs& a, const WeightRef& w) {
+  return vec_tiles(w.format, a.K) && w.cols == a.K && pipe_ok_of(w.format, a.K, w.data, a.xb, a.ldxb);
+}
+
+// (a.aligned stands for every table weight's bytes: pipe_ok sees xb in their place)
+bool mma_grouped_pipelined(const GroupedGemmArgs& a, WFormat format) {
+  return a.aligned && vec_tiles(format, a.K) && pipe_ok_of(format, a.K, a.xb, a.xb, a.ldxb);
+}
 
 bool mma_takes_bf16_x(WFormat f, int64_t K) { return vec_tiles(f, K); }
 
@@ -424,7 +593,10 @@ gpuError_t linear_mma_grouped(const GroupedGemmArgs& a, WFormat format, bool mat
   b.vec = vec_tiles(format, a.K);  // the table's weights are [R, K] (the host checks)
   if (b.vec && !b.xb) return gpuErrorNotSupported;  // its x tiles come from xb (mma_takes_bf16_x)
   return dispatch_format(format, [&]<WFormat F>() {
-    return launch(matrix ? &mma_grouped_kernel<F, true> : &mma_grouped_kernel<F, false>, grid, kMThreads, 0, s, b);
+    b.pipe = a.pipe && mma_grouped_pipelined(a, F);
+    const int64_t smem = b.pipe ? pipe_smem_bytes<F>(a.K) : kMBTileBytes;
+    return launch(matrix ? &mma_grouped_kernel<F, true> : &mma_grouped_kernel<F, false>, grid, kMThreads,
+                  static_cast<std::size_t>(smem), s, b);
   });
 }
 
