@@ -30,7 +30,9 @@ for lib in "$BUILD_DIR"/libplumb_*.so; do [ -f "$lib" ] && strip --strip-unneede
 for lib in libfmt.so.9 libpcre2-8.so.0 libsimdjson.so.14; do cp -L "/lib/x86_64-linux-gnu/$lib" "$stage/lib/"; done
 echo "$(git rev-parse --short HEAD)$(git diff --quiet || echo '+dirty') built $(date -u +%FT%TZ) on $(hostname)" > "$stage/BUILD"
 tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
-XZ_OPT=${XZ_OPT:--9e} tar -C "$stage" -cJf .device/bundle.tar.xz .  # -9e: the three binaries share fatbins (9.0 -> 4.9 MB)
+# (written beside it and renamed: a device call that starts meanwhile carries the old one whole)
+XZ_OPT=${XZ_OPT:--9e} tar -C "$stage" -cJf .device/bundle.tar.xz.part .  # -9e: the three binaries share fatbins (9.0 -> 4.9 MB)
+mv .device/bundle.tar.xz.part .device/bundle.tar.xz
 rm -rf "$stage"
 ls -la .device/bundle.tar.xz
 total=$(( tree + $(stat -c %s .device/bundle.tar.xz) ))
