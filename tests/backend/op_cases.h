@@ -142,6 +142,8 @@ inline std::vector<IndexerCase> indexer_cases() {
       {4, 32, 4, 4, {0, 9, 30}, {5, 1, 3}, false, Round::None, "tiny-model dims, ragged, random f32", 2},
       // longer than the GPU kernel decodes once per key (kMaxKeyDims): encoded keys decoded per head
       {4, 160, 4, 4, {0, 9}, {5, 3}, true, Round::None, "keys of 160 dims, integer-valued", 2},
+      // 400 query rows (a prefill chunk): the GPU's blocks each walk several groups of entries.
+      {8, 32, 16, 4, {300}, {400}, true, Round::None, "400 rows, integer-valued", 16},
   };
 }
 

@@ -212,6 +212,8 @@ class GpuBackend final : public Backend {
              const MoeParams& p) override;
 
  private:
+  // Up to this many x rows linear() takes the GEMV for the GEMM paths (gpu_linear.cpp says why).
+  static constexpr int64_t kGemvLoopMaxRows = 64;
   // The device table of a routed expert set's weights (w1, w3, w2 per expert), made on first use.
   struct ExpertTable {
     std::vector<uintptr_t> key;  // every view's data, scale, format and size (gpu_moe.cpp)

@@ -38,7 +38,7 @@ namespace {
 // router gate 585 us through SIMT, wo_a 1975 us through the bf16 GEMM; the GEMV at N = 8 23, 10
 // and 94 us a pass, docs/PERF.md v4). Its products are exact f32 ones: for the bf16 GEMM's
 // inputs (bf16-exact by then in faithful) the same values, summed in another order.
-constexpr int64_t kGemvLoopMaxRows = 64;
+// (GpuBackend::kGemvLoopMaxRows = 64: gpu_moe.cpp's prefill asks past it too.)
 // From 2 rows FP8 act_fp8 linears take the FP8 tensor cores: the 8-row GEMV reads weights 3.5x
 // slower per byte than the 1-row one (PERF.md v12), and with split K the tensor-core GEMM beat it
 // on every decode shape at 8 rows (B = 8 step 4.18 -> 3.46 ms, PERF.md v15). One row keeps the

@@ -212,16 +212,21 @@ constexpr int64_t kTileRows = 64;  // the bf16 GEMM's row tile (linear_gemm.cu k
 
 }  // namespace
 
-// The grouped form of the per-expert loop below (issue 17): an expert with M rows is grouped when
-// its own linear() calls would take the bf16 GEMM (resolve_linear_path: many rows, the faithful
-// profile, a weight bf16 holds exactly, no FP8 tensor cores for it, or the path forced to Mma);
-// the others keep their per-expert GEMMs (GEMV for few rows). Per pass over a range of experts:
+// The grouped form of the per-expert loop below (issue 17): an expert with rows is grouped when
+// its linear() calls at more rows than the GEMV takes would take the bf16 GEMM
+// (resolve_linear_path: the faithful profile, a weight bf16 holds exactly, no FP8 tensor cores for
+// it, or the path forced to Mma); the others keep their per-expert GEMMs. An expert of up to 64
+// rows is grouped too, where linear() would give it the 8-row GEMV pass after pass: in a 4,096-token
+// prefill of the 3-layer synthetic those GEMVs were 213 ms of 590 (ncu, PERF.md v22). Its sums are
+// then path (c)'s, not the GEMV's (another order: fast-order values; with the path forced to Mma
+// the grouped and the per-expert forms agree bitwise). Per pass over a range of experts:
 // one gather of every slot's x row (after the act_fp8 round trip of x, which quantizes each row on
 // its own exactly as linear() quantizes the gathered rows), one w1+w3 launch, one SwiGLU over all
 // slots (elementwise per slot, with the slot's routing weight), the act_fp8 round trip of h (per
 // row), one w2 launch, the ungrouped experts one by one (their output rows copied into the pass's
-// buffer), and one accumulation of the pass's slots into acc in expert-id order. Each step
-// computes every value with the same operations on the same inputs as the per-expert path.
+// buffer), and one accumulation of the pass's slots into acc in expert-id order. Each step but the
+// small experts' GEMMs computes every value with the same operations on the same inputs as the
+// per-expert path.
 bool GpuBackend::moe_prefill(const float* xp, const SlotGroups& sg, std::span<const SwiGluWeights> experts,
                              const MoeDims& d, const MoeParams& p, Tensor& acc) {
   const int64_t N = d.N, D = d.D, K = sg.K, E = sg.E;
@@ -246,9 +251,10 @@ bool GpuBackend::moe_prefill(const float* xp, const SlotGroups& sg, std::span<co
     const int64_t M = sg.begin[e + 1] - sg.begin[e];
     if (M == 0) continue;
     const SwiGluWeights& w = experts[static_cast<std::size_t>(e)];
-    const bool g = resolve_linear_path(linear_path_, M, weight(*w.w1), lo, D, I) == LinearPath::Mma &&
-                   resolve_linear_path(linear_path_, M, weight(*w.w3), lo, D, I) == LinearPath::Mma &&
-                   resolve_linear_path(linear_path_, M, weight(*w.w2), lo, I, D) == LinearPath::Mma;
+    const int64_t tall = std::max(M, kGemvLoopMaxRows + 1);
+    const bool g = resolve_linear_path(linear_path_, tall, weight(*w.w1), lo, D, I) == LinearPath::Mma &&
+                   resolve_linear_path(linear_path_, tall, weight(*w.w3), lo, D, I) == LinearPath::Mma &&
+                   resolve_linear_path(linear_path_, tall, weight(*w.w2), lo, I, D) == LinearPath::Mma;
     grouped[static_cast<std::size_t>(e)] = g;
     any = any || g;
   }

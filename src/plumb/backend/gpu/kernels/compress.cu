@@ -99,25 +99,30 @@ __device__ int64_t visible_entries(const IndexerArgs& a, int64_t row) {
   return si < 0 ? 0 : (a.seqs[si].start + (row - a.seqs[si].row) + 1) / a.m;
 }
 
-// Scores, pass 1: block (row, y) scores entries [y * EP, (y + 1) * EP) of the row, one thread per
-// (entry, head). The block's keys are decoded once into shared memory (fp4 / bf16 pools: exact
-// values, kv_value), each thread forms its head's term as one thread of the CPU does (cpu_dot,
-// ReLU, the scale, the weight), and one thread per entry sums the terms over the heads in order:
-// the CPU's bits, with every head of every entry in flight at once (one thread per entry, as
-// before, left a decode step's 64 heads x 128 dims of each entry to one thread: ~300 us for one
-// query over 128 entries, more with the keys decoded per head).
+// Scores, pass 1: block (row, y) scores entries [y * EP, (y + 1) * EP) of the row, then every
+// gridDim.y * EP-th group after them, one thread per (entry, head). The row's q is staged in shared
+// memory once (rows of di + 1 floats: a warp's 32 heads read 32 banks), each group's keys are
+// decoded once into shared memory (fp4 / bf16 pools: exact values, kv_value), each thread forms
+// its head's term as one thread of the CPU does (cpu_dot, ReLU, the scale, the weight), and one
+// thread per entry sums the terms over the heads in order (rows of H + 1): the CPU's bits, with
+// every head of every entry in flight at once (one thread per entry, as before, left a decode
+// step's 64 heads x 128 dims of each entry to one thread: ~300 us for one query over 128 entries).
+// q was read from global memory by every block, a warp's lanes 512 bytes apart, and a block took 4
+// entries: a 4,096-token prefill's scores were 69 ms (ncu, PERF.md v22).
 __global__ void __launch_bounds__(kThreads) indexer_score_kernel(IndexerArgs a, int64_t per_block) {
   pdl_begin();
-  PLUMB_DYNAMIC_SHARED(float, ssc);  // the keys [per_block, di], then the terms [per_block, H]
+  PLUMB_DYNAMIC_SHARED(float, ssc);  // q [H, di + 1], the keys [per_block, di], the terms [per_block, H + 1]
   const int64_t row = blockIdx.x, n = visible_entries(a, row), H = a.H, di = a.di;
-  if (n == 0) return;
+  if (n == 0 || static_cast<int64_t>(blockIdx.y) * per_block >= n) return;
   const int32_t* blocks = a.seqs[a.row_seq[row]].blocks;
-  const float* q = a.q + row * H * di;
   const float* w = a.w + row * H;
-  float* keys = ssc;
-  float* terms = ssc + per_block * di;
+  float* qs = ssc;
+  float* keys = qs + H * (di + 1);
+  float* terms = keys + per_block * di;
+  for (int64_t x = threadIdx.x; x < H * di; x += blockDim.x) qs[x / di * (di + 1) + x % di] = a.q[row * H * di + x];
   auto rnd = [&](float x) { return a.bf16 ? round_bf16(x) : x; };
-  // Blocks stride over the row's entries (gridDim.y is capped at 65,535; e0 is uniform over the block).
+  // Blocks stride over the row's entries (e0 is uniform over the block); the first stride's
+  // barrier after the keys also makes q visible.
   const int64_t stride = static_cast<int64_t>(gridDim.y) * per_block;
   for (int64_t e0 = static_cast<int64_t>(blockIdx.y) * per_block; e0 < n; e0 += stride) {
     const int64_t ents = n - e0 < per_block ? n - e0 : per_block;
@@ -130,14 +135,14 @@ __global__ void __launch_bounds__(kThreads) indexer_score_kernel(IndexerArgs a, 
     __syncthreads();
     for (int64_t x = threadIdx.x; x < ents * H; x += blockDim.x) {
       const int64_t le = x / H, h = x % H;
-      const float qk = rnd(cpu_dot(q + h * di, keys + le * di, di));
+      const float qk = rnd(cpu_dot(qs + h * (di + 1), keys + le * di, di));
       const float relu = qk < 0.f ? 0.f : qk;  // std::max(qk, 0.f), sign of zero included
-      terms[x] = rnd(__fmul_rn(rnd(__fmul_rn(relu, a.relu_scale)), w[h]));
+      terms[le * (H + 1) + h] = rnd(__fmul_rn(rnd(__fmul_rn(relu, a.relu_scale)), w[h]));
     }
     __syncthreads();
     for (int64_t le = threadIdx.x; le < ents; le += blockDim.x) {
       float acc = 0.f;
-      for (int64_t h = 0; h < H; ++h) acc = __fadd_rn(acc, terms[le * H + h]);
+      for (int64_t h = 0; h < H; ++h) acc = __fadd_rn(acc, terms[le * (H + 1) + h]);
       a.scores[row * a.max_n + e0 + le] = rnd(acc);
     }
     __syncthreads();  // the keys and terms are rewritten by the next stride
@@ -232,22 +237,32 @@ gpuError_t compress(const CompressArgs& a, gpuStream_t s) {
   return gpuGetLastError();
 }
 
+namespace {
+// The scoring kernel's shared memory: the row's q, then per entry its key and its heads' terms.
+int64_t indexer_q_bytes(int64_t H, int64_t di) { return H * (di + 1) * static_cast<int64_t>(sizeof(float)); }
+int64_t indexer_entry_bytes(int64_t H, int64_t di) { return (di + H + 1) * static_cast<int64_t>(sizeof(float)); }
+constexpr int64_t kIndexerMaxEntries = 16;   // entries a scoring block takes at once
+constexpr int64_t kIndexerTargetBlocks = 1024;  // rows x entry groups that keep the device busy
+}  // namespace
+
 bool indexer_topk_supported(int64_t K, int64_t H, int64_t di) {
-  const int64_t row_bytes = (H + di) * static_cast<int64_t>(sizeof(float));
-  return K >= 0 && pow2_at_least(K) * 8 <= kMaxSortBytes && row_bytes <= static_cast<int64_t>(kSmemBytes / 4);
+  return K >= 0 && pow2_at_least(K) * 8 <= kMaxSortBytes &&
+         indexer_q_bytes(H, di) + indexer_entry_bytes(H, di) <= static_cast<int64_t>(kSmemBytes);
 }
 
 gpuError_t indexer_topk(const IndexerArgs& a, gpuStream_t s) {
   if (a.N > 0 && a.K > 0) {
     if (a.max_n > 0) {
-      // Entries per scoring block: enough (entry, head) pairs for the block's threads, within a
-      // quarter of the shared memory (the host checks a key row fits).
-      const int64_t row_bytes = (a.di + a.H) * static_cast<int64_t>(sizeof(float));
-      const int64_t per_block = std::max<int64_t>(1, std::min<int64_t>(kThreads / std::max<int64_t>(1, a.H),
-                                                                       static_cast<int64_t>(kSmemBytes / 4) / row_bytes));
-      const int64_t strides = std::min<int64_t>((a.max_n + per_block - 1) / per_block, 65535);
-      const dim3 grid(static_cast<unsigned>(a.N), static_cast<unsigned>(strides));
-      const std::size_t smem = static_cast<std::size_t>(per_block * row_bytes);
+      // Entries per scoring group: up to kIndexerMaxEntries beside the row's q (the host checks one
+      // fits). Groups a row: all of them in one block at a prefill's many rows, side by side at a
+      // decode step's few (about kIndexerTargetBlocks blocks in all).
+      const int64_t q_bytes = indexer_q_bytes(a.H, a.di), entry_bytes = indexer_entry_bytes(a.H, a.di);
+      const int64_t per_block =
+          std::max<int64_t>(1, std::min(kIndexerMaxEntries, (static_cast<int64_t>(kSmemBytes) - q_bytes) / entry_bytes));
+      const int64_t groups = (a.max_n + per_block - 1) / per_block;
+      const int64_t ys = std::min({groups, std::max<int64_t>(1, (kIndexerTargetBlocks + a.N - 1) / a.N), int64_t{65535}});
+      const dim3 grid(static_cast<unsigned>(a.N), static_cast<unsigned>(ys));
+      const std::size_t smem = static_cast<std::size_t>(q_bytes + per_block * entry_bytes);
       const gpuError_t e = launch(indexer_score_kernel, grid, kThreads, smem, s, a, per_block);
       if (e != gpuSuccess) return e;
     }
