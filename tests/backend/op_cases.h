@@ -192,6 +192,8 @@ inline std::vector<AttentionCase> sparse_attention_cases() {
        64, {0, 63, 64, 200, 201, 450, 511}},
       {64, 512, 128, 4, {5, 700, 0}, {2, 3, 40}, 512, true, false, Round::None, "scattered selection, one softmax", 0, 64,
        {0, 63, 64, 200, 201, 450, 511}},
+      // from 128 rows the split form's scores take their row form (q in registers)
+      {64, 512, 128, 4, {0, 700}, {129, 1}, 512, true, false, Round::None, "top-512, 130 rows: the scores' row form"},
       // rows * H >= 1024: still the split kernels up to 4096 (sparse_attention_split.cu)
       {64, 512, 128, 4, {0, 40, 300, 2100}, {9, 1, 4, 3}, 512, true, false, Round::None, "top-512, 1088 rows x heads"},
       {4, 192, 128, 4, {0, 300}, {300, 1}, 40, true, true, Round::BF16, "release blocks, 1204 rows x heads", 64},

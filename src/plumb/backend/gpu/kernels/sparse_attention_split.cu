@@ -139,6 +139,90 @@ __global__ void __launch_bounds__(kThreads) scores_kernel(SparseAttnArgs a, int6
   }
 }
 
+// The scores of many query rows (a prefill chunk: from kRowsScoresFrom rows): a block holds 32
+// heads' q in registers, the 8 lanes of a head's group each the dims d = sub + 8 i of cpu_order_sum8's
+// lane (kPer = Dh / 8 of them), and walks per_block tiles of the row's candidates, each staged once
+// in shared memory for its 32 heads with a lane's dims contiguous ([t][sub][i], rows of kPer + 4
+// floats: a group's 16-byte reads hit 32 banks, the warp's other groups read the same bytes). A
+// lane forms its partial sum in d order, one __fadd_rn(__fmul_rn) a term, and the group combines
+// the partials with cpu_order_sum8's shuffles: the same bits. The tile form stages q for 8 heads in
+// shared memory and reads both operands there, two loads a product, each candidate row decoded for
+// every 8 heads: 106 of a 4,096-token prefill's 590 ms of kernels (ncu, PERF.md v22).
+constexpr int kRowHeads = kThreads / 8;       // heads a row-scores block takes: one 8-lane group each
+constexpr int64_t kRowsScoresFrom = 128;      // query rows from which the row form scores (prefill chunks)
+constexpr int64_t kRowScoresTargetBlocks = 1024;  // rows x head blocks x spans that keep the device busy
+
+// grid (rows * spans, ceil(H / kRowHeads)); spans = ceil(tiles / per_block).
+template <int kPer>
+__global__ void __launch_bounds__(kThreads, 2) scores_rows_kernel(SparseAttnArgs a, int64_t tiles, int64_t per_block) {
+  pdl_begin();
+  PLUMB_DYNAMIC_SHARED(float, ks);  // the tile's candidates, dim d of candidate t at [t][d % 8][d / 8]
+  __shared__ const float* tf[kCands];
+  __shared__ const uint8_t* te[kCands];
+  constexpr int kLd = kPer + 4;
+  const int64_t spans = (tiles + per_block - 1) / per_block;
+  const int64_t row = a.row0 + blockIdx.x / spans, tile0 = blockIdx.x % spans * per_block;
+  if (a.row_seq[row] < 0) return;  // the P.V kernel writes this row's zeros
+  const RowCtx c = row_ctx(a, row);
+  const int me = threadIdx.x, sub = me % 8;
+  const int64_t h0 = static_cast<int64_t>(blockIdx.y) * kRowHeads, h = h0 + me / 8;
+  const int nh = a.H - h0 < kRowHeads ? static_cast<int>(a.H - h0) : kRowHeads;
+  const int Dh = kPer * 8;
+  float qr[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) qr[i] = h < a.H ? a.q[(row * a.H + h) * Dh + sub + 8 * i] : 0.f;
+  for (int64_t tile = tile0; tile < tile0 + per_block && tile < tiles; ++tile) {
+    const int64_t j0 = tile * kCands;
+    if (j0 >= c.nc) return;
+    const int n = c.nc - j0 < kCands ? static_cast<int>(c.nc - j0) : kCands;
+    __syncthreads();  // the previous tile's dots are done with tf, te and the staged rows
+    if (me < n) {
+      int64_t bad = -1;
+      const Cand cj = candidate(a, c, j0 + me, &bad);
+      tf[me] = cj.f;
+      te[me] = cj.enc;
+      report_invisible(a, c, bad);
+    }
+    if (!__syncthreads_or(me < n && (tf[me] || te[me]))) {  // every slot skipped: -inf scores
+      for (int i = me; i < nh * n; i += kThreads) head_scores(a, row, h0 + i / n)[j0 + i % n] = -INFINITY;
+      continue;
+    }
+    for (int i = me; i < n * Dh; i += kThreads) {
+      const int t = i / Dh, d = i % Dh;
+      ks[(t * 8 + d % 8) * kLd + d / 8] = tf[t] ? tf[t][d] : (te[t] ? backend::kv_value(a.comp.spec, te[t], d) : 0.f);
+    }
+    __syncthreads();
+    for (int t = 0; t < n; ++t) {
+      const float* kr = ks + (t * 8 + sub) * kLd;
+      float p = 0.f;
+#pragma unroll
+      for (int i = 0; i < kPer; i += 4) {
+        const float4 k4 = *reinterpret_cast<const float4*>(kr + i);
+        p = __fadd_rn(p, __fmul_rn(qr[i], k4.x));
+        p = __fadd_rn(p, __fmul_rn(qr[i + 1], k4.y));
+        p = __fadd_rn(p, __fmul_rn(qr[i + 2], k4.z));
+        p = __fadd_rn(p, __fmul_rn(qr[i + 3], k4.w));
+      }
+      p = __fadd_rn(p, shfl_xor(p, 4));  // cpu_order_sum8's combine
+      p = __fadd_rn(p, shfl_xor(p, 1));
+      p = __fadd_rn(p, shfl_xor(p, 2));
+      if (sub == 0 && h < a.H) head_scores(a, row, h)[j0 + t] = tf[t] || te[t] ? __fmul_rn(p, a.scale) : -INFINITY;
+    }
+  }
+}
+
+// The row form's instance for a head size (Dh = 8 kPer), null where there is none.
+using RowScoresKernel = void (*)(SparseAttnArgs, int64_t, int64_t);
+RowScoresKernel row_scores_kernel(int64_t Dh) {
+  switch (Dh) {
+    case 512: return scores_rows_kernel<64>;  // V4
+    case 192: return scores_rows_kernel<24>;  // (the tests' small heads)
+    case 64: return scores_rows_kernel<8>;
+    default: return nullptr;
+  }
+}
+std::size_t row_scores_smem(int64_t Dh) { return static_cast<std::size_t>(kCands) * 8 * (Dh / 8 + 4) * sizeof(float); }
+
 // grid (rows * H), kSoftmaxThreads: one head of one row. The CPU's softmax of the head's scores in
 // place (sparse_attention_common.h: the plain or the release's blocked form), then the softmax's
 // results for the P.V launch beside them in the head's scratch: the block maxima and the
@@ -299,11 +383,20 @@ gpuError_t launch_pv(const SparseAttnArgs& a, gpuStream_t s) {
 gpuError_t split_attention(const SparseAttnArgs& a, gpuStream_t s) {
   if (a.rows * a.H == 0) return gpuGetLastError();
   const int64_t tiles = (a.max_cand + kCands - 1) / kCands, head_blocks = (a.H + kHeads - 1) / kHeads;
-  const int per_block = a.scores_span > 0 ? static_cast<int>(std::min<int64_t>(a.scores_span, kScoresSpan))
-                        : a.rows * tiles * head_blocks >= kScoresSpanFrom ? kScoresSpan : 1;
-  const dim3 sgrid(static_cast<unsigned>(a.rows * ((tiles + per_block - 1) / per_block)),
-                   static_cast<unsigned>(head_blocks));
-  gpuError_t e = launch(scores_kernel, sgrid, kThreads, scores_smem(a.Dh), s, a, tiles, per_block);
+  gpuError_t e;
+  if (const RowScoresKernel rk = a.rows >= kRowsScoresFrom ? row_scores_kernel(a.Dh) : nullptr) {
+    const int64_t row_heads = (a.H + kRowHeads - 1) / kRowHeads;
+    const int64_t spans = std::clamp<int64_t>(kRowScoresTargetBlocks / (a.rows * row_heads), 1, tiles);
+    const int64_t per_block = (tiles + spans - 1) / spans;
+    const dim3 grid(static_cast<unsigned>(a.rows * ((tiles + per_block - 1) / per_block)), static_cast<unsigned>(row_heads));
+    e = launch(rk, grid, kThreads, row_scores_smem(a.Dh), s, a, tiles, per_block);
+  } else {
+    const int per_block = a.scores_span > 0 ? static_cast<int>(std::min<int64_t>(a.scores_span, kScoresSpan))
+                          : a.rows * tiles * head_blocks >= kScoresSpanFrom ? kScoresSpan : 1;
+    const dim3 sgrid(static_cast<unsigned>(a.rows * ((tiles + per_block - 1) / per_block)),
+                     static_cast<unsigned>(head_blocks));
+    e = launch(scores_kernel, sgrid, kThreads, scores_smem(a.Dh), s, a, tiles, per_block);
+  }
   if (e == gpuSuccess)
     e = launch(softmax_kernel, static_cast<unsigned>(a.rows * a.H), kSoftmaxThreads,
                a.max_cand <= kSoftmaxStagedMax ? static_cast<size_t>(a.max_cand) * sizeof(float) : 0, s, a);
