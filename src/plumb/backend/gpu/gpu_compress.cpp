@@ -44,7 +44,19 @@ Tensor GpuBackend::compress(const Tensor& kv, const Tensor& score, const Batch& 
   a.d = d;
   a.overlap = cd.overlap;
   a.round_out = out == Round::BF16;
-  check_launch(k::compress(a, stream()), "compress");
+  // A chunk of many tokens (prefill): every window pooled by its own threads (k::compress_chunks);
+  // a decode step's one token a sequence: the walk, one launch.
+  const bool chunks = std::any_of(b.seqs.begin(), b.seqs.end(), [](const SeqSlice& s) { return s.len > 1; });
+  if (!chunks) {
+    check_launch(k::compress(a, stream()), "compress");
+    return pooled;
+  }
+  std::vector<int32_t> entry_seq(static_cast<std::size_t>(entries));
+  for (std::size_t si = 0; si < seqs.size(); ++si)
+    std::fill_n(entry_seq.begin() + seqs[si].out_base, (b.seqs[si].start + b.seqs[si].len) / m - b.seqs[si].start / m,
+                static_cast<int32_t>(si));
+  const Tensor es = entries > 0 ? upload(entry_seq.data(), entry_seq.size() * sizeof(int32_t)) : Tensor();
+  check_launch(k::compress_chunks(a, entries > 0 ? dev_i32(es) : nullptr, entries, stream()), "compress (chunks)");
   return pooled;
 }
 

@@ -70,6 +70,92 @@ __global__ void compress_kernel(CompressArgs a) {
   }
 }
 
+// The same machine over a chunk of many tokens, in two launches (a prefill): compress_kernel walks a
+// sequence's tokens one after another, one thread a channel, 4-8 blocks for a whole prefill (27 ms
+// of a 4,096-token one, ncu, PERF.md v22). Here every closed window is pooled by its own threads
+// from its slots' values as they are when it closes, read from where the machine would have put
+// them (the chunk's rows, or the state as the chunk found it); then the state is brought to where
+// the walk leaves it. The values and the operations are compress_kernel's, so the entries and the
+// state are bitwise its.
+//
+// Window w's slot values at its close (position c = w m + m - 1): slot m + r (overlap) or r holds
+// position w m + r; with overlap, slot r holds window w - 1's position (w - 1) m + r, copied there
+// when w - 1 closed, or still in slot m + r when w - 1 was open at the chunk's start. A position
+// below the chunk's start comes from the state, the others from the chunk's rows (the score plus
+// the ape, as written).
+struct SlotValue {
+  float kv, score;
+};
+__device__ SlotValue window_slot(const CompressArgs& a, const CompSeq& s, int64_t w, int64_t j, int64_t ch) {
+  const int64_t m = a.m, d = a.d, C = a.overlap ? 2 * d : d;
+  const bool prev = a.overlap && j < m;  // window w - 1's half (channel ch), else window w's (overlap: d + ch)
+  const int64_t r = a.overlap ? j % m : j, cc = a.overlap && !prev ? d + ch : ch;
+  const int64_t p = (prev ? w - 1 : w) * m + r;
+  if (p >= s.start) {
+    const int64_t row = (s.row + p - s.start) * C + cc;
+    return {a.kv[row], a.score[row] + flat_at(a.ape, r * C + cc)};
+  }
+  // In the state: window w's own half and a window closed before the chunk at their own slot j; a
+  // window w - 1 still open at the chunk's start in the current-window slot m + r.
+  const int64_t slot = prev && w * m > s.start ? m + r : j;
+  return {s.kv[slot * C + cc], s.score[slot * C + cc]};
+}
+
+// grid (ceil(d / kCh), min(entries, 65535)); entry_seq [entries]: each entry's sequence.
+__global__ void compress_entries_kernel(CompressArgs a, const int32_t* entry_seq, int64_t entries) {
+  pdl_begin();
+  const int64_t ch = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (ch >= a.d) return;
+  const int64_t n = a.overlap ? 2 * a.m : a.m;
+  for (int64_t e = blockIdx.y; e < entries; e += gridDim.y) {
+    const CompSeq s = a.seqs[entry_seq[e]];
+    const int64_t w = s.start / a.m + (e - s.out_base);  // the window this entry closes
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+      const float z = window_slot(a, s, w, j, ch).score;
+      mx = mx < z ? z : mx;  // std::max(mx, z)
+    }
+    float sum = 0.f;
+    for (int64_t j = 0; j < n; ++j) sum = __fadd_rn(sum, exp_cr(window_slot(a, s, w, j, ch).score - mx));
+    float acc = 0.f;
+    for (int64_t j = 0; j < n; ++j) {
+      const SlotValue v = window_slot(a, s, w, j, ch);
+      acc = __fadd_rn(acc, __fmul_rn(v.kv, exp_cr(v.score - mx) / sum));
+    }
+    a.out[e * a.d + ch] = a.round_out ? round_bf16(acc) : acc;
+  }
+}
+
+// grid (ceil(C / kCh), m, n_seqs): the state after the chunk, one thread a (sequence, r, channel
+// cc) for slot m + r and, with overlap, slot r (which the last close in the chunk copies slot m + r
+// into; read before slot m + r is rewritten, by the same thread).
+__global__ void compress_state_kernel(CompressArgs a) {
+  pdl_begin();
+  const int64_t m = a.m, C = a.overlap ? 2 * a.d : a.d;
+  const int64_t cc = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x, r = blockIdx.y;
+  if (cc >= C) return;
+  const CompSeq s = a.seqs[blockIdx.z];
+  if (s.len == 0) return;
+  const int64_t end = s.start + s.len, cur = a.overlap ? m + r : r;  // end: one past the chunk
+  auto from_chunk = [&](int64_t p) -> SlotValue {
+    const int64_t row = (s.row + p - s.start) * C + cc;
+    return {a.kv[row], a.score[row] + flat_at(a.ape, r * C + cc)};
+  };
+  SlotValue now{s.kv[cur * C + cc], s.score[cur * C + cc]};
+  if (a.overlap && end / m > s.start / m) {  // a close in the chunk: slot r takes that window's r
+    const int64_t p = (end / m - 1) * m + r;
+    const SlotValue v = p >= s.start ? from_chunk(p) : now;
+    s.kv[r * C + cc] = v.kv;
+    s.score[r * C + cc] = v.score;
+  }
+  const int64_t last = (end - 1 - r) / m * m + r;  // the chunk's last position at slot r (end - 1 >= r here or below)
+  if (end - 1 >= r && last >= s.start) {
+    now = from_chunk(last);
+    s.kv[cur * C + cc] = now.kv;
+    s.score[cur * C + cc] = now.score;
+  }
+}
+
 // ---- indexer
 
 // Order-preserving unsigned key of a float (the CPU's order_key shifted to unsigned): larger
@@ -235,6 +321,20 @@ gpuError_t compress(const CompressArgs& a, gpuStream_t s) {
     return launch(compress_kernel, grid, kCh, 0, s, a);
   }
   return gpuGetLastError();
+}
+
+gpuError_t compress_chunks(const CompressArgs& a, const int32_t* entry_seq, int64_t entries, gpuStream_t s) {
+  constexpr int kCh = 128;
+  if (a.n_seqs <= 0 || a.d <= 0) return gpuGetLastError();
+  if (a.n_seqs > 65535 || a.m > 65535) return gpuErrorNotSupported;
+  if (entries > 0) {
+    const dim3 grid(static_cast<unsigned>((a.d + kCh - 1) / kCh), static_cast<unsigned>(std::min<int64_t>(entries, 65535)));
+    const gpuError_t e = launch(compress_entries_kernel, grid, kCh, 0, s, a, entry_seq, entries);
+    if (e != gpuSuccess) return e;
+  }
+  const int64_t C = a.overlap ? 2 * a.d : a.d;
+  const dim3 grid(static_cast<unsigned>((C + kCh - 1) / kCh), static_cast<unsigned>(a.m), static_cast<unsigned>(a.n_seqs));
+  return launch(compress_state_kernel, grid, kCh, 0, s, a);
 }
 
 namespace {

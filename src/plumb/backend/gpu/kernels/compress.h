@@ -29,6 +29,10 @@ struct CompressArgs {
   bool overlap = false, round_out = false;
 };
 gpuError_t compress(const CompressArgs& a, gpuStream_t s);
+// The same results for chunks of many tokens (prefill), in two launches: every closed window
+// pooled by its own threads, then the states advanced. entry_seq [entries] (device): the sequence
+// of each output entry.
+gpuError_t compress_chunks(const CompressArgs& a, const int32_t* entry_seq, int64_t entries, gpuStream_t s);
 
 struct IdxSeq {
   const int32_t* blocks = nullptr;  // the sequence's block table row (device), null without entries
