@@ -21,9 +21,11 @@ case ${EMU_FLAVOR:-cuda} in
   hip)
     build=scripts/build-emu-hip.sh; BUILD_DIR=${BUILD_DIR:-build-emu-hip}
     # The HIP-only check of the MFMA tile (its run-time fallback fails it), less the paths HIP does not
-    # have (they skip there by design: path (f), the FP8 and the MoE tensor cores).
+    # have (they skip there by design: path (f), the FP8 and the MoE tensor cores, path (c)'s
+    # pipelined k-loop).
     QUICK+=':GpuOps.LinearMatrixTileTakesNoFallback'
     QUICK+='-GpuOps.LinearF32MmaIsTheF32Product:GpuOps.LinearFp8TensorCores:GpuOps.MoeTensorCoresEveryOption'
+    QUICK+=':GpuOps.LinearBf16GemmPipelinedIsBitwise'
     ;;
   *) echo "test-emu: EMU_FLAVOR is '$EMU_FLAVOR': expected 'cuda' (the default) or 'hip'"; exit 1 ;;
 esac

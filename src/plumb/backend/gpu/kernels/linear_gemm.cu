@@ -336,7 +336,7 @@ constexpr int kPXsBytes = kPStages * kMBM * kMLd * 2;      // x tiles [stage][kM
 template <WFormat F>
 constexpr int kPWrBytes = kPStages * kMBN * kRawRow<F>;    // weight bytes [stage][kMBN][kRawRow]
 constexpr int kPWsBytes = 2 * kMBN * kMLd * 2;             // decoded weight tiles [2][kMBN]
-// Without an opt-in (and within gfx90a's 64 KB): FP4 at K = 4,096 takes 43,008 bytes.
+// Without an opt-in: FP4 at K = 4,096 takes 43,008 bytes.
 constexpr int64_t kPMaxSmem = 48 * 1024;
 static_assert(kPXsBytes % 16 == 0 && kPWsBytes % 16 == 0, "16-byte aligned sections");
 
@@ -461,9 +461,9 @@ __global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef 
 // 16x16x16) and the SIMT loop compute each element of D from its own A row and B column only, and
 // the row tile puts every row at the same position in the tile as the per-expert launch does, so
 // neither the other rows sharing the launch nor the other experts change any value.
-// CUDA: at most 64 registers (8 blocks of 128 per SM; 72 without the bound for FP4, 7 blocks);
-// the matrix-core instances spill 12-16 bytes there (ptxas; none before x came as bf16 chunks,
-// PERF.md v18), and the SIMT instance never runs there.
+// CUDA: 5 blocks of 128 per SM, as many as the pipelined loop's 43 KB of shared memory at
+// K = 4,096 lets in: at most 102 registers (ptxas: 96 for the matrix-core instances, no spills;
+// the SIMT instances, which never run there, spill ~120 bytes).
 #if defined(PLUMB_CUDA)
 #define PLUMB_GROUPED_BOUNDS __launch_bounds__(kMThreads, 5)
 #else
@@ -524,15 +524,21 @@ gpuError_t linear_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
 }
 
 namespace {
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // Whether path (c) takes mma_tile_pipelined: a kPipeFormat weight of rows of K (whole k-tiles),
-// bf16 x rows, both 16-byte aligned, within kPMaxSmem.
+// bf16 x rows, both 16-byte aligned, within kPMaxSmem; on CUDA only: HIP has no asynchronous copy
+// (cp_async.h copies at once there), so the stages would only cost gfx90a's 64 KB of LDS a CU
+// (one 43 KB block instead of six of 10 KB) and buy nothing.
 template <WFormat F>
 bool pipe_ok(int64_t K, const void* wdata, const uint16_t* xb, int64_t ldxb) {
+#if defined(PLUMB_HIP)
+  (void)K, (void)wdata, (void)xb, (void)ldxb;
+  return false;
+#else
+  const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if constexpr (kPipeFormat<F>)
     return xb && K % kMBK == 0 && ldxb % 8 == 0 && aligned16(xb) && aligned16(wdata) && pipe_smem_bytes<F>(K) <= kPMaxSmem;
   return false;
+#endif
 }
 
 template <bool kMatrix>
