@@ -528,17 +528,18 @@ namespace {
 // bf16 x rows, both 16-byte aligned, within kPMaxSmem; on CUDA only: HIP has no asynchronous copy
 // (cp_async.h copies at once there), so the stages would only cost gfx90a's 64 KB of LDS a CU
 // (one 43 KB block instead of six of 10 KB) and buy nothing.
+#if defined(PLUMB_HIP)
+constexpr bool kAsyncCopy = false;
+#else
+constexpr bool kAsyncCopy = true;
+#endif
 template <WFormat F>
 bool pipe_ok(int64_t K, const void* wdata, const uint16_t* xb, int64_t ldxb) {
-#if defined(PLUMB_HIP)
-  (void)K, (void)wdata, (void)xb, (void)ldxb;
-  return false;
-#else
   const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if constexpr (kPipeFormat<F>)
-    return xb && K % kMBK == 0 && ldxb % 8 == 0 && aligned16(xb) && aligned16(wdata) && pipe_smem_bytes<F>(K) <= kPMaxSmem;
+    return kAsyncCopy && xb && K % kMBK == 0 && ldxb % 8 == 0 && aligned16(xb) && aligned16(wdata) &&
+           pipe_smem_bytes<F>(K) <= kPMaxSmem;
   return false;
-#endif
 }
 
 template <bool kMatrix>
