@@ -83,6 +83,31 @@ __device__ SoftmaxTail softmax_tail(const SparseAttnArgs& a, int64_t row, int64_
   return {t, t + a.max_prob_blocks};
 }
 
+// Both scores kernels' tile step: after a barrier (the previous tile's dots are done with tf, te
+// and the staged rows), candidates j0 .. j0 + n - 1 of the row into tf / te (shared), the first
+// invisible one reported. When every one is a skipped slot, the block's nh heads from h0 get -inf
+// scores and the answer is false (block-uniform: the tile is done).
+__device__ bool list_tile(const SparseAttnArgs& a, const RowCtx& c, int64_t row, int64_t j0, int n, int64_t h0, int nh,
+                          const float** tf, const uint8_t** te) {
+  const int me = threadIdx.x;
+  __syncthreads();
+  if (me < n) {
+    int64_t bad = -1;
+    const Cand cj = candidate(a, c, j0 + me, &bad);
+    tf[me] = cj.f;
+    te[me] = cj.enc;
+    report_invisible(a, c, bad);
+  }
+  if (__syncthreads_or(me < n && (tf[me] || te[me]))) return true;
+  for (int i = me; i < nh * n; i += blockDim.x) head_scores(a, row, h0 + i / n)[j0 + i % n] = -INFINITY;
+  return false;
+}
+
+// Value d of a listed candidate's row (0 for a skipped slot, whose dots are not kept).
+__device__ float tile_value(const SparseAttnArgs& a, const float* f, const uint8_t* e, int d) {
+  return f ? f[d] : (e ? backend::kv_value(a.comp.spec, e, d) : 0.f);
+}
+
 // grid (rows * ceil(tiles / per_block), ceil(H / kHeads)); tiles = ceil(max_cand / kCands). A
 // block takes per_block consecutive tiles of its row, one after another, and stages its heads'
 // q once for all of them (per_block 1 at small batches, where more blocks fill the device; 4 at
@@ -106,24 +131,13 @@ __global__ void __launch_bounds__(kThreads) scores_kernel(SparseAttnArgs a, int6
     const int64_t j0 = tile * kCands;
     if (j0 >= c.nc) return;
     const int n = c.nc - j0 < kCands ? static_cast<int>(c.nc - j0) : kCands;
-    __syncthreads();  // the previous tile's dots are done with tf, te and the staged rows
-    if (me < n) {
-      int64_t bad = -1;
-      const Cand cj = candidate(a, c, j0 + me, &bad);
-      tf[me] = cj.f;
-      te[me] = cj.enc;
-      report_invisible(a, c, bad);
-    }
-    if (!__syncthreads_or(me < n && (tf[me] || te[me]))) {  // every slot skipped: -inf scores
-      if (me < nh * n) head_scores(a, row, h0 + me / n)[j0 + me % n] = -INFINITY;
-      continue;
-    }
+    if (!list_tile(a, c, row, j0, n, h0, nh, tf, te)) continue;
     if (!q_staged)
       for (int i = me; i < nh * Dh; i += kThreads) qs[(i / Dh) * Dp + i % Dh] = a.q[(row * a.H + h0) * Dh + i];
     q_staged = true;
     for (int i = me; i < n * Dh; i += kThreads) {
       const int t = i / Dh, d = i % Dh;
-      ks[t * Dp + d] = tf[t] ? tf[t][d] : (te[t] ? backend::kv_value(a.comp.spec, te[t], d) : 0.f);
+      ks[t * Dp + d] = tile_value(a, tf[t], te[t], d);
     }
     __syncthreads();
     const int grp = me / 8, sub = me % 8;
@@ -175,21 +189,10 @@ __global__ void __launch_bounds__(kThreads, 2) scores_rows_kernel(SparseAttnArgs
     const int64_t j0 = tile * kCands;
     if (j0 >= c.nc) return;
     const int n = c.nc - j0 < kCands ? static_cast<int>(c.nc - j0) : kCands;
-    __syncthreads();  // the previous tile's dots are done with tf, te and the staged rows
-    if (me < n) {
-      int64_t bad = -1;
-      const Cand cj = candidate(a, c, j0 + me, &bad);
-      tf[me] = cj.f;
-      te[me] = cj.enc;
-      report_invisible(a, c, bad);
-    }
-    if (!__syncthreads_or(me < n && (tf[me] || te[me]))) {  // every slot skipped: -inf scores
-      for (int i = me; i < nh * n; i += kThreads) head_scores(a, row, h0 + i / n)[j0 + i % n] = -INFINITY;
-      continue;
-    }
+    if (!list_tile(a, c, row, j0, n, h0, nh, tf, te)) continue;
     for (int i = me; i < n * Dh; i += kThreads) {
       const int t = i / Dh, d = i % Dh;
-      ks[(t * 8 + d % 8) * kLd + d / 8] = tf[t] ? tf[t][d] : (te[t] ? backend::kv_value(a.comp.spec, te[t], d) : 0.f);
+      ks[(t * 8 + d % 8) * kLd + d / 8] = tile_value(a, tf[t], te[t], d);
     }
     __syncthreads();
     for (int t = 0; t < n; ++t) {
