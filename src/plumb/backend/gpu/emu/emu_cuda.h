@@ -8,18 +8,20 @@
 // What it is: every launch runs synchronously on the calling thread; a grid's blocks run one after
 // another, and a block's threads are cooperative fibers (ucontext) that switch only at
 // __syncthreads, at warp collectives (shuffles, the MMA fragments) and at exit. Warps are kWarp
-// consecutive threads, as on the device. Each barrier waits for the threads of its block (or
-// warp) that have not exited; a block whose threads wait at barriers that can never all be
-// reached (a divergent __syncthreads or shuffle) is reported and the process aborts.
-// What it is not: a timing model, a memory model (a fiber runs until its next barrier, so a
-// missing barrier between a write and another thread's read can go unseen unless
-// PLUMB_EMU_SHUFFLE reorders the threads), or the tensor cores' exact accumulation (the MMA
+// consecutive threads, as on the device, and run one at a time from one __syncthreads to the
+// next (a warp's lanes round robin between its collectives), so a missing barrier between one
+// warp's shared-memory write and another warp's read (or overwrite) of it shows. Each barrier
+// waits for the threads of its block (or warp) that have not exited; a block whose threads wait
+// at barriers that can never all be reached (a divergent __syncthreads or shuffle) is reported
+// and the process aborts. cp.async copies land as late as they may (cp_async16 below).
+// What it is not: a timing model, a memory model (within a warp, a missing __syncwarp between
+// lanes can go unseen unless PLUMB_EMU_SHUFFLE reorders them), or the tensor cores' exact
+// accumulation (the MMA
 // fragments are summed exactly and rounded once to f32; the device's adder differs in the last
 // bits, which the fast-order tolerances cover).
 //
-// PLUMB_EMU_SHUFFLE=<seed>: blocks run in a random order and the fibers of a block resume in a
-// random order at each round, so results that depend on either show up as a difference between
-// seeds. PLUMB_EMU_MEMORY_MB: the device memory the emulator reports (default 4096).
+// PLUMB_EMU_SHUFFLE=<seed>: blocks, the warps of a block and the lanes of a warp run in a random
+// order, so results that depend on any of them show up as a difference between seeds. PLUMB_EMU_MEMORY_MB: the device memory the emulator reports (default 4096).
 // Its HIP flavour (PLUMB_GPU=EMU_HIP, wave64 and MFMA): emu_hip.h.
 #include <cmath>
 #include <cstddef>
@@ -84,6 +86,14 @@ uint64_t warp_shuffle(uint64_t v, int src);
 // Every lane's `bytes` (<= 32) bytes of mine, lane by lane into all[kWarp * bytes].
 void warp_gather(const void* mine, std::size_t bytes, void* all);
 int lane_id();  // the calling thread's lane: its linear index in the block modulo kWarp
+// cp.async (kernels/cp_async.h) as the device may run it: a copy's 16 destination bytes are
+// garbage (all-ones) from its issue until the thread's cp_async_wait completes its group, which
+// reads the source then; commit closes the thread's open group; copies never waited for are
+// dropped. So a kernel that reads a stage before its own wait, or before the barrier after the
+// other threads' waits, or that refills a stage other threads still read, sees NaN bytes there.
+void cp_async16(void* smem, const void* gmem, bool valid);
+void cp_async_commit();
+void cp_async_wait(int pending);  // until at most `pending` of the thread's committed groups are open
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 and m16n8k32 ... e4m3.e4m3 (emu_mma.cpp).
 void mma_m16n8k16_bf16(float* d, const uint32_t* a, const uint32_t* b);
 void mma_m16n8k32_e4m3(float* d, const uint32_t* a, const uint32_t* b);

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -105,12 +107,20 @@ struct Barrier {
   int acc = 0, result = 0;  // __syncthreads_or
 };
 
+struct AsyncCopy {  // one cp_async16 in flight
+  void* dst;
+  const void* src;
+  bool valid;
+};
+
 struct Fiber {
   Context ctx;
   char* stack = nullptr;
   uint3 tid;
   int lin = 0;
   bool done = false;
+  std::vector<AsyncCopy> open;                 // issued since the last commit
+  std::deque<std::vector<AsyncCopy>> groups;  // committed, not yet waited for (oldest first)
 };
 
 using Slots = std::array<std::array<unsigned char, kSlotBytes>, kWarp>;  // a warp collective's lanes
@@ -240,6 +250,8 @@ void run_block(Block& b, std::mt19937_64* rng) {
     f.lin = static_cast<int>(i);
     f.tid = {i % b.block.x, (i / b.block.x) % b.block.y, i / (b.block.x * b.block.y)};
     f.done = false;
+    f.open.clear();
+    f.groups.clear();
     f.stack = g_stacks.get(i);
     make_context(f.ctx, f.stack, kStackBytes, fiber_main);
     ++b.warps[i / kWarp].live;
@@ -248,16 +260,30 @@ void run_block(Block& b, std::mt19937_64* rng) {
   b.bar = Barrier{};
   // Shared memory starts as garbage on the device: here all-ones bytes (NaN floats, -1 ints).
   if (b.smem_bytes) std::memset(b.smem, 0xFF, b.smem_bytes);
-  std::vector<unsigned> order(n);
-  std::iota(order.begin(), order.end(), 0u);
+  // One warp at a time: a warp's lanes run (round robin, meeting at its collectives) until every
+  // one waits at the block's barrier or has exited, then the next warp. So between two barriers
+  // a warp does all its work before the next starts, the most skewed order the device may pick:
+  // a write one warp makes that another warp reads, or overwrites while another still reads it,
+  // without a barrier between them shows (all warps advancing in step would hide it).
+  const unsigned nwarps = static_cast<unsigned>(b.warps.size());
+  std::vector<unsigned> warp_order(nwarps), lanes;
+  std::iota(warp_order.begin(), warp_order.end(), 0u);
   while (b.live > 0) {
     const uint64_t before = b.progress;
-    if (rng) std::shuffle(order.begin(), order.end(), *rng);
-    for (unsigned i : order) {
-      Fiber& f = b.fibers[i];
-      if (f.done) continue;
-      b.cur = &f;
-      switch_context(b.sched, f.ctx);
+    if (rng) std::shuffle(warp_order.begin(), warp_order.end(), *rng);
+    for (unsigned w : warp_order) {
+      lanes.resize(std::min<unsigned>(kWarp, n - w * kWarp));
+      std::iota(lanes.begin(), lanes.end(), w * kWarp);
+      for (uint64_t seen = ~b.progress; seen != b.progress;) {  // until the warp makes no progress
+        seen = b.progress;
+        if (rng) std::shuffle(lanes.begin(), lanes.end(), *rng);
+        for (unsigned i : lanes) {
+          Fiber& f = b.fibers[i];
+          if (f.done) continue;
+          b.cur = &f;
+          switch_context(b.sched, f.ctx);
+        }
+      }
     }
     if (b.progress == before) deadlock(b);
   }
@@ -327,6 +353,25 @@ int launch(dim3 grid, dim3 block, std::size_t smem, const std::function<void()>&
 }
 
 void syncthreads() { wait_at(g_block->bar, g_block->live, 0); }
+
+void cp_async16(void* smem, const void* gmem, bool valid) {
+  std::memset(smem, 0xFF, 16);  // in flight: not yet the copy's bytes
+  g_block->cur->open.push_back({smem, gmem, valid});
+}
+
+void cp_async_commit() {
+  Fiber& f = *g_block->cur;
+  f.groups.push_back(std::move(f.open));
+  f.open.clear();
+}
+
+void cp_async_wait(int pending) {
+  Fiber& f = *g_block->cur;
+  for (; static_cast<int>(f.groups.size()) > pending; f.groups.pop_front())
+    for (const AsyncCopy& c : f.groups.front())
+      if (c.valid) std::memcpy(c.dst, c.src, 16);
+      else std::memset(c.dst, 0, 16);
+}
 
 int syncthreads_or(int p) { return wait_at(g_block->bar, g_block->live, p != 0) != 0; }
 
