@@ -180,7 +180,7 @@ void run_moe_case(GpuOps& t, const MoeCase& c, const std::vector<backend::MoePar
     for (std::size_t i = 0; i < ex.size(); i += 3) ex[i] = i % 2 ? static_cast<int32_t>(E + i / 6 % 3) : -1;
   const std::vector<float> x = t.rnd(N * D, 2.f);
   for (const backend::MoeParams& p : params) {
-    compare(what + describe(p), moe_tolerance(p, D, I, K), [&](Backend& be) {
+    compare(what + describe(p), moe_tolerance(p, N, D, I, K), [&](Backend& be) {
       const backend::Routing r{t.up(be, ex, {N, K}), t.up(be, wt, {N, K})};
       return be.moe(t.up(be, x, {N, D}), r, experts, shared, p);
     });
@@ -197,14 +197,14 @@ std::vector<backend::MoeParams> all_params() {
 }
 
 TEST_F(GpuOps, MoeSmallEveryOption) {
-  auto check = [&](const std::string& what, double tol, auto&& op) { this->check(what, tol, op); };
+  auto check = [&](const std::string& what, const Bar& tol, auto&& op) { this->check(what, tol, op); };
   for (const MoeCase& c : moe_small_cases())  // the V3 layout gets the V3 release's options
     run_moe_case(*this, c, std::string(c.format) == "fp8f32" ? v3_params() : all_params(), check);
 }
 
 // With the CPU's reduction order the expert FFNs, the bf16 accumulation included, are bitwise.
 TEST_F(GpuCpuOrder, Moe) {
-  auto bitwise = [&](const std::string& what, double, auto&& op) { check_bitwise(what, op); };
+  auto bitwise = [&](const std::string& what, const Bar&, auto&& op) { check_bitwise(what, op); };
   std::vector<backend::MoeParams> params = all_params();
   for (const auto& p : v3_params()) params.push_back(p);
   run_moe_case(*this, {9, 200, 96, 8, 2, 8, "fp4", "moe small fp4"}, params, bitwise);
@@ -220,7 +220,7 @@ TEST_F(GpuCpuOrder, Moe) {
 // [0, E), skipped; FP4 weights of magnitude ~8, whose ue8m0 scales of 2 and more take the exact
 // slow decode.
 TEST_F(GpuOps, MoeGroupedOddShapes) {
-  auto check = [&](const std::string& what, double tol, auto&& op) { this->check(what, tol, op); };
+  auto check = [&](const std::string& what, const Bar& tol, auto&& op) { this->check(what, tol, op); };
   struct Odd {
     MoeCase c;
     bool skip_ids;
@@ -245,7 +245,7 @@ TEST_F(GpuOps, MoeGroupedOddShapes) {
 // stages the quantized copy: the FP4 cases whose D and I are multiples of 128).
 TEST_F(GpuOps, MoeActQuantFusedBitwise) {
   bool mma = false;
-  auto fused_vs_separate = [&](const std::string& what, double, auto&& op) {
+  auto fused_vs_separate = [&](const std::string& what, const Bar&, auto&& op) {
     set_moe_mma(mma);
     set_fused_act_quant(true);
     const std::vector<float> fused = host(*gpu, op(*gpu));
@@ -288,7 +288,7 @@ TEST_F(GpuOps, MoeTensorCoresEveryOption) {
   if (moe_mma_calls() < 0)
     GTEST_SKIP() << "the tensor-core form is a CUDA GpuBackend path (not HIP's; PLUMB_GPU_OPS_ON_CPU runs no GPU "
                     "backend)";
-  auto check = [&](const std::string& what, double tol, auto&& op) { this->check(what + " (tensor cores)", tol, op); };
+  auto check = [&](const std::string& what, const Bar& tol, auto&& op) { this->check(what + " (tensor cores)", tol, op); };
   std::vector<backend::MoeParams> act;
   for (float limit : {0.f, 10.f, 0.5f})
     for (bool cs : {true, false})
@@ -322,7 +322,7 @@ TEST_F(GpuOps, MoeTensorCoresEveryOption) {
     const char* what = N < least ? "moe fp4, the default form below its token threshold (SIMT)"
                                  : "moe fp4, the default form at its token threshold (tensor cores)";
     run_moe_case(*this, {N, 256, 128, 8, 2, 4, "fp4", what}, {act.front()},
-                 [&](const std::string& w, double tol, auto&& op) { this->check(w, tol, op); });
+                 [&](const std::string& w, const Bar& tol, auto&& op) { this->check(w, tol, op); });
     EXPECT_EQ(moe_mma_calls() > calls, N >= least) << ctx("the default form at " + std::to_string(N) + " tokens");
   }
 #endif
@@ -334,7 +334,7 @@ TEST_F(GpuOps, MoeRealDims) {
       {{10.f, true, true, Round::BF16}, {10.f, false, false, Round::None}, {0.f, true, true, Round::None}},
       {{0.f, true, true, Round::BF16}},
       v3_params()};
-  auto check = [&](const std::string& what, double tol, auto&& op) { this->check(what, tol, op); };
+  auto check = [&](const std::string& what, const Bar& tol, auto&& op) { this->check(what, tol, op); };
   const std::vector<MoeCase> cases = moe_real_cases();
   ASSERT_EQ(cases.size(), params.size());
   for (std::size_t i = 0; i < cases.size(); ++i) run_moe_case(*this, cases[i], params[i], check);
@@ -439,7 +439,7 @@ TEST_F(GpuOps, MoeGroupedGemmIsPerExpert) {
         // expert of up to 64 rows takes the GEMV alone and path (c) grouped (gpu_moe.cpp): only
         // the CPU comparison below holds there.
         if (lp != TestLinearPath::Mma) {
-          expect_close(w + " vs CPU", grp, run(*cpu), {N, D}, moe_tolerance(p, D, I, K));
+          expect_close(w + " vs CPU", grp, run(*cpu), {N, D}, moe_tolerance(p, N, D, I, K));
           continue;
         }
         int64_t bad = 0, first = -1;
@@ -449,7 +449,7 @@ TEST_F(GpuOps, MoeGroupedGemmIsPerExpert) {
                           << " elements differ, first at flat index " << first << " (grouped "
                           << (first >= 0 ? grp[first] : 0.f) << ", per-expert " << (first >= 0 ? per[first] : 0.f)
                           << ")";
-        expect_close(w + " vs CPU", grp, run(*cpu), {N, D}, moe_tolerance(p, D, I, K));
+        expect_close(w + " vs CPU", grp, run(*cpu), {N, D}, moe_tolerance(p, N, D, I, K));
       }
   }
 #else

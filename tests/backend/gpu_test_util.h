@@ -203,13 +203,16 @@ class GpuOps : public ::testing::Test {
     return {host(*gpu, g), host(*cpu, r)};
   }
 
-  // max|got - ref| / max|ref| <= tol, no NaN anywhere (a NaN on the device side is an element
-  // the op did not write, or a computed NaN the CPU does not produce).
+  // max|got - ref| / max|ref| <= bar.tol, no NaN anywhere (a NaN on the device side is an element
+  // the op did not write, or a computed NaN the CPU does not produce); up to bar.flip_rows rows
+  // (the last dimension) may reach bar.flip_tol instead (op_cases.h, Bar).
   void expect_close(const std::string& what, const std::vector<float>& got, const std::vector<float>& ref,
-                    const Shape& shape, double tol) {
+                    const Shape& shape, const Bar& bar) {
     ASSERT_EQ(got.size(), ref.size()) << ctx(what);
+    const std::size_t row = shape.empty() || shape.back() <= 0 ? 1 : static_cast<std::size_t>(shape.back());
     int64_t nan = 0, first_nan = -1, worst = 0;
     double max_abs = 0, max_ref = 0, max_rel = 0;
+    std::vector<double> row_abs((got.size() + row - 1) / row, 0.0);
     for (std::size_t i = 0; i < got.size(); ++i) {
       if (!std::isfinite(got[i]) || !std::isfinite(ref[i])) {
         if (nan++ == 0) first_nan = static_cast<int64_t>(i);
@@ -217,6 +220,7 @@ class GpuOps : public ::testing::Test {
       }
       const double d = std::fabs(double(got[i]) - ref[i]);
       if (d > max_abs) max_abs = d, worst = static_cast<int64_t>(i);
+      row_abs[i / row] = std::max(row_abs[i / row], d);
       max_ref = std::max(max_ref, std::fabs(double(ref[i])));
       if (std::fabs(ref[i]) > 1e-6) max_rel = std::max(max_rel, d / std::fabs(ref[i]));
     }
@@ -226,15 +230,24 @@ class GpuOps : public ::testing::Test {
     EXPECT_EQ(nan, 0) << ctx(s.str()) << ": " << nan << " NaN/inf (first at flat index " << first_nan << ": got "
                       << (first_nan >= 0 ? got[first_nan] : 0) << ", ref " << (first_nan >= 0 ? ref[first_nan] : 0)
                       << ") - unwritten elements or computed NaN";
-    const double score = max_ref > 0 ? max_abs / max_ref : max_abs;
+    const double norm = max_ref > 0 ? max_ref : 1.0, score = max_abs / norm;
+    const int64_t over = std::count_if(row_abs.begin(), row_abs.end(), [&](double a) { return a / norm > bar.tol; });
     // PLUMB_TEST_SCORES=1 prints every comparison's score beside its bar: the measured floors a
     // tolerance is set just above (scripts/device/quick_round.sh collects them).
-    if (print_scores()) std::printf("score %.3g tol %.3g %s\n", score, tol, ctx(what).c_str());
-    EXPECT_LE(score, tol) << ctx(s.str()) << " (max abs / max |ref| = " << score << " > " << tol << ")";
+    if (print_scores()) {
+      std::printf("score %.3g tol %.3g %s\n", score, bar.tol, ctx(what).c_str());
+      if (bar.flip_rows > 0)
+        std::printf("flip rows %lld (room %lld to %.3g) %s\n", static_cast<long long>(over),
+                    static_cast<long long>(bar.flip_rows), bar.flip_tol, ctx(what).c_str());
+    }
+    if (over == 0) return;
+    EXPECT_TRUE(over <= bar.flip_rows && score <= bar.flip_tol)
+        << ctx(s.str()) << " (max abs / max |ref| = " << score << " > " << bar.tol << " in " << over << " of "
+        << row_abs.size() << " rows of " << row << "; room for " << bar.flip_rows << " rows to " << bar.flip_tol << ")";
   }
 
   template <class F>
-  void check(const std::string& what, double tol, F&& op) {
+  void check(const std::string& what, const Bar& tol, F&& op) {
     Tensor g = op(*gpu), r = op(*cpu);
     ASSERT_EQ(g.shape(), r.shape()) << ctx(what);
     expect_close(what, host(*gpu, g), host(*cpu, r), r.shape(), tol);
