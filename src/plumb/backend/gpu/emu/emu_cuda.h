@@ -16,12 +16,12 @@
 // and the process aborts. cp.async copies land as late as they may (cp_async16 below).
 // What it is not: a timing model, a memory model (within a warp, a missing __syncwarp between
 // lanes can go unseen unless PLUMB_EMU_SHUFFLE reorders them), or the tensor cores' exact
-// accumulation (the MMA
-// fragments are summed exactly and rounded once to f32; the device's adder differs in the last
-// bits, which the fast-order tolerances cover).
+// accumulation (the MMA fragments are summed exactly and rounded once to f32; the device's adder
+// differs in the last bits, which the fast-order tolerances cover).
 //
 // PLUMB_EMU_SHUFFLE=<seed>: blocks, the warps of a block and the lanes of a warp run in a random
-// order, so results that depend on any of them show up as a difference between seeds. PLUMB_EMU_MEMORY_MB: the device memory the emulator reports (default 4096).
+// order, so results that depend on any of them show up as a difference between seeds.
+// PLUMB_EMU_MEMORY_MB: the device memory the emulator reports (default 4096).
 // Its HIP flavour (PLUMB_GPU=EMU_HIP, wave64 and MFMA): emu_hip.h.
 #include <cmath>
 #include <cstddef>
