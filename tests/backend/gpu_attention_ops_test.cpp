@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "gpu_test_util.h"
 #include "paged_util.h"
+#include "plumb/backend/cpu/cpu_backend.h"
 #include "plumb/util/error.h"
 
 namespace plumb::test {
@@ -19,6 +21,7 @@ namespace {
 
 using backend::Batch;
 using backend::ElemType;
+using backend::Round;
 
 // Fresh compressor scores are -inf: map them to a finite sentinel on both sides so the
 // comparison still fails on NaN (poison) but not on an untouched slot.
@@ -150,9 +153,73 @@ TEST_F(GpuOps, IndexerTopKWithTies) {
   }
 }
 
-// Sparse attention has no fast order: its kernels sum in the CPU's order always
-// (sparse_attention.cu, sparse_attention_split.cu), so every case must be bitwise the CPU's, in
-// the split form (the default: P.V blocks of as many heads as the batch's size gives), the split
+// One sparse_attention case's random inputs (op_cases.h), run on either backend in a storage
+// format of the compressed entries.
+struct AttentionInputs {
+  AttentionInputs(GpuOps& t, const AttentionCase& c) : c(c), b(make_batch(c.starts, c.lens)) {
+    const int64_t N = b.rows;
+    q = t.rnd(N * c.H * c.Dh), kv = t.rnd(N * c.Dh);
+    // The sink is required by the op; "no sink" is a sink logit far below every score.
+    std::vector<float> sinks = t.rnd(c.H);
+    if (!c.sink) std::fill(sinks.begin(), sinks.end(), -60.f);
+    sink = f32_weight({c.H}, sinks);
+    for (std::size_t s = 0; s < c.starts.size(); ++s) {
+      rings.push_back(t.rnd(c.W * c.Dh));
+      const int64_t nc = c.ratio ? (c.starts[s] + c.lens[s]) / c.ratio + 1 : 0;
+      comp.push_back(t.rnd(std::max<int64_t>(nc, 1) * c.Dh));
+    }
+    if (c.sel_k > 0)
+      for (std::size_t s = 0; s < c.starts.size(); ++s)
+        for (int64_t i = 0; i < c.lens[s]; ++i) {
+          const int64_t valid = (c.starts[s] + i + 1) / c.ratio;
+          std::vector<int32_t> all(static_cast<std::size_t>(valid));
+          std::iota(all.begin(), all.end(), 0);
+          std::shuffle(all.begin(), all.end(), t.rng);
+          if (c.sel_slots.empty()) {
+            for (int k = 0; k < c.sel_k; ++k) sel.push_back(k < valid && k % 7 != 3 ? all[k] : -1);  // gaps too
+          } else {
+            std::size_t n = 0;
+            for (int k = 0; k < c.sel_k; ++k) {
+              const bool slot = std::find(c.sel_slots.begin(), c.sel_slots.end(), k) != c.sel_slots.end();
+              sel.push_back(slot && n < all.size() ? all[n++] : -1);
+            }
+          }
+        }
+  }
+  // Compressed entries in every storage format (window-only cases read none: f32 only).
+  std::vector<backend::KvRowSpec> formats() const {
+    return c.ratio > 0 ? entry_formats(c.Dh >= 128 ? 64 : c.Dh / 3) : std::vector<backend::KvRowSpec>{{}};
+  }
+  Tensor run(GpuOps& t, Backend& be, const backend::KvRowSpec& spec, std::optional<backend::Round> out = {}) const {
+    const WeightView sv = sink.view();
+    backend::AttentionParams p;
+    p.window = c.W;
+    p.ratio = c.ratio;
+    p.sink = &sv;
+    p.scale = 1.f / std::sqrt(static_cast<float>(c.Dh));
+    p.bf16_probs = c.bf16p;
+    p.prob_block = c.prob_block;
+    p.out = out.value_or(c.out);
+    p.prefill = c.prefill;
+    std::vector<Tensor> rt;
+    for (const auto& r : rings) rt.push_back(t.up(be, r, {c.W, c.Dh}));
+    const Paged ct = paged(be, comp, c.Dh, c.per_block, 7, spec);
+    const Tensor st = c.sel_k > 0 ? t.up(be, sel, {b.rows, c.sel_k}) : Tensor();
+    return be.sparse_attention(t.up(be, q, {b.rows, c.H, c.Dh}), t.up(be, kv, {b.rows, c.Dh}), b, rt, ct.cache, ct.tables,
+                               c.sel_k > 0 ? &st : nullptr, p);
+  }
+  const AttentionCase& c;
+  Batch b;
+  std::vector<float> q, kv;
+  OwnedWeight sink;
+  std::vector<std::vector<float>> rings, comp;
+  std::vector<int32_t> sel;
+};
+
+// Sparse attention in the CPU's order (the default for every batch the P.V on the matrix unit
+// does not take, and for all of them with the attn site in the CPU's order): its kernels sum in the
+// CPU's order (sparse_attention.cu, sparse_attention_split.cu), so every case must be bitwise the
+// CPU's, in the split form (the default: P.V blocks of as many heads as the batch's size gives), the split
 // form with P.V blocks of up to 8 heads and scores blocks of 4 candidate tiles
 // (PLUMB_GPU_PV_HEADS=8 PLUMB_GPU_SCORES_SPAN=4), and the one-kernel form (PLUMB_GPU_ATTN=one-kernel).
 TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
@@ -166,65 +233,59 @@ TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
     if (!share.take()) continue;
     set_split_attention(form.split);
     set_split_shapes(form.pv_heads, form.scores_span);
-    const Batch b = make_batch(c.starts, c.lens);
-    const int64_t N = b.rows;
-    const std::vector<float> q = rnd(N * c.H * c.Dh), kv = rnd(N * c.Dh);
-    // The sink is required by the op; "no sink" is a sink logit far below every score.
-    std::vector<float> sinks = rnd(c.H);
-    if (!c.sink) std::fill(sinks.begin(), sinks.end(), -60.f);
-    const OwnedWeight sink = f32_weight({c.H}, sinks);
-    const WeightView sv = sink.view();
-    std::vector<std::vector<float>> rings, comp;
-    std::vector<int32_t> sel;
-    for (std::size_t s = 0; s < c.starts.size(); ++s) {
-      rings.push_back(rnd(c.W * c.Dh));
-      const int64_t nc = c.ratio ? (c.starts[s] + c.lens[s]) / c.ratio + 1 : 0;
-      comp.push_back(rnd(std::max<int64_t>(nc, 1) * c.Dh));
-    }
-    if (c.sel_k > 0)
-      for (std::size_t s = 0; s < c.starts.size(); ++s)
-        for (int64_t i = 0; i < c.lens[s]; ++i) {
-          const int64_t valid = (c.starts[s] + i + 1) / c.ratio;
-          std::vector<int32_t> all(static_cast<std::size_t>(valid));
-          std::iota(all.begin(), all.end(), 0);
-          std::shuffle(all.begin(), all.end(), rng);
-          if (c.sel_slots.empty()) {
-            for (int k = 0; k < c.sel_k; ++k) sel.push_back(k < valid && k % 7 != 3 ? all[k] : -1);  // gaps too
-          } else {
-            std::size_t n = 0;
-            for (int k = 0; k < c.sel_k; ++k) {
-              const bool slot = std::find(c.sel_slots.begin(), c.sel_slots.end(), k) != c.sel_slots.end();
-              sel.push_back(slot && n < all.size() ? all[n++] : -1);
-            }
-          }
-        }
-    backend::AttentionParams p;
-    p.window = c.W;
-    p.ratio = c.ratio;
-    p.sink = &sv;
-    p.scale = 1.f / std::sqrt(static_cast<float>(c.Dh));
-    p.bf16_probs = c.bf16p;
-    p.prob_block = c.prob_block;
-    p.out = c.out;
-    p.prefill = c.prefill;
-    // Compressed entries in every storage format (window-only cases read none: f32 only).
-    for (const backend::KvRowSpec& spec : c.ratio > 0 ? entry_formats(c.Dh >= 128 ? 64 : c.Dh / 3)
-                                                      : std::vector<backend::KvRowSpec>{{}})
+    const AttentionInputs in(*this, c);
+    for (const backend::KvRowSpec& spec : in.formats())
       check_bitwise(std::string("sparse_attention ") +
                         (!form.split ? "one-kernel form, "
                          : form.pv_heads ? "P.V blocks of up to 8 heads, scores blocks of 4 tiles, "
                                          : "") +
-                        c.what + " entries " +
-                        format_name(spec),
-                    [&](Backend& be) {
-        std::vector<Tensor> rt;
-        for (const auto& r : rings) rt.push_back(up(be, r, {c.W, c.Dh}));
-        const Paged ct = paged(be, comp, c.Dh, c.per_block, 7, spec);
-        const Tensor st = c.sel_k > 0 ? up(be, sel, {N, c.sel_k}) : Tensor();
-        return be.sparse_attention(up(be, q, {N, c.H, c.Dh}), up(be, kv, {N, c.Dh}), b, rt, ct.cache, ct.tables,
-                                   c.sel_k > 0 ? &st : nullptr, p);
-      });
+                        c.what + " entries " + format_name(spec),
+                    [&](Backend& be) { return in.run(*this, be, spec); });
   }
+}
+
+// The P.V on the matrix unit (kernels/sparse_attention_pv_mma.cu: from 128 query rows in the fast
+// order with bf16 probabilities; forced here at every row count) adds exact products in the matrix
+// unit's order: every case it takes (bf16 probabilities, head dims a multiple of 64) must stay
+// within kPvMmaBar of the CPU. The bar sits just above the floor of the order alone: the CPU with
+// its attention sums reversed (CpuBackend::SumOrders) against the canonical CPU, printed beside
+// each case with PLUMB_TEST_SCORES=1 (docs/CORRECTNESS.md, "The P.V on the matrix unit").
+TEST_F(GpuOps, SparseAttentionPvMmaWithinTheOrderFloor) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+  if (!dev) GTEST_SKIP() << "the GPU ops run on the CPU backend (PLUMB_GPU_OPS_ON_CPU=1)";
+  dev->set_pv_mma_rows(1);
+  cpu::CpuBackend reversed(1, {cpu::CpuBackend::kPv, cpu::SumOrder::Reversed});
+  CaseShare share;
+  int taken = 0;
+  for (const AttentionCase& c : sparse_attention_cases()) {
+    // Up to 512 query rows: each block is one row's, so the cases of 1,100 and more rows (there for
+    // the other kernels' launch shapes) would add only time (3 of the 4.5 minutes on the emulator).
+    if (!c.bf16p || c.Dh % 64 != 0 || make_batch(c.starts, c.lens).rows > 512) continue;
+    ++taken;
+    if (!share.take()) continue;
+    const AttentionInputs in(*this, c);
+    // f32 outputs in every entry format (each decodes V its own way): the tight comparison; the
+    // case's bf16 outputs in the first.
+    std::vector<std::pair<backend::KvRowSpec, Round>> runs;
+    for (const backend::KvRowSpec& spec : in.formats()) runs.push_back({spec, Round::None});
+    if (c.out != Round::None) runs.push_back({in.formats().front(), c.out});
+    for (const auto& [spec, out] : runs) {
+      const std::string what = std::string("sparse_attention P.V on the matrix unit, ") + c.what + " entries " +
+                               format_name(spec) + (out == Round::BF16 ? " out bf16" : "");
+      const Tensor r = in.run(*this, *cpu, spec, out), f = in.run(*this, reversed, spec, out);
+      const int64_t before = dev->pv_mma_calls();
+      const Tensor g = in.run(*this, *gpu, spec, out);
+      EXPECT_GT(dev->pv_mma_calls(), before) << ctx(what + ": the P.V on the matrix unit did not run");
+      const double bar = with_round(kPvMmaBar, out);
+      expect_close(what + " (floor: the CPU's order reversed)", host(reversed, f), host(*cpu, r), r.shape(), bar);
+      expect_close(what, host(*gpu, g), host(*cpu, r), r.shape(), bar);
+    }
+  }
+  EXPECT_GT(taken, 3) << "op_cases.h lost the cases with bf16 probabilities";
+  dev->set_pv_mma_rows(plumb::gpu::GpuBackend::kPvMmaRowsFrom);
+#else
+  GTEST_SKIP() << "plumb was built without a GPU backend";
+#endif
 }
 
 // --kv-bf16-recent on the GPU: recent entries from the fresh rows and the rings, older ones from

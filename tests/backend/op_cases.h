@@ -174,6 +174,9 @@ struct AttentionCase {
   std::vector<int64_t> prefill = {};  // AttentionParams::prefill (empty: implied by the slices)
   std::string name() const { return what; }
 };
+// The P.V on the matrix unit against the CPU (GpuOps.SparseAttentionPvMmaWithinTheOrderFloor):
+// just above the floor of the order alone (the CPU's attention sums reversed; docs/CORRECTNESS.md).
+inline constexpr double kPvMmaBar = 4e-6;
 inline std::vector<AttentionCase> sparse_attention_cases() {
   using backend::Round;
   return {

@@ -102,6 +102,8 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
     };
 
     const int64_t prefill = prefill_of(p, si, s);  // the index row's window part (index_row.h)
+    // The softmax's and P.V's sums in another order: the attn site (with the scores) or pv alone.
+    const bool reversed = order(kAttn) != SumOrder::Canonical || order(kPv) != SumOrder::Canonical;
     pool().parallel_for(s.len, 1, [&](int64_t i0, int64_t i1) {
       std::vector<const float*> cand;
       std::vector<float> sc, acc(static_cast<std::size_t>(Dh)), part(acc.size());
@@ -136,7 +138,7 @@ Tensor CpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
           const float* qh = qp + (row * H + h) * Dh;
           for (std::size_t j = 0; j < cand.size(); ++j) sc[j] = dot(qh, cand[j], Dh, order(kAttn)) * p.scale;
           float* o = op + (row * H + h) * Dh;
-          attend(cand, sc, sink[h], Dh, p.bf16_probs, layout, order(kAttn) != SumOrder::Canonical, o, acc, part);
+          attend(cand, sc, sink[h], Dh, p.bf16_probs, layout, reversed, o, acc, part);
           apply_round(o, Dh, p.out);
         }
       }

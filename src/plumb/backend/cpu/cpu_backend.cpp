@@ -254,7 +254,7 @@ CpuBackend::SumOrders CpuBackend::parse_order(const std::string& order) {
   }
   static constexpr std::pair<const char*, OrderSite> kSites[] = {{"linear", kLinear}, {"gate", kGate}, {"norm", kNorm},
                                                                  {"hc", kHc},         {"mla", kMla},   {"attn", kAttn},
-                                                                 {"all", kAllSites}};
+                                                                 {"pv", kPv},         {"all", kAllSites}};
   for (std::size_t at = 0; at <= list.size();) {
     const std::size_t end = std::min(list.find(',', at), list.size());
     const std::string site = list.substr(at, end - at);

@@ -25,8 +25,11 @@ class CpuBackend final : public Backend {
   // (the noise floor behind the golden tests' thresholds, tools/golden/order_floor.py). Sites:
   // linear (linear() and the experts' GEMMs), gate (the router's), norm (rms_norm), hc (the mHC
   // mixes and their norm), mla (V3 attention scores), attn (V4 attention scores, its
-  // softmax and P.V sums within a block, and the indexer scores).
-  enum OrderSite : unsigned { kLinear = 1, kNorm = 2, kHc = 4, kGate = 8, kMla = 16, kAttn = 32, kAllSites = 63 };
+  // softmax and P.V sums within a block, and the indexer scores), pv (the V4 attention's softmax
+  // and P.V sums alone: the floor of the GPU's P.V on the matrix unit, whose scores are the CPU's).
+  enum OrderSite : unsigned {
+    kLinear = 1, kNorm = 2, kHc = 4, kGate = 8, kMla = 16, kAttn = 32, kPv = 64, kAllSites = 127
+  };
   struct SumOrders {
     unsigned sites = 0;                  // OrderSite bits summed in `other`
     SumOrder other = SumOrder::Reversed;

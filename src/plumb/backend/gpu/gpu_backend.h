@@ -141,6 +141,14 @@ class GpuBackend final : public Backend {
   // Candidate tiles of 8 one split scores block takes (1-4); 0: by the launch's size (4 from
   // 4,096 one-tile blocks, else 1). Tests force 4 on small cases; PLUMB_GPU_SCORES_SPAN (A/B).
   void set_scores_span(int tiles) { scores_span_ = tiles; }
+  // The split form's P.V on the matrix unit (kernels/sparse_attention_pv_mma.cu) from this many
+  // query rows (a prefill chunk; default kPvMmaRowsFrom), in the fast order with bf16
+  // probabilities (the faithful profile) and head dims a multiple of 64; below it, and with the
+  // attn site in the CPU's order, the bitwise P.V. Tests force it at any row count.
+  static constexpr int64_t kPvMmaRowsFrom = 128;
+  void set_pv_mma_rows(int64_t rows) { pv_mma_rows_ = rows; }
+  // How many sparse_attention() launches took the P.V on the matrix unit (tests check that it ran).
+  int64_t pv_mma_calls() const { return pv_mma_calls_; }
   // act_fp8 (FP8 round trip of a linear's input) on the decode kernels: the GEMV and the grouped
   // experts apply it while staging their input (fused, the default), or a quant_blocks launch
   // writes a quantized copy first (separate; PLUMB_GPU_ACT_QUANT=separate at start, for A/B
@@ -154,12 +162,13 @@ class GpuBackend final : public Backend {
   static constexpr int64_t kGroupedMoeMaxSlots = k::kGroupedMoeMaxSlots;
   // Reduction order. "fast" (default): each kernel sums in the order that suits it, so results
   // differ from the CPU backend's by f32 rounding (a few ulps per op). "cpu": linear, rms_norm,
-  // the mHC mixes and the router gate sum in the CPU backend's order (kernels/cpu_order.h), which
-  // makes every op's result bitwise the CPU's, and so whole forwards in any numerics profile
-  // (plumb verify); much slower. The environment sets it at start: PLUMB_GPU_ORDER=cpu|fast, or
-  // a comma list of the sites that sum in the CPU's order (linear, norm, hc, gate, mla), the
-  // others fast: an experiment tool for finding which reduction's order a result depends on.
-  enum OrderSite : unsigned { kLinear = 1, kNorm = 2, kHc = 4, kGate = 8, kMla = 16, kAllSites = 31 };
+  // the mHC mixes, the router gate sum and the sparse attention's P.V in the CPU backend's order
+  // (kernels/cpu_order.h), which makes every op's result bitwise the CPU's, and so whole forwards
+  // in any numerics profile (plumb verify); much slower. The environment sets it at start:
+  // PLUMB_GPU_ORDER=cpu|fast, or a comma list of the sites that sum in the CPU's order (linear,
+  // norm, hc, gate, mla, attn), the others fast: an experiment tool for finding which
+  // reduction's order a result depends on.
+  enum OrderSite : unsigned { kLinear = 1, kNorm = 2, kHc = 4, kGate = 8, kMla = 16, kAttn = 32, kAllSites = 63 };
   void set_cpu_order(bool on) { cpu_order_sites_ = on ? unsigned{kAllSites} : 0u; }
   void set_cpu_order_sites(unsigned sites) { cpu_order_sites_ = sites & kAllSites; }
   bool cpu_order() const { return cpu_order_sites_ == kAllSites; }
@@ -258,6 +267,8 @@ class GpuBackend final : public Backend {
   bool split_attention_ = true;  // PLUMB_GPU_ATTN=one-kernel: sparse attention never splits (A/B)
   int pv_heads_ = 0;             // PLUMB_GPU_PV_HEADS (A/B): SparseAttnArgs::pv_heads
   int scores_span_ = 0;          // PLUMB_GPU_SCORES_SPAN (A/B): SparseAttnArgs::scores_span
+  int64_t pv_mma_rows_ = kPvMmaRowsFrom;
+  int64_t pv_mma_calls_ = 0;
   bool fused_act_quant_ = true;  // PLUMB_GPU_ACT_QUANT=separate: act_fp8 by its own launch (A/B)
   MoeMma moe_mma_ = MoeMma::Auto;  // PLUMB_GPU_MOE_MMA
   bool fp8_large_tiles_ = true;    // PLUMB_GPU_FP8_TILES

@@ -214,7 +214,7 @@ unsigned GpuBackend::parse_order(const std::string& order) {
   if (order == "cpu") return kAllSites;
   if (order == "fast") return 0;
   static constexpr std::pair<const char*, OrderSite> kSites[] = {
-      {"linear", kLinear}, {"norm", kNorm}, {"hc", kHc}, {"gate", kGate}, {"mla", kMla}};
+      {"linear", kLinear}, {"norm", kNorm}, {"hc", kHc}, {"gate", kGate}, {"mla", kMla}, {"attn", kAttn}};
   unsigned sites = 0;
   std::size_t at = 0;
   while (at <= order.size()) {
@@ -223,7 +223,7 @@ unsigned GpuBackend::parse_order(const std::string& order) {
     const auto* hit = std::find_if(std::begin(kSites), std::end(kSites), [&](const auto& s) { return site == s.first; });
     if (hit == std::end(kSites))
       fail("PLUMB_GPU_ORDER is '{}': expected 'cpu' (sums in the CPU backend's order, bitwise results), 'fast', or a "
-           "comma list of the sites summed in the CPU's order (linear, norm, hc, gate, mla); '{}' is none of them",
+           "comma list of the sites summed in the CPU's order (linear, norm, hc, gate, mla, attn); '{}' is none of them",
            order, site);
     sites |= hit->second;
     at = end + 1;

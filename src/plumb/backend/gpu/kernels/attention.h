@@ -53,6 +53,9 @@ struct SparseAttnArgs {
   bool split = false;  // the split kernels (sparse_attention_split() held; scratch given)
   int64_t pv_heads = 0;  // the most heads a split P.V block takes; 0: by the launch's size
   int64_t scores_span = 0;  // candidate tiles a split scores block takes (1-4); 0: by the launch's size
+  // The split form's P.V on the matrix unit's bf16 tiles (sparse_attention_pv_mma.cu): the fast
+  // order, for bf16_probs and Dh % 64 == 0; pv_matrix: the matrix unit (else the tiles' SIMT loop).
+  bool pv_mma = false, pv_matrix = false;
 };
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
 // Whether rows of up to max_cand candidates take the split kernels (scores for 8 heads x 8

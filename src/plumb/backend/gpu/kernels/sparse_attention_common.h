@@ -16,6 +16,8 @@ constexpr std::size_t kSmemBytes = 48 * 1024;  // shared memory a kernel may use
 
 // sparse_attention_split.cu's launches (sparse_attention() calls it for SparseAttnArgs::split).
 gpuError_t split_attention(const SparseAttnArgs& a, gpuStream_t s);
+// sparse_attention_pv_mma.cu: the split form's P.V on the matrix unit (SparseAttnArgs::pv_mma).
+gpuError_t pv_mma(const SparseAttnArgs& a, gpuStream_t s);
 
 // Row stride of the staged q and tile rows: a multiple of 8 that is 8 mod 32, so the 8-lane
 // groups of a warp (one tile row each) read distinct banks.
@@ -90,6 +92,20 @@ __device__ inline void report_invisible(const SparseAttnArgs& a, const RowCtx& c
     a.err->entry = bad;
     a.err->visible = c.visible;
   }
+}
+
+// A (row, head)'s scratch (SparseAttnArgs::head_stride floats): the scores [max_cand] (the softmax
+// launch turns them into e_j), then the block maxima [max_prob_blocks] and the denominator.
+__device__ inline float* head_scores(const SparseAttnArgs& a, int64_t row, int64_t h) {
+  return a.scratch + ((row - a.row0) * a.H + h) * a.head_stride;
+}
+struct SoftmaxTail {
+  float* bmax;
+  float* l;
+};
+__device__ inline SoftmaxTail softmax_tail(const SparseAttnArgs& a, int64_t row, int64_t h) {
+  float* t = head_scores(a, row, h) + a.max_cand;
+  return {t, t + a.max_prob_blocks};
 }
 
 // ---- the release kernel's blocked online softmax (SparseAttnArgs::prob_block, cpu_attention.cpp)

@@ -69,20 +69,6 @@ constexpr int kSoftmaxThreads = 64;  // one head's softmax: a wavefront of 64, t
 // floats): the rest of what a kernel may use without an opt-in.
 constexpr int64_t kSoftmaxStagedMax = (kSmemBytes - (kSoftmaxThreads / 32) * sizeof(float)) / sizeof(float);
 
-// A (row, head)'s scratch (SparseAttnArgs::head_stride floats): the scores [max_cand] (the softmax
-// launch turns them into e_j), then the block maxima [max_prob_blocks] and the denominator.
-__device__ float* head_scores(const SparseAttnArgs& a, int64_t row, int64_t h) {
-  return a.scratch + ((row - a.row0) * a.H + h) * a.head_stride;
-}
-struct SoftmaxTail {
-  float* bmax;
-  float* l;
-};
-__device__ SoftmaxTail softmax_tail(const SparseAttnArgs& a, int64_t row, int64_t h) {
-  float* t = head_scores(a, row, h) + a.max_cand;
-  return {t, t + a.max_prob_blocks};
-}
-
 // Both scores kernels' tile step: after a barrier (the previous tile's dots are done with tf, te
 // and the staged rows), candidates j0 .. j0 + n - 1 of the row into tf / te (shared), the first
 // invisible one reported. When every one is a skipped slot, the block's nh heads from h0 get -inf
@@ -404,6 +390,7 @@ gpuError_t split_attention(const SparseAttnArgs& a, gpuStream_t s) {
     e = launch(softmax_kernel, static_cast<unsigned>(a.rows * a.H), kSoftmaxThreads,
                a.max_cand <= kSoftmaxStagedMax ? static_cast<size_t>(a.max_cand) * sizeof(float) : 0, s, a);
   if (e != gpuSuccess) return e;
+  if (a.pv_mma) return pv_mma(a, s);
   switch (pv_heads(a)) {
     case 8: return launch_pv<8>(a, s);
     case 4: return launch_pv<4>(a, s);

@@ -1,0 +1,130 @@
+// The split sparse attention's P.V on the matrix unit (SparseAttnArgs::pv_mma; the fast order, for
+// prefill chunks). Per query row this is a dense product O[H x Dh] = P[H x nc] V[nc x Dh] (64
+// heads share one KV row set: MODEL-SPEC 3.6), which pv_kernel (sparse_attention_split.cu) sums one
+// f32 product at a time in the CPU's order: 65 ms of a 4,096-token prefill's 3 layers (PERF.md v22).
+// Here a block of kMThreads takes (query row, 64 output dims, 64 heads) and runs mma_tile.h's
+// 64x64 tile with heads as its x rows, dims as its weight rows and candidates as k: per 32
+// candidates it stages P (the softmax's e_j, bf16 already: bf16_probs) and V transposed into shared
+// memory as bf16 tiles. The release casts P to bf16 and multiplies it by the bf16 cache; V is
+// staged as hi + mid + lo, three bf16 values whose sum is the f32 value exactly (each the rounding
+// of what the previous ones leave, 8 significant bits at most), and the k-tile runs once more for
+// each part that is not zero anywhere in it (bf16-exact V, the faithful profile's, needs one run).
+// So every product is exact; only the adder's order differs from the CPU's (the fast order's
+// tolerance, GpuOps.SparseAttentionPvMmaWithinTheOrderFloor).
+// The release's blocked softmax (prob_block) closes each block with acc = acc * exp(m - m_b) +
+// part; here the accumulators are scaled by that factor before the block's products are added
+// (mathematically the same; the part is not rounded separately).
+#include <type_traits>
+
+#include "plumb/backend/gpu/kernels/attention.h"
+#include "plumb/backend/gpu/kernels/launch.h"
+#include "plumb/backend/gpu/kernels/mma_tile.h"
+#include "plumb/backend/gpu/kernels/sparse_attention_common.h"
+
+namespace plumb::gpu::k::attn {
+namespace {
+
+constexpr int kParts = 3;  // hi, mid, lo
+static_assert(kMBK % 2 == 0 && kMThreads % kMBN == 0, "V staging: a thread takes candidate pairs of one dim");
+
+// The bf16 bits of v's parts: hi = bf16(v), mid = bf16(v - hi), lo = v - hi - mid (exact: v - hi
+// has at most 16 significant bits, v - hi - mid at most 8). Returns whether mid or lo is nonzero.
+__device__ __forceinline__ bool split_bf16(float v, uint32_t* bits) {
+  const float hi = round_bf16(v), r = __fsub_rn(v, hi), mid = round_bf16(r), lo = __fsub_rn(r, mid);
+  bits[0] = f32_bits(hi) >> 16;
+  bits[1] = f32_bits(mid) >> 16;
+  bits[2] = f32_bits(lo) >> 16;
+  return mid != 0.f || lo != 0.f;
+}
+
+// grid (rows, Dh / kMBN, ceil(H / kMBM)), kMThreads threads.
+template <bool kMatrix>
+__global__ void __launch_bounds__(kMThreads) pv_mma_kernel(SparseAttnArgs a) {
+  pdl_begin();
+  using Tile = std::conditional_t<kMatrix, MatrixTile, SimtTile>;
+  __shared__ __align__(16) BTile ps[kMBM];          // P [head][candidate]
+  __shared__ __align__(16) BTile vs[kParts][kMBN];  // V's parts [dim][candidate]
+  __shared__ const void* rows[kMBK];                // the k-tile's candidates (null: skipped)
+  __shared__ bool encoded[kMBK];
+  __shared__ float rs[kMBM];  // a head's rescale factor, then its denominator
+  const int t = threadIdx.x;
+  const int64_t row = a.row0 + blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kMBN,
+                h0 = static_cast<int64_t>(blockIdx.z) * kMBM;
+  auto out = [&](int64_t n, int64_t r) -> float& { return a.out[(row * a.H + h0 + n) * a.Dh + d0 + r]; };
+  if (a.row_seq[row] < 0) {  // a row no sequence covers: zeros, as the CPU leaves it
+    for (int i = t; i < kMBM * kMBN; i += kMThreads)
+      if (h0 + i / kMBN < a.H) out(i / kMBN, i % kMBN) = 0.f;
+    return;
+  }
+  const RowCtx c = row_ctx(a, row);
+  const int64_t nb = prob_blocks(a, c);
+  Tile tile(t);
+  for (int64_t b = 0; b < (nb > 0 ? nb : 1); ++b) {
+    if (b > 0) {  // the blocked form: the running max moves from block b - 1's to block b's
+      __syncthreads();  // (the previous k-tile's steps are done with rs)
+      if (t < kMBM) {
+        const int64_t h = h0 + t;
+        rs[t] = h < a.H ? exp_cr(softmax_tail(a, row, h).bmax[b - 1] - softmax_tail(a, row, h).bmax[b]) : 1.f;
+      }
+      __syncthreads();
+      tile.scale_rows(rs);
+    }
+    const int64_t j_lo = nb > 0 ? first_cand(a, c, b) : 0, j_hi = nb > 0 ? first_cand(a, c, b + 1) : c.nc;
+    for (int64_t k0 = j_lo; k0 < j_hi; k0 += kMBK) {
+      __syncthreads();  // the previous k-tile's steps are done with the tiles
+      if (t < kMBK) {
+        Cand cj;
+        if (k0 + t < j_hi) cj = candidate(a, c, k0 + t, nullptr);  // (the scores kernel reported invisible ones)
+        rows[t] = cj.f ? static_cast<const void*>(cj.f) : static_cast<const void*>(cj.enc);
+        encoded[t] = cj.f == nullptr;
+      }
+      __syncthreads();
+      // P: consecutive threads read consecutive candidates of a head's e_j (0 past the block, or skipped).
+      for (int i = t; i < kMBM * kMBK; i += kMThreads) {
+        const int n = i / kMBK, kk = i % kMBK;
+        const float e = h0 + n < a.H && rows[kk] ? head_scores(a, row, h0 + n)[k0 + kk] : 0.f;
+        ps[n][kk] = static_cast<uint16_t>(f32_bits(e) >> 16);  // bf16 already (bf16_probs)
+      }
+      // V: a thread takes dim d of candidate pairs (kk, kk + 1); consecutive threads read consecutive dims.
+      bool inexact = false;
+      const int d = t % kMBN;
+      auto value = [&](int kk) {
+        if (!rows[kk]) return 0.f;
+        return encoded[kk] ? backend::kv_value(a.comp.spec, static_cast<const uint8_t*>(rows[kk]), d0 + d)
+                           : static_cast<const float*>(rows[kk])[d0 + d];
+      };
+      for (int kk = 2 * (t / kMBN); kk < kMBK; kk += 2 * (kMThreads / kMBN)) {
+        uint32_t first[kParts], second[kParts];
+        inexact |= split_bf16(value(kk), first);
+        inexact |= split_bf16(value(kk + 1), second);
+#pragma unroll
+        for (int p = 0; p < kParts; ++p) *reinterpret_cast<uint32_t*>(&vs[p][d][kk]) = first[p] | second[p] << 16;
+      }
+      const bool parts = __syncthreads_or(inexact);
+      tile.step(ps, vs[0]);
+      if (parts) {
+        tile.step(ps, vs[1]);
+        tile.step(ps, vs[2]);
+      }
+    }
+  }
+  __syncthreads();  // (the last k-tile's steps are done with rs)
+  if (t < kMBM) rs[t] = h0 + t < a.H ? *softmax_tail(a, row, h0 + t).l : 1.f;
+  __syncthreads();
+  tile.store(0, 0, [&](int64_t n, int64_t r, float v) {
+    if (h0 + n >= a.H) return;
+    const float y = v / rs[n];
+    out(n, r) = a.round_out ? round_bf16(y) : y;
+  });
+}
+
+}  // namespace
+
+gpuError_t pv_mma(const SparseAttnArgs& a, gpuStream_t s) {
+  const dim3 grid(static_cast<unsigned>(a.rows), static_cast<unsigned>(a.Dh / kMBN),
+                  static_cast<unsigned>((a.H + kMBM - 1) / kMBM));
+  return a.pv_matrix ? launch(pv_mma_kernel<true>, grid, kMThreads, 0, s, a)
+                     : launch(pv_mma_kernel<false>, grid, kMThreads, 0, s, a);
+}
+
+}  // namespace plumb::gpu::k::attn
