@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kMThreads) pv_mma_kernel(SparseAttnArgs a) {
   Tile tile(t);
   for (int64_t b = 0; b < (nb > 0 ? nb : 1); ++b) {
     if (b > 0) {  // the blocked form: the running max moves from block b - 1's to block b's
-      __syncthreads();  // (the previous k-tile's steps are done with rs)
+      __syncthreads();  // (every thread has scaled by the previous block's rs)
       if (t < kMBM) {
         const int64_t h = h0 + t;
         rs[t] = h < a.H ? exp_cr(softmax_tail(a, row, h).bmax[b - 1] - softmax_tail(a, row, h).bmax[b]) : 1.f;
@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(kMThreads) pv_mma_kernel(SparseAttnArgs a) {
       }
     }
   }
-  __syncthreads();  // (the last k-tile's steps are done with rs)
+  __syncthreads();  // (every thread has scaled by the last block's rs)
   if (t < kMBM) rs[t] = h0 + t < a.H ? *softmax_tail(a, row, h0 + t).l : 1.f;
   __syncthreads();
   tile.store(0, 0, [&](int64_t n, int64_t r, float v) {
