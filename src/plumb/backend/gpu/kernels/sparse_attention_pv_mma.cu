@@ -37,6 +37,55 @@ __device__ __forceinline__ bool split_bf16(float v, uint32_t* bits) {
   return mid != 0.f || lo != 0.f;
 }
 
+// A k-tile of candidates k0 .. k0 + kMBK - 1 (rows[kk]: candidate k0 + kk's row, null for none)
+// into the shared tiles: P (the heads' e_j) into ps, V's parts into vs. Returns whether this
+// thread's values had a nonzero mid or lo part. Every load first (P and V into registers), then
+// the conversions and the stores: through generic pointers the compiler may not move a load past
+// a store to shared memory, so loads and stores interleaved were a round trip each (PERF.md v24).
+// P: consecutive threads read consecutive candidates of a head's e_j (0 past the block, or
+// skipped); V: a thread takes dim d of candidate pairs (kk, kk + 1), consecutive threads
+// consecutive dims.
+__device__ __forceinline__ bool stage_k_tile(const SparseAttnArgs& a, int64_t row, int64_t h0, int64_t d0, int64_t k0,
+                                             const void* const* rows, const bool* encoded, BTile* ps,
+                                             BTile (*vs)[kMBN]) {
+  constexpr int kPLoads = kMBM * kMBK / kMThreads, kVPairs = kMBK / 2 / (kMThreads / kMBN);
+  const int t = threadIdx.x;
+  float pl[kPLoads], vl[2 * kVPairs];
+#pragma unroll
+  for (int u = 0; u < kPLoads; ++u) {
+    const int i = t + u * kMThreads, n = i / kMBK, kk = i % kMBK;
+    pl[u] = h0 + n < a.H && rows[kk] ? head_scores(a, row, h0 + n)[k0 + kk] : 0.f;
+  }
+  const int d = t % kMBN, kk0 = 2 * (t / kMBN);
+  auto value = [&](int kk) {
+    if (!rows[kk]) return 0.f;
+    return encoded[kk] ? backend::kv_value(a.comp.spec, static_cast<const uint8_t*>(rows[kk]), d0 + d)
+                       : static_cast<const float*>(rows[kk])[d0 + d];
+  };
+#pragma unroll
+  for (int u = 0; u < kVPairs; ++u) {
+    const int kk = kk0 + u * 2 * (kMThreads / kMBN);
+    vl[2 * u] = value(kk);
+    vl[2 * u + 1] = value(kk + 1);
+  }
+#pragma unroll
+  for (int u = 0; u < kPLoads; ++u) {
+    const int i = t + u * kMThreads;
+    ps[i / kMBK][i % kMBK] = static_cast<uint16_t>(f32_bits(pl[u]) >> 16);  // bf16 already (bf16_probs)
+  }
+  bool inexact = false;
+#pragma unroll
+  for (int u = 0; u < kVPairs; ++u) {
+    const int kk = kk0 + u * 2 * (kMThreads / kMBN);
+    uint32_t first[kParts], second[kParts];
+    inexact |= split_bf16(vl[2 * u], first);
+    inexact |= split_bf16(vl[2 * u + 1], second);
+#pragma unroll
+    for (int p = 0; p < kParts; ++p) *reinterpret_cast<uint32_t*>(&vs[p][d][kk]) = first[p] | second[p] << 16;
+  }
+  return inexact;
+}
+
 // grid (rows, Dh / kMBN, ceil(H / kMBM)), kMThreads threads.
 template <bool kMatrix>
 __global__ void __launch_bounds__(kMThreads) pv_mma_kernel(SparseAttnArgs a) {
@@ -79,46 +128,7 @@ __global__ void __launch_bounds__(kMThreads) pv_mma_kernel(SparseAttnArgs a) {
         encoded[t] = cj.f == nullptr;
       }
       __syncthreads();
-      // Every load of the k-tile first (P and V into registers), then the conversions and the
-      // shared-memory stores: through generic pointers the compiler may not move a load past a
-      // store to shared memory, so loads and stores interleaved were a round trip each (PERF.md v24).
-      // P: consecutive threads read consecutive candidates of a head's e_j (0 past the block, or
-      // skipped); V: a thread takes dim d of candidate pairs (kk, kk + 1), consecutive threads
-      // consecutive dims.
-      constexpr int kPLoads = kMBM * kMBK / kMThreads, kVPairs = kMBK / 2 / (kMThreads / kMBN);
-      float pl[kPLoads], vl[2 * kVPairs];
-#pragma unroll
-      for (int u = 0; u < kPLoads; ++u) {
-        const int i = t + u * kMThreads, n = i / kMBK, kk = i % kMBK;
-        pl[u] = h0 + n < a.H && rows[kk] ? head_scores(a, row, h0 + n)[k0 + kk] : 0.f;
-      }
-      const int d = t % kMBN, kk0 = 2 * (t / kMBN);
-      auto value = [&](int kk) {
-        if (!rows[kk]) return 0.f;
-        return encoded[kk] ? backend::kv_value(a.comp.spec, static_cast<const uint8_t*>(rows[kk]), d0 + d)
-                           : static_cast<const float*>(rows[kk])[d0 + d];
-      };
-#pragma unroll
-      for (int u = 0; u < kVPairs; ++u) {
-        const int kk = kk0 + u * 2 * (kMThreads / kMBN);
-        vl[2 * u] = value(kk);
-        vl[2 * u + 1] = value(kk + 1);
-      }
-#pragma unroll
-      for (int u = 0; u < kPLoads; ++u) {
-        const int i = t + u * kMThreads;
-        ps[i / kMBK][i % kMBK] = static_cast<uint16_t>(f32_bits(pl[u]) >> 16);  // bf16 already (bf16_probs)
-      }
-      bool inexact = false;
-#pragma unroll
-      for (int u = 0; u < kVPairs; ++u) {
-        const int kk = kk0 + u * 2 * (kMThreads / kMBN);
-        uint32_t first[kParts], second[kParts];
-        inexact |= split_bf16(vl[2 * u], first);
-        inexact |= split_bf16(vl[2 * u + 1], second);
-#pragma unroll
-        for (int p = 0; p < kParts; ++p) *reinterpret_cast<uint32_t*>(&vs[p][d][kk]) = first[p] | second[p] << 16;
-      }
+      const bool inexact = stage_k_tile(a, row, h0, d0, k0, rows, encoded, ps, vs);
       const bool parts = __syncthreads_or(inexact);
       tile.step(ps, vs[0]);
       if (parts) {
