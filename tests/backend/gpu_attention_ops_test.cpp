@@ -266,9 +266,10 @@ TEST_F(GpuOps, SparseAttentionPvMmaWithinTheOrderFloor) {
     const AttentionInputs in(*this, c);
     // f32 outputs in every entry format (each decodes V its own way): the tight comparison; the
     // case's bf16 outputs in the first.
+    const std::vector<backend::KvRowSpec> formats = in.formats();
     std::vector<std::pair<backend::KvRowSpec, Round>> runs;
-    for (const backend::KvRowSpec& spec : in.formats()) runs.push_back({spec, Round::None});
-    if (c.out != Round::None) runs.push_back({in.formats().front(), c.out});
+    for (const backend::KvRowSpec& spec : formats) runs.push_back({spec, Round::None});
+    if (c.out != Round::None) runs.push_back({formats.front(), c.out});
     for (const auto& [spec, out] : runs) {
       const std::string what = std::string("sparse_attention P.V on the matrix unit, ") + c.what + " entries " +
                                format_name(spec) + (out == Round::BF16 ? " out bf16" : "");

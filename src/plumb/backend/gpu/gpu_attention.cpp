@@ -129,7 +129,7 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
          p.prob_block, k::sparse_attention_max_prob_blocks());
   a.round_out = p.out == Round::BF16;
   a.pv_heads = pv_heads_;
-  a.pv_mma = a.split && !cpu_order(kAttn) && p.bf16_probs && Dh % 64 == 0 && N >= pv_mma_rows_;
+  a.pv_mma = a.split && !cpu_order(kAttn) && p.bf16_probs && k::sparse_attention_pv_mma(Dh) && N >= pv_mma_rows_;
   a.pv_matrix = a.pv_mma && mma_matrix_ok();  // (HIP: MFMA once its self-check passed)
   a.scores_span = scores_span_;
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {

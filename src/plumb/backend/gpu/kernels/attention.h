@@ -58,6 +58,8 @@ struct SparseAttnArgs {
   bool pv_mma = false, pv_matrix = false;
 };
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
+// Whether the split form's P.V on the matrix unit can take heads of Dh (its 64-dim output tiles).
+bool sparse_attention_pv_mma(int64_t Dh);
 // Whether rows of up to max_cand candidates take the split kernels (scores for 8 heads x 8
 // candidates a block, the softmax per (row, head), then P.V per (1-8 heads, 256 dims)): any batch
 // whose candidates fit the P.V kernel's shared memory. The host sets SparseAttnArgs::split from it and then passes the

@@ -113,7 +113,8 @@ __global__ void __launch_bounds__(kMThreads) pv_mma_kernel(SparseAttnArgs a) {
       __syncthreads();  // (every thread has scaled by the previous block's rs)
       if (t < kMBM) {
         const int64_t h = h0 + t;
-        rs[t] = h < a.H ? exp_cr(softmax_tail(a, row, h).bmax[b - 1] - softmax_tail(a, row, h).bmax[b]) : 1.f;
+        const float* bmax = h < a.H ? softmax_tail(a, row, h).bmax : nullptr;
+        rs[t] = bmax ? exp_cr(bmax[b - 1] - bmax[b]) : 1.f;
       }
       __syncthreads();
       tile.scale_rows(rs);
@@ -157,3 +158,7 @@ gpuError_t pv_mma(const SparseAttnArgs& a, gpuStream_t s) {
 }
 
 }  // namespace plumb::gpu::k::attn
+
+namespace plumb::gpu::k {
+bool sparse_attention_pv_mma(int64_t Dh) { return Dh > 0 && Dh % kMBN == 0; }
+}  // namespace plumb::gpu::k
