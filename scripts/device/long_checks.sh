@@ -5,7 +5,9 @@
 #   RACE_FILTER   compute-sanitizer racecheck, one process per test of this gtest filter (issue 19
 #                 item 4: racecheck serializes shared-memory accesses, one test can take minutes);
 #                 RACE_SHARDS=n: n processes per test, each running a share of its cases
-#                 (PLUMB_TEST_CASES=k/n, the long per-case loops of tests/backend/gpu_test_util.h)
+#                 (PLUMB_TEST_CASES=k/n, the long per-case loops of tests/backend/gpu_test_util.h);
+#                 RACE_ONLY=regex: only the processes whose name (Suite.Test.k-of-n) matches it,
+#                 e.g. the shares an earlier run's limit cut
 #   KVQ_CONTEXTS  plumb_kv_quality on $KVQ_IDS random ids of the synthetic at these contexts
 #                 (issue 15 item 7), Markdown kvq.md in the tarball
 #   STEP17=1      the release's inference code on the block-aligned fixture (issue 13 item 1; carry
@@ -21,6 +23,7 @@ if [ -n "${RACE_FILTER:-}" ]; then
   for t in $(plumb_tests --gtest_list_tests --gtest_filter="$RACE_FILTER" | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
     for k in $(seq 0 $((shards - 1))); do
       name="$t"; [ "$shards" -gt 1 ] && name="$t.$k-of-$shards"
+      [[ -z "${RACE_ONLY:-}" || "$name" =~ $RACE_ONLY ]] || continue
       log="$OUT/race-$(echo "$name" | tr -c 'A-Za-z0-9_.\n-' _).log"
       PLUMB_TEST_CASES=$([ "$shards" -gt 1 ] && echo "$k/$shards") timeout "$limit" "$cs" --tool racecheck \
         --error-exitcode 9 plumb_tests --gtest_filter="$t" > "$log" 2>&1 &

@@ -224,24 +224,38 @@ struct AttentionInputs {
 // (PLUMB_GPU_PV_HEADS=8 PLUMB_GPU_SCORES_SPAN=4), and the one-kernel form (PLUMB_GPU_ATTN=one-kernel).
 TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
   CaseShare share;
+  // entry_reuse: the encoded pools' entries decoded once a call from the default reuse (some cases
+  // do, some not), always (0), or never (read from the pool at every read); the same bits.
   struct Form {
     bool split;
     int pv_heads, scores_span;
+    int64_t entry_reuse;
   };
-  for (const Form form : {Form{true, 0, 0}, Form{true, 8, 4}, Form{false, 0, 0}})
+  const int64_t decoded0 = set_entry_reuse(0);
+  int64_t always_runs = 0;
+  for (const Form form : {Form{true, 0, 0, -1}, Form{true, 8, 4, 0}, Form{false, 0, 0, INT64_MAX}})
   for (const AttentionCase& c : sparse_attention_cases()) {
     if (!share.take()) continue;
     set_split_attention(form.split);
     set_split_shapes(form.pv_heads, form.scores_span);
+    set_entry_reuse(form.entry_reuse);
+    always_runs += form.entry_reuse == 0 && c.ratio > 0;
     const AttentionInputs in(*this, c);
     for (const backend::KvRowSpec& spec : in.formats())
       check_bitwise(std::string("sparse_attention ") +
-                        (!form.split ? "one-kernel form, "
-                         : form.pv_heads ? "P.V blocks of up to 8 heads, scores blocks of 4 tiles, "
+                        (!form.split ? "one-kernel form, entries decoded at every read, "
+                         : form.pv_heads ? "P.V blocks of up to 8 heads, scores blocks of 4 tiles, entries decoded "
+                                           "once a call, "
                                          : "") +
                         c.what + " entries " + format_name(spec),
                     [&](Backend& be) { return in.run(*this, be, spec); });
   }
+  // (the decoding ran whenever this share held a case with entries in the 'always' form)
+  const int64_t decoded = set_entry_reuse(-1) - decoded0;
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+  if (dev) EXPECT_EQ(decoded > 0, always_runs > 0) << decoded << " calls decoded the entries";
+#endif
+  (void)decoded;
 }
 
 // The P.V on the matrix unit (kernels/sparse_attention_pv_mma.cu: from 128 query rows in the fast
@@ -254,6 +268,7 @@ TEST_F(GpuOps, SparseAttentionPvMmaWithinTheOrderFloor) {
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
   if (!dev) GTEST_SKIP() << "the GPU ops run on the CPU backend (PLUMB_GPU_OPS_ON_CPU=1)";
   dev->set_pv_mma_rows(1);
+  set_entry_reuse(0);  // (the kernel reads an encoded pool's entries decoded once a call only)
   cpu::CpuBackend reversed(1, {cpu::CpuBackend::kPv, cpu::SumOrder::Reversed});
   CaseShare share;
   int taken = 0;
@@ -264,7 +279,7 @@ TEST_F(GpuOps, SparseAttentionPvMmaWithinTheOrderFloor) {
     ++taken;
     if (!share.take()) continue;
     const AttentionInputs in(*this, c);
-    // f32 outputs in every entry format (each decodes V its own way): the tight comparison; the
+    // f32 outputs in every entry format (each decoded its own way): the tight comparison; the
     // case's bf16 outputs in the first.
     const std::vector<backend::KvRowSpec> formats = in.formats();
     std::vector<std::pair<backend::KvRowSpec, Round>> runs;
@@ -284,6 +299,7 @@ TEST_F(GpuOps, SparseAttentionPvMmaWithinTheOrderFloor) {
   }
   EXPECT_GT(taken, 3) << "op_cases.h lost the cases with bf16 probabilities";
   dev->set_pv_mma_rows(plumb::gpu::GpuBackend::kPvMmaRowsFrom);
+  set_entry_reuse(-1);
 #else
   GTEST_SKIP() << "plumb was built without a GPU backend";
 #endif

@@ -135,6 +135,17 @@ class GpuOps : public ::testing::Test {
     (void)heads, (void)scores_span;
   }
 
+  // Sparse attention's compressed entries decoded once a call into f32 rows from this reuse (0:
+  // always, INT64_MAX: never, negative: the backend's default; GpuBackend::set_entry_reuse);
+  // returns how many calls have decoded them so far.
+  int64_t set_entry_reuse(int64_t reuse) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (dev) return dev->set_entry_reuse(reuse < 0 ? gpu::GpuBackend::kEntryReuse : reuse), dev->decoded_entry_calls();
+#endif
+    (void)reuse;
+    return 0;
+  }
+
   // act_fp8 on the GEMV and the grouped experts: applied by the kernels as they stage their input
   // (on, the default) or by a separate quant launch first (off); the same bits either way.
   void set_fused_act_quant(bool on) {

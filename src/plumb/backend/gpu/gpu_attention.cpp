@@ -93,6 +93,18 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
 
   Tensor out = alloc(ElemType::F32, {N, H, Dh});
   if (N == 0 || H == 0 || Dh == 0) return out;
+  // An encoded pool's entries decoded once into f32 rows when the rows read them many times over
+  // (a prefill chunk: each entry thousands of times) instead of at every read; the same values.
+  Tensor decoded;
+  if (m > 0 && compressed.encoded() && entries > 0 && N * (sel ? K : max_cand) / entries >= entry_reuse_) {
+    decoded = alloc(ElemType::F32, {entries, Dh});
+    float* next = dev_f32(decoded);
+    for (std::size_t si = 0; si < b.seqs.size(); ++si) {
+      const int64_t n_comp = (b.seqs[si].start + b.seqs[si].len) / m;
+      if (n_comp > 0) seqs[si].decoded = next;
+      next += n_comp * Dh;
+    }
+  }
   const SeqTable<k::AttnSeq> table = upload_table(*this, seqs, b, N);
   // Scores stay in shared memory unless a row has too many candidates (long contexts without a
   // selection) or the split kernels run (they pass them, and the softmax's results, between
@@ -129,9 +141,16 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
          p.prob_block, k::sparse_attention_max_prob_blocks());
   a.round_out = p.out == Round::BF16;
   a.pv_heads = pv_heads_;
-  a.pv_mma = a.split && !cpu_order(kAttn) && p.bf16_probs && k::sparse_attention_pv_mma(Dh) && N >= pv_mma_rows_;
+  // (its staging reads f32 rows only: the window's, an f32 pool's or the decoded entries)
+  a.pv_mma = a.split && !cpu_order(kAttn) && p.bf16_probs && k::sparse_attention_pv_mma(Dh) && N >= pv_mma_rows_ &&
+             (entries == 0 || !compressed.encoded() || decoded.defined());
   a.pv_matrix = a.pv_mma && mma_matrix_ok();  // (HIP: MFMA once its self-check passed)
   a.scores_span = scores_span_;
+  if (decoded.defined()) {
+    check_launch(k::decode_attention_entries(a, static_cast<int64_t>(b.seqs.size()), stream()),
+                 "sparse_attention (decoding the compressed entries)");
+    decoded_entry_calls_ += 1;
+  }
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     a.row0 = r0;
     a.rows = std::min(chunk, N - r0);

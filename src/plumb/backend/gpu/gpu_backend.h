@@ -149,6 +149,14 @@ class GpuBackend final : public Backend {
   void set_pv_mma_rows(int64_t rows) { pv_mma_rows_ = rows; }
   // How many sparse_attention() launches took the P.V on the matrix unit (tests check that it ran).
   int64_t pv_mma_calls() const { return pv_mma_calls_; }
+  // sparse_attention() decodes an encoded pool's entries once into f32 rows (one launch before the
+  // attention's) when its rows read at least this many times as many entry rows as the call has
+  // entries (query rows x selected or visible entries >= reuse x entries): a prefill chunk, not a
+  // decode batch (which reads few of a long context's entries). The same values either way (tests
+  // compare both bitwise; 0: always). PLUMB_GPU_ATTN_ENTRIES=pool at start: never (A/B).
+  static constexpr int64_t kEntryReuse = 8;
+  void set_entry_reuse(int64_t reuse) { entry_reuse_ = reuse; }
+  int64_t decoded_entry_calls() const { return decoded_entry_calls_; }
   // act_fp8 (FP8 round trip of a linear's input) on the decode kernels: the GEMV and the grouped
   // experts apply it while staging their input (fused, the default), or a quant_blocks launch
   // writes a quantized copy first (separate; PLUMB_GPU_ACT_QUANT=separate at start, for A/B
@@ -269,6 +277,8 @@ class GpuBackend final : public Backend {
   int scores_span_ = 0;          // PLUMB_GPU_SCORES_SPAN (A/B): SparseAttnArgs::scores_span
   int64_t pv_mma_rows_ = kPvMmaRowsFrom;
   int64_t pv_mma_calls_ = 0;
+  int64_t entry_reuse_ = kEntryReuse;  // PLUMB_GPU_ATTN_ENTRIES
+  int64_t decoded_entry_calls_ = 0;
   bool fused_act_quant_ = true;  // PLUMB_GPU_ACT_QUANT=separate: act_fp8 by its own launch (A/B)
   MoeMma moe_mma_ = MoeMma::Auto;  // PLUMB_GPU_MOE_MMA
   bool fp8_large_tiles_ = true;    // PLUMB_GPU_FP8_TILES

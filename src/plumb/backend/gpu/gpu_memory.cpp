@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <limits>
 
 #include "plumb/backend/device_facts.h"
 #include "plumb/backend/gpu/gpu_backend.h"
@@ -177,6 +178,11 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
     moe_path_ = c == 0 ? MoePath::Auto : c == 1 ? MoePath::PerExpert : MoePath::GroupedGemm;
   if (const int c = env_choice("PLUMB_GPU_ATTN", {"auto", "one-kernel"}, "'auto' or 'one-kernel'"); c >= 0)
     split_attention_ = c == 0;
+  if (const int c = env_choice("PLUMB_GPU_ATTN_ENTRIES", {"auto", "pool"},
+                               "'auto' (a prefill chunk's compressed entries decoded once a call) or 'pool' "
+                               "(decoded at every read)");
+      c >= 0)
+    entry_reuse_ = c == 0 ? kEntryReuse : std::numeric_limits<int64_t>::max();
   if (const int c = env_choice("PLUMB_GPU_MOE_MMA", {"auto", "on", "off"},
                                "'auto' (FP4 routed experts on the bf16 tensor cores at decode from 16 tokens, where "
                                "built), 'on' (at any token count) or 'off'");

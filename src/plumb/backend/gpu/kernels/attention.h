@@ -19,6 +19,9 @@ struct AttnSeq {
   const int32_t* blocks = nullptr;  // the sequence's block table row (device), null without entries
   int64_t row = 0, start = 0, len = 0;
   int64_t prefill = 0;  // backend::prefill_of: the index row's window part (index_row.h)
+  // The sequence's compressed entries decoded to f32 rows ([entries, Dh], entry e at e * Dh) by
+  // decode_attention_entries, which candidates read instead of the pool; null: from the pool.
+  float* decoded = nullptr;
 };
 
 // Reported by sparse_attention when a selected index is not visible to its query (first one
@@ -58,6 +61,11 @@ struct SparseAttnArgs {
   bool pv_mma = false, pv_matrix = false;
 };
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
+// Decodes every compressed entry of each of the n_seqs sequences that has AttnSeq::decoded
+// (entries 0 .. (start + len) / ratio - 1) from the encoded pool a.comp into that array: the
+// same values the kernels' reads decode (kv_value is exact), once per call instead of once per
+// read. A prefill chunk's rows read each entry thousands of times (PERF.md v26).
+gpuError_t decode_attention_entries(const SparseAttnArgs& a, int64_t n_seqs, gpuStream_t s);
 // Whether the split form's P.V on the matrix unit can take heads of Dh (its 64-dim output tiles).
 bool sparse_attention_pv_mma(int64_t Dh);
 // Whether rows of up to max_cand candidates take the split kernels (scores for 8 heads x 8

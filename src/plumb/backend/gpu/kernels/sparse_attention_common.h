@@ -55,6 +55,10 @@ __device__ inline Cand compressed_cand(const SparseAttnArgs& a, const RowCtx& c,
     r.f = e >= first_new ? c.sq.fresh + (e - first_new) * a.Dh : c.sq.recent + (e % c.sq.recent_rows) * a.Dh;
     return r;
   }
+  if (c.sq.decoded) {
+    r.f = c.sq.decoded + e * a.Dh;
+    return r;
+  }
   const uint8_t* row = paged_entry(a.comp, c.sq.blocks, e);
   if (a.comp.spec.format == backend::KvRowFormat::F32) {
     r.f = reinterpret_cast<const float*>(row);

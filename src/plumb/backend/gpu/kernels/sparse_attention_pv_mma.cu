@@ -5,8 +5,10 @@
 // Here a block of kMThreads takes (query row, 64 output dims, 64 heads) and runs mma_tile.h's
 // 64x64 tile with heads as its x rows, dims as its weight rows and candidates as k: per 32
 // candidates it stages P (the softmax's e_j, bf16 already: bf16_probs) and V transposed into shared
-// memory as bf16 tiles. The release casts P to bf16 and multiplies it by the bf16 cache; V is
-// staged as hi + mid + lo, three bf16 values whose sum is the f32 value exactly (each the rounding
+// memory as bf16 tiles, V from f32 rows only (the window's, an f32 pool's, or the entries of an
+// encoded pool, which the host has decode_attention_entries decode once a call: decoding them here
+// at every read was most of this kernel's instructions, PERF.md v26). The release casts P to bf16
+// and multiplies it by the bf16 cache; V is staged as hi + mid + lo, three bf16 values whose sum is the f32 value exactly (each the rounding
 // of what the previous ones leave, 8 significant bits at most), and the k-tile runs once more for
 // each part that is not zero anywhere in it (bf16-exact V, the faithful profile's, needs one run).
 // So every product is exact; only the adder's order differs from the CPU's (the fast order's
@@ -37,7 +39,7 @@ __device__ __forceinline__ bool split_bf16(float v, uint32_t* bits) {
   return mid != 0.f || lo != 0.f;
 }
 
-// A k-tile of candidates k0 .. k0 + kMBK - 1 (rows[kk]: candidate k0 + kk's row, null for none)
+// A k-tile of candidates k0 .. k0 + kMBK - 1 (rows[kk]: candidate k0 + kk's f32 row, null for none)
 // into the shared tiles: P (the heads' e_j) into ps, V's parts into vs. Returns whether this
 // thread's values had a nonzero mid or lo part. Every load first (P and V into registers), then
 // the conversions and the stores: through generic pointers the compiler may not move a load past
@@ -46,8 +48,7 @@ __device__ __forceinline__ bool split_bf16(float v, uint32_t* bits) {
 // skipped); V: a thread takes dim d of candidate pairs (kk, kk + 1), consecutive threads
 // consecutive dims.
 __device__ __forceinline__ bool stage_k_tile(const SparseAttnArgs& a, int64_t row, int64_t h0, int64_t d0, int64_t k0,
-                                             const void* const* rows, const bool* encoded, BTile* ps,
-                                             BTile (*vs)[kMBN]) {
+                                             const float* const* rows, BTile* ps, BTile (*vs)[kMBN]) {
   constexpr int kPLoads = kMBM * kMBK / kMThreads, kVPairs = kMBK / 2 / (kMThreads / kMBN);
   const int t = threadIdx.x;
   float pl[kPLoads], vl[2 * kVPairs];
@@ -57,11 +58,7 @@ __device__ __forceinline__ bool stage_k_tile(const SparseAttnArgs& a, int64_t ro
     pl[u] = h0 + n < a.H && rows[kk] ? head_scores(a, row, h0 + n)[k0 + kk] : 0.f;
   }
   const int d = t % kMBN, kk0 = 2 * (t / kMBN);
-  auto value = [&](int kk) {
-    if (!rows[kk]) return 0.f;
-    return encoded[kk] ? backend::kv_value(a.comp.spec, static_cast<const uint8_t*>(rows[kk]), d0 + d)
-                       : static_cast<const float*>(rows[kk])[d0 + d];
-  };
+  auto value = [&](int kk) { return rows[kk] ? rows[kk][d0 + d] : 0.f; };
 #pragma unroll
   for (int u = 0; u < kVPairs; ++u) {
     const int kk = kk0 + u * 2 * (kMThreads / kMBN);
@@ -93,8 +90,7 @@ __global__ void __launch_bounds__(kMThreads) pv_mma_kernel(SparseAttnArgs a) {
   using Tile = std::conditional_t<kMatrix, MatrixTile, SimtTile>;
   __shared__ __align__(16) BTile ps[kMBM];          // P [head][candidate]
   __shared__ __align__(16) BTile vs[kParts][kMBN];  // V's parts [dim][candidate]
-  __shared__ const void* rows[kMBK];                // the k-tile's candidates (null: skipped)
-  __shared__ bool encoded[kMBK];
+  __shared__ const float* rows[kMBK];               // the k-tile's candidates (null: skipped)
   __shared__ float rs[kMBM];  // a head's rescale factor, then its denominator
   const int t = threadIdx.x;
   const int64_t row = a.row0 + blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kMBN,
@@ -122,14 +118,11 @@ __global__ void __launch_bounds__(kMThreads) pv_mma_kernel(SparseAttnArgs a) {
     const int64_t j_lo = nb > 0 ? first_cand(a, c, b) : 0, j_hi = nb > 0 ? first_cand(a, c, b + 1) : c.nc;
     for (int64_t k0 = j_lo; k0 < j_hi; k0 += kMBK) {
       __syncthreads();  // the previous k-tile's steps are done with the tiles
-      if (t < kMBK) {
-        Cand cj;
-        if (k0 + t < j_hi) cj = candidate(a, c, k0 + t, nullptr);  // (the scores kernel reported invisible ones)
-        rows[t] = cj.f ? static_cast<const void*>(cj.f) : static_cast<const void*>(cj.enc);
-        encoded[t] = cj.f == nullptr;
-      }
+      if (t < kMBK)  // (f32 rows only: the host decodes an encoded pool's entries first; the scores
+                     // kernel reported invisible ones)
+        rows[t] = k0 + t < j_hi ? candidate(a, c, k0 + t, nullptr).f : nullptr;
       __syncthreads();
-      const bool inexact = stage_k_tile(a, row, h0, d0, k0, rows, encoded, ps, vs);
+      const bool inexact = stage_k_tile(a, row, h0, d0, k0, rows, ps, vs);
       const bool parts = __syncthreads_or(inexact);
       tile.step(ps, vs[0]);
       if (parts) {
