@@ -5,6 +5,7 @@
 // --ops).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -12,6 +13,9 @@
 #include <vector>
 
 #include "gpu_test_util.h"
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+#include "plumb/backend/gpu/kernels/hc.h"
+#endif
 #include "plumb/util/error.h"
 
 namespace plumb::test {
@@ -490,6 +494,41 @@ TEST_F(GpuOps, HcPrePostHead) {
       });
     }
   }
+}
+
+// From k::kHcGroupFrom tokens pass 1 of hc_pre / hc_head takes 4 tokens a block (each weight
+// element loaded once for the 4; kernels/hc.cu): every token's outputs must be the bits it gets
+// in a batch below that (batched equals alone). V4-Flash's 4 streams x 4096, 3 tokens past the
+// threshold (the last group partial), against the same tokens 5 at a time.
+TEST_F(GpuOps, HcTokensInAGroupEqualAlone) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+  if (!dev) GTEST_SKIP() << "the GPU ops run on the CPU backend (PLUMB_GPU_OPS_ON_CPU=1)";
+  const int64_t D = 4096, hc = 4, N = gpu::k::kHcGroupFrom + 3, chunk = 5, W = hc * D;
+  const HcWeights w(*this, D, hc);
+  const std::vector<float> X = rnd(N * W);
+  for (Round r : {Round::None, Round::BF16}) {
+    const std::string rs = r == Round::BF16 ? " bf16" : "";
+    const backend::HcPreResult all = gpu->hc_pre(up(*gpu, X, {N, hc, D}), w.site, r);
+    const std::vector<float> y = host(*gpu, all.y), post = host(*gpu, all.post), comb = host(*gpu, all.comb),
+                             head = host(*gpu, gpu->hc_head(up(*gpu, X, {N, hc, D}), w.head, r));
+    for (int64_t n0 = 0; n0 < N; n0 += chunk) {
+      const int64_t m = std::min(chunk, N - n0);
+      const std::vector<float> xs(X.begin() + n0 * W, X.begin() + (n0 + m) * W);
+      const backend::HcPreResult part = gpu->hc_pre(up(*gpu, xs, {m, hc, D}), w.site, r);
+      const std::string what = " tokens " + std::to_string(n0) + ".." + std::to_string(n0 + m - 1) + " of " +
+                               std::to_string(N) + rs;
+      auto rows = [&](const std::vector<float>& v, int64_t per) {
+        return std::vector<float>(v.begin() + n0 * per, v.begin() + (n0 + m) * per);
+      };
+      expect_bitwise("hc_pre y" + what, rows(y, D), host(*gpu, part.y));
+      expect_bitwise("hc_pre post" + what, rows(post, hc), host(*gpu, part.post));
+      expect_bitwise("hc_pre comb" + what, rows(comb, hc * hc), host(*gpu, part.comb));
+      expect_bitwise("hc_head" + what, rows(head, D), host(*gpu, gpu->hc_head(up(*gpu, xs, {m, hc, D}), w.head, r)));
+    }
+  }
+#else
+  GTEST_SKIP() << "plumb was built without a GPU backend";
+#endif
 }
 
 }  // namespace

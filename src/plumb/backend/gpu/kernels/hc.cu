@@ -19,6 +19,7 @@ constexpr int kMaxOut = static_cast<int>(kHcMaxOut);
 // Fast order: pass 1 splits a token into at most kMaxSlices slices (hc_slices); pass 2's block
 // (n, c) mixes columns [c * kDSlice, (c + 1) * kDSlice), kPer of them per thread.
 constexpr int64_t kMaxSlices = 64;
+constexpr int kGroup = 4;  // pass 1's tokens a block from kHcGroupFrom tokens (hc_partial_kernel)
 constexpr int kPer = 4;
 constexpr int64_t kDSlice = kPer * kThreads;
 // Streams a thread of pass 2 or of hc_post holds in registers (more: a plain loop, same arithmetic).
@@ -169,59 +170,82 @@ __device__ __forceinline__ void warp_sums_to(const float (&acc)[kMaxOut], int n_
   }
 }
 
-// Pass 1's sums of one block for NK >= n_out dot products, F32: fn stored as f32 (else decoded by
-// weight_at). Every row index is clamped to a valid one and no load is predicated, so that ptxas
-// issues an element's NK weight loads together (with `if (k < n_out)` around each it issued them
-// one after another: ~10 us a launch for one token's 1.5 MB at B = 1, PERF.md v21); sums k >=
-// n_out are formed on repeated rows and never stored.
-template <int NK, bool F32>
-__device__ __forceinline__ void hc_partial_sums(const float* x, int64_t i0, int64_t i1, int64_t W, const WeightRef& fn,
-                                                int n_out, float (&acc)[kMaxOut], float& ss) {
+// Pass 1's sums of one block for NK >= n_out dot products of each of its T tokens (x[t]: token
+// t's streams), F32: fn stored as f32 (else decoded by weight_at). Every row index is clamped to a
+// valid one and no load is predicated, so that ptxas issues an element's NK weight loads together
+// (with `if (k < n_out)` around each it issued them one after another: ~10 us a launch for one
+// token's 1.5 MB at B = 1, PERF.md v21); sums k >= n_out are formed on repeated rows and never
+// stored. Each weight element loaded serves the T tokens; a token's own arithmetic (its elements
+// per thread, in order) is the same for every T.
+template <int NK, int T, bool F32>
+__device__ __forceinline__ void hc_partial_sums(const float* const (&x)[T], int64_t i0, int64_t i1, int64_t W,
+                                                const WeightRef& fn, int n_out, float (&acc)[T][kMaxOut],
+                                                float (&ss)[T]) {
   const float* f32 = reinterpret_cast<const float*>(fn.data);
   for (int64_t i = i0 + threadIdx.x; i < i1; i += kThreads) {
-    const float v = x[i];
+    float v[T];
+#pragma unroll
+    for (int t = 0; t < T; ++t) v[t] = x[t][i];
     float w[NK];
 #pragma unroll
     for (int k = 0; k < NK; ++k) {
       const int r = k < n_out ? k : n_out - 1;
       w[k] = F32 ? f32[r * W + i] : weight_at(fn, r, i);
     }
-    ss += v * v;
 #pragma unroll
-    for (int k = 0; k < NK; ++k) acc[k] += w[k] * v;
+    for (int t = 0; t < T; ++t) {
+      ss[t] += v[t] * v[t];
+#pragma unroll
+      for (int k = 0; k < NK; ++k) acc[t][k] += w[k] * v[t];
+    }
   }
 }
 
-// Fast order, pass 1: grid (N, S); block (n, s) reduces elements [s * slice, (s + 1) * slice) of
-// token n's streams: all n_out dot products and sum x^2 in registers, warp sums, warps added in
-// order. part[(n * S + s) * (kMaxOut + 1) + k] (k = kMaxOut: sum x^2). A token's reduction is
-// spread over S blocks so that a decode step's few tokens fill the device.
-template <int NK>
-__global__ void __launch_bounds__(kThreads)
-    hc_partial_kernel(const float* X, int hc, int64_t D, WeightRef fn, int n_out, int64_t slice, float* part) {
+// Fast order, pass 1: grid (ceil(N / T), S); block (g, s) reduces elements [s * slice, (s + 1) *
+// slice) of the streams of tokens g * T .. g * T + T - 1: all n_out dot products and sum x^2 in
+// registers, warp sums, warps added in order. part[(n * S + s) * (kMaxOut + 1) + k] (k =
+// kMaxOut: sum x^2). A token's reduction is spread over S blocks so that a decode step's few
+// tokens fill the device; T > 1 (kGroup, from kHcGroupFrom tokens) reads each weight element once
+// for T tokens: at T = 1 a 4,096-token prefill read fn (1.5 MB a token with post) 4,096 times
+// from L2, 8.6 ms of its 158 (PERF.md v26). A token's sums are the same bits for every T (the
+// same elements per thread and order, the same warp and block sums), so they do not depend on
+// the batch (hc.h). A group past N repeats token N - 1 in its loads and stores nothing for it.
+template <int NK, int T>
+__global__ void __launch_bounds__(kThreads) hc_partial_kernel(const float* X, int hc, int64_t D, WeightRef fn, int n_out,
+                                                              int64_t N, int64_t slice, float* part) {
   pdl_begin();
-  __shared__ float red[kWarps][kMaxOut + 1];
-  const int64_t n = blockIdx.x, s = blockIdx.y, S = gridDim.y, W = hc * D;
-  const float* x = X + n * W;
-  const int64_t i1 = (s + 1) * slice < W ? (s + 1) * slice : W;
-  float acc[kMaxOut];
+  __shared__ float red[T][kWarps][kMaxOut + 1];
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * T, s = blockIdx.y, S = gridDim.y, W = hc * D;
+  const float* x[T];
 #pragma unroll
-  for (int k = 0; k < kMaxOut; ++k) acc[k] = 0.f;
-  float ss = 0.f;
+  for (int t = 0; t < T; ++t) x[t] = X + (n0 + t < N ? n0 + t : N - 1) * W;
+  const int64_t i1 = (s + 1) * slice < W ? (s + 1) * slice : W;
+  float acc[T][kMaxOut], ss[T];
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    ss[t] = 0.f;
+#pragma unroll
+    for (int k = 0; k < kMaxOut; ++k) acc[t][k] = 0.f;
+  }
   if (fn.format == WFormat::F32)
-    hc_partial_sums<NK, true>(x, s * slice, i1, W, fn, n_out, acc, ss);
+    hc_partial_sums<NK, T, true>(x, s * slice, i1, W, fn, n_out, acc, ss);
   else
-    hc_partial_sums<NK, false>(x, s * slice, i1, W, fn, n_out, acc, ss);
+    hc_partial_sums<NK, T, false>(x, s * slice, i1, W, fn, n_out, acc, ss);
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  ss = warp_sum(ss);
-  if (lane == 0) red[warp][kMaxOut] = ss;
-  warp_sums_to<NK>(acc, n_out, lane, red[warp]);  // n_out is uniform over the block: every lane shuffles
+#pragma unroll
+  for (int t = 0; t < T; ++t) {
+    const float sst = warp_sum(ss[t]);
+    if (lane == 0) red[t][warp][kMaxOut] = sst;
+    warp_sums_to<NK>(acc[t], n_out, lane, red[t][warp]);  // n_out is uniform over the block: every lane shuffles
+  }
   __syncthreads();
   const int k = static_cast<int>(threadIdx.x);
   if (k < n_out || k == kMaxOut) {
-    float t = 0.f;
-    for (int w = 0; w < kWarps; ++w) t = __fadd_rn(t, red[w][k]);
-    part[(n * S + s) * (kMaxOut + 1) + k] = t;
+    for (int t = 0; t < T && n0 + t < N; ++t) {
+      float tot = 0.f;
+      for (int w = 0; w < kWarps; ++w) tot = __fadd_rn(tot, red[t][w][k]);
+      part[((n0 + t) * S + s) * (kMaxOut + 1) + k] = tot;
+    }
   }
 }
 
@@ -357,11 +381,16 @@ gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn
                   sinkhorn_iters, hc_eps, norm_eps, bf16_out, y, post, comb);
   }
   const int64_t W = hc * D, S = hc_slices(W, slice_width), slice = (W + S - 1) / S;
-  // NK: the fewest dot products a thread forms that cover n_out (hc = 4: 4 pre only, 24 with post).
-  const auto partial = no <= 4 ? hc_partial_kernel<4> : no <= 8 ? hc_partial_kernel<8> : no <= 15 ? hc_partial_kernel<15>
-                       : no <= 24 ? hc_partial_kernel<24> : hc_partial_kernel<kMaxOut>;
-  const gpuError_t e = launch(partial, dim3(static_cast<unsigned>(N), static_cast<unsigned>(S)), kThreads, 0, s, X, h, D,
-                              fn, no, slice, scratch);
+  // NK: the fewest dot products a thread forms that cover n_out (hc = 4: 4 pre only, 24 with post);
+  // T: tokens a block (kGroup from kHcGroupFrom tokens, up to 24 sums: T x NK accumulators a thread).
+  const int T = N >= kHcGroupFrom && no <= 24 ? kGroup : 1;
+  const auto partial = T > 1 ? (no <= 4 ? hc_partial_kernel<4, kGroup> : no <= 8 ? hc_partial_kernel<8, kGroup>
+                                : no <= 15 ? hc_partial_kernel<15, kGroup> : hc_partial_kernel<24, kGroup>)
+                       : no <= 4 ? hc_partial_kernel<4, 1> : no <= 8 ? hc_partial_kernel<8, 1>
+                       : no <= 15 ? hc_partial_kernel<15, 1> : no <= 24 ? hc_partial_kernel<24, 1>
+                                    : hc_partial_kernel<kMaxOut, 1>;
+  const gpuError_t e = launch(partial, dim3(static_cast<unsigned>((N + T - 1) / T), static_cast<unsigned>(S)), kThreads,
+                              0, s, X, h, D, fn, no, N, slice, scratch);
   if (e != gpuSuccess) return e;
   const int64_t Y = (D + kDSlice - 1) / kDSlice;
   return launch(hc_finish_kernel, dim3(static_cast<unsigned>(N), static_cast<unsigned>(Y > 0 ? Y : 1)), kThreads, 0, s,

@@ -20,6 +20,9 @@ constexpr int64_t kHcMaxOut = 35;
 // decode step's few tokens fill the device: slices of about `slice` (>= 1) of a token's hc * D
 // elements (at most 64 of them). The split depends on the width only, never on N, so that a
 // token's sums (and so its result) do not change with the batch it runs in.
+// From this many tokens pass 1 takes 4 tokens a block (each weight element loaded once for the
+// 4); a token's sums are the same bits either way (GpuOps.HcTokensInAGroupEqualAlone).
+constexpr int64_t kHcGroupFrom = 64;
 constexpr int64_t kHcSlice = 512;  // GpuBackend's (256, 64 blocks a token, bought nothing: PERF.md v19)
 gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn, WeightRef base, WeightRef scale,
                   int64_t sinkhorn_iters, float hc_eps, float norm_eps, bool bf16_out, bool cpu_order, int64_t slice,
