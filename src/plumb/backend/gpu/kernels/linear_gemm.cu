@@ -296,9 +296,14 @@ __global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef 
 }
 
 // Path (c) for many routed experts at once (the MoE prefill; GroupedGemmArgs in linear.h): block
-// (x, y, z) = row tile x of the tile list (one expert's rows, at most 64 of them, starting at a
-// multiple of 64 from that expert's first row, as that expert's own mma_kernel launch tiles
-// them), weight row tile y, projection z. Why the values are bitwise the per-expert launch's: an
+// (x, y, z) = weight row tile x, row tile y + kMaxGridY * (z / projections) of the tile list (one
+// expert's rows, at most 64 of them, starting at a multiple of 64 from that expert's first row, as
+// that expert's own mma_kernel launch tiles them), projection z % projections. Blocks
+// start in x order, so the weight tiles of one row tile run side by side: they share its x rows
+// in L2, and the expert's next row tile finds its weight tiles there. (Up to v26 the row tiles
+// were x: the blocks of a wave each read another expert's weights and another x tile, and a
+// 4,096-token prefill's w1 / w3 launch moved ~10 GB from DRAM for ~2.3 GB of operands, PERF.md
+// v27.) Why the values are bitwise the per-expert launch's: an
 // output (n, r) is sum_k x[n][k] * w[r][k] accumulated by mma_tile over the same k-tiles in the
 // same order, from the same bf16 operands; the matrix instruction (mma.sync m16n8k16 / MFMA
 // 16x16x16) and the SIMT loop compute each element of D from its own A row and B column only, and
@@ -307,6 +312,7 @@ __global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef 
 // CUDA: 5 blocks of 128 per SM, as many as the pipelined loop's 43 KB of shared memory at
 // K = 4,096 lets in: at most 102 registers (ptxas: 96 for the matrix-core instances, no spills;
 // the SIMT instances, which never run there, spill ~120 bytes).
+constexpr int64_t kMaxGridY = 65535;  // (and z) blocks a grid may have in y
 #if defined(PLUMB_CUDA)
 #define PLUMB_GROUPED_BOUNDS __launch_bounds__(kMThreads, 5)
 #else
@@ -316,12 +322,14 @@ template <WFormat F, bool kMatrix>
 __global__ void PLUMB_GROUPED_BOUNDS mma_grouped_kernel(GroupedGemmArgs a) {
   pdl_begin();
   PLUMB_DYNAMIC_SHARED(uint8_t, smem);
-  const int32_t* tl = a.tiles + 3 * static_cast<int64_t>(blockIdx.x);
+  const int z = static_cast<int>(blockIdx.z % a.projections);
+  const int64_t row_tile = blockIdx.y + kMaxGridY * static_cast<int64_t>(blockIdx.z / a.projections);
+  if (row_tile >= a.tile_count) return;
+  const int32_t* tl = a.tiles + 3 * row_tile;
   const int64_t e = tl[0], first = tl[1], rows = tl[2] - first;
-  const int z = blockIdx.z;
   const WeightRef w = a.table[e * a.table_stride + (z ? a.which1 : a.which0)];
   float* const y = (z ? a.y1 : a.y0) + first * a.ldy;
-  const int64_t R = a.R, r0 = static_cast<int64_t>(blockIdx.y) * kMBN;
+  const int64_t R = a.R, r0 = static_cast<int64_t>(blockIdx.x) * kMBN;
   const auto st = [&](int64_t n, int64_t r, float v) {
     if (n < rows && r < R) y[n * a.ldy + r] = a.round_bf16 ? round_bf16(v) : v;
   };
@@ -436,10 +444,14 @@ gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t 
 
 gpuError_t linear_mma_grouped(const GroupedGemmArgs& a, WFormat format, bool matrix, gpuStream_t s) {
   if (a.tile_count <= 0 || a.R <= 0 || a.projections <= 0) return gpuGetLastError();
-  if (a.tile_count > 0x7FFFFFFF || (a.R + kMBN - 1) / kMBN > 65535 || a.projections > 2) return gpuErrorNotSupported;
-  const dim3 grid(static_cast<unsigned>(a.tile_count), static_cast<unsigned>((a.R + kMBN - 1) / kMBN),
-                  static_cast<unsigned>(a.projections));
+  const int64_t weight_tiles = (a.R + kMBN - 1) / kMBN;
+  if (weight_tiles > 0x7FFFFFFF || a.projections > 2 || a.tile_count > kMaxGridY * 32) return gpuErrorNotSupported;
   GroupedGemmArgs b = a;
+  // x: weight row tiles (mma_grouped_kernel: why in that order); y and z: row tiles (kMaxGridY a
+  // z step) and projections.
+  const int64_t folds = (a.tile_count + kMaxGridY - 1) / kMaxGridY;
+  const dim3 grid(static_cast<unsigned>(weight_tiles), static_cast<unsigned>(std::min(a.tile_count, kMaxGridY)),
+                  static_cast<unsigned>(folds * a.projections));
   b.vec = vec_tiles(format, a.K);  // the table's weights are [R, K] (the host checks)
   if (b.vec && !b.xb) return gpuErrorNotSupported;  // its x tiles come from xb (mma_takes_bf16_x)
   return dispatch_format(format, [&]<WFormat F>() {
