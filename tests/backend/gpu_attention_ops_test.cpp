@@ -231,7 +231,7 @@ TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
     int pv_heads, scores_span;
     int64_t entry_reuse;
   };
-  const int64_t decoded0 = set_entry_reuse(0);
+  const int64_t decoded0 = set_entry_reuse(-1);
   int64_t always_runs = 0;
   for (const Form form : {Form{true, 0, 0, -1}, Form{true, 8, 4, 0}, Form{false, 0, 0, INT64_MAX}})
   for (const AttentionCase& c : sparse_attention_cases()) {

@@ -95,8 +95,11 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   if (N == 0 || H == 0 || Dh == 0) return out;
   // An encoded pool's entries decoded once into f32 rows when the rows read them many times over
   // (a prefill chunk: each entry thousands of times) instead of at every read; the same values.
+  // Up to 256 MiB of them (a 4,096-row chunk at 128K positions takes 64 MiB); past that, the pool.
+  constexpr int64_t kDecodedMaxBytes = int64_t{256} << 20;
   Tensor decoded;
-  if (m > 0 && compressed.encoded() && entries > 0 && N * (sel ? K : max_cand) / entries >= entry_reuse_) {
+  if (m > 0 && compressed.encoded() && entries > 0 && N * (sel ? K : max_cand) / entries >= entry_reuse_ &&
+      entries * Dh * 4 <= kDecodedMaxBytes) {
     decoded = alloc(ElemType::F32, {entries, Dh});
     float* next = dev_f32(decoded);
     for (std::size_t si = 0; si < b.seqs.size(); ++si) {

@@ -151,8 +151,9 @@ class GpuBackend final : public Backend {
   int64_t pv_mma_calls() const { return pv_mma_calls_; }
   // sparse_attention() decodes an encoded pool's entries once into f32 rows (one launch before the
   // attention's) when its rows read at least this many times as many entry rows as the call has
-  // entries (query rows x selected or visible entries >= reuse x entries): a prefill chunk, not a
-  // decode batch (which reads few of a long context's entries). The same values either way (tests
+  // entries (query rows x selected or visible entries >= reuse x entries) and they fit 256 MiB: a
+  // prefill chunk, not a decode batch (which reads few of a long context's entries). The P.V on the
+  // matrix unit reads decoded entries only (with an encoded pool). The same values either way (tests
   // compare both bitwise; 0: always). PLUMB_GPU_ATTN_ENTRIES=pool at start: never (A/B).
   static constexpr int64_t kEntryReuse = 8;
   void set_entry_reuse(int64_t reuse) { entry_reuse_ = reuse; }

@@ -20,7 +20,8 @@ __global__ void __launch_bounds__(kThreads) decode_entries_kernel(SparseAttnArgs
   const int64_t n = (sq.start + sq.len) / a.ratio;
   for (int64_t e = blockIdx.x; e < n; e += gridDim.x) {
     const uint8_t* row = paged_entry(a.comp, sq.blocks, e);
-    for (int64_t i = threadIdx.x; i < a.Dh; i += kThreads) sq.decoded[e * a.Dh + i] = backend::kv_value(a.comp.spec, row, i);
+    for (int64_t i = threadIdx.x; i < a.Dh; i += kThreads)
+      sq.decoded[e * a.Dh + i] = backend::kv_value(a.comp.spec, row, i);
   }
 }
 

@@ -8,9 +8,10 @@
 // memory as bf16 tiles, V from f32 rows only (the window's, an f32 pool's, or the entries of an
 // encoded pool, which the host has decode_attention_entries decode once a call: decoding them here
 // at every read was most of this kernel's instructions, PERF.md v26). The release casts P to bf16
-// and multiplies it by the bf16 cache; V is staged as hi + mid + lo, three bf16 values whose sum is the f32 value exactly (each the rounding
-// of what the previous ones leave, 8 significant bits at most), and the k-tile runs once more for
-// each part that is not zero anywhere in it (bf16-exact V, the faithful profile's, needs one run).
+// and multiplies it by the bf16 cache; V is staged as hi + mid + lo, three bf16 values whose sum
+// is the f32 value exactly (each the rounding of what the previous ones leave, 8 significant bits
+// at most), and the k-tile runs once more for each part that is not zero anywhere in it
+// (bf16-exact V, the faithful profile's, needs one run).
 // So every product is exact; only the adder's order differs from the CPU's (the fast order's
 // tolerance, GpuOps.SparseAttentionPvMmaWithinTheOrderFloor).
 // The release's blocked softmax (prob_block) closes each block with acc = acc * exp(m - m_b) +
