@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU op harness on the CUDA emulator, without a GPU (docs/CORRECTNESS.md, "The CUDA
 # emulator"): builds build-emu (scripts/build-emu.sh) and runs, in two gtest shards, the GPU tests
-# that take under a minute each there: about 3 minutes on 2 cores. EMU_FILTER=<gtest filter> runs
+# that take under two minutes each there (most under one): about 4 minutes on 2 cores. EMU_FILTER=<gtest filter> runs
 # others ('Gpu*:*Gpu*': all 68, ~45 minutes on 2 cores); PLUMB_EMU_SHUFFLE=<seed> reorders blocks
 # and threads. EMU_FLAVOR=hip: the emulator's HIP flavour instead (scripts/build-emu-hip.sh, into
 # build-emu-hip): the same tests on the kernels compiled as for gfx90a (wave64, the MFMA tile).
