@@ -346,8 +346,9 @@ TEST_F(GpuOps, MoeRealDims) {
 // (MoePath::PerExpert), with its pipelined k-loop and its synchronous one alike; under the Auto
 // linear path (experts of <= 64 rows grouped too, where alone they take the GEMV) the CPU
 // reference's values within the usual tolerance. Skewed routing (expert e drawn with weight
-// ~ 1 / (1 + e % 8)) gives experts of many row counts: > 64 (several row tiles and a partial last
-// one), <= 64 and 0 (expert 5 is never chosen); some slots route outside [0, E).
+// ~ 1 / (1 + e % 8)) gives experts of many row counts: > 128 (several row tiles and a partial last
+// one), 65-128 (one tile of two 64-row halves), <= 64 and 0 (expert 5 is never chosen); some slots
+// route outside [0, E).
 // MoePath::GroupedGemm below the decode kernels' slot limit, and MoePath::Auto above it (the path
 // a prefill takes).
 TEST_F(GpuOps, MoeGroupedGemmIsPerExpert) {
@@ -365,6 +366,9 @@ TEST_F(GpuOps, MoeGroupedGemmIsPerExpert) {
       {300, 192, 160, 32, 4, 6, "bf16", MP::GroupedGemm},
       {200, 256, 128, 16, 4, 5, "fp8f32", MP::GroupedGemm},
       {520, 256, 128, 16, 4, 8, "fp4", MP::Auto},  // 2,080 slots: more than the decode kernels take
+      // FP4 rows of 16 scales and more (K = 512, 640): the pipelined loop copies them with the
+      // first stage (cp.async), where rows of 8 and 4 above take its loop
+      {260, 512, 640, 16, 4, 6, "fp4", MP::GroupedGemm},
   };
   CaseShare share;
   for (const Case& c : cases) {

@@ -208,7 +208,7 @@ namespace {
 // the bf16 copies of x and h (bf16_copy).
 // A prefill's slots beyond this many bytes of it run in several passes, each over whole experts.
 constexpr int64_t kPrefillPassBytes = int64_t{1} << 30;
-constexpr int64_t kTileRows = 64;  // the bf16 GEMM's row tile (linear_gemm.cu kMBM)
+constexpr int64_t kTileRows = k::kGroupedTileRows;  // the grouped GEMM's row tile
 
 }  // namespace
 

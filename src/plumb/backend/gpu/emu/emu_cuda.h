@@ -97,6 +97,8 @@ void cp_async_wait(int pending);  // until at most `pending` of the thread's com
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 and m16n8k32 ... e4m3.e4m3 (emu_mma.cpp).
 void mma_m16n8k16_bf16(float* d, const uint32_t* a, const uint32_t* b);
 void mma_m16n8k32_e4m3(float* d, const uint32_t* a, const uint32_t* b);
+// ldmatrix.sync.aligned.m8n8.x4.shared.b16 (emu_mma.cpp; kernels/linear_common.h says what it does).
+void ldmatrix_x4(uint32_t* r, const void* row);
 
 }  // namespace plumb::gpu::emu
 

@@ -42,6 +42,17 @@ void mma_m16n8k16_bf16(float* d, const uint32_t* a, const uint32_t* b) {
   mma<16>(d, a, b, [](uint32_t w, int e) { return bf16_to_f32(static_cast<uint16_t>(w >> (16 * e))); });
 }
 
+void ldmatrix_x4(uint32_t* r, const void* row) {
+  static_assert(kWarp == 32, "ldmatrix is a 32-lane instruction");
+  const void* rows[kWarp];
+  warp_gather(&row, sizeof row, rows);
+  const int lane = lane_id();
+  for (int j = 0; j < 4; ++j) {
+    const auto* p = static_cast<const unsigned char*>(rows[8 * j + lane / 4]) + 4 * (lane % 4);
+    r[j] = uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+  }
+}
+
 void mma_m16n8k32_e4m3(float* d, const uint32_t* a, const uint32_t* b) {
   mma<32>(d, a, b, [](uint32_t w, int e) { return e4m3_to_f32(static_cast<uint8_t>(w >> (8 * e))); });
 }

@@ -85,12 +85,13 @@ inline int split_k_ways(int64_t blocks, int64_t target_blocks, int64_t most) {
 gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s);
 // (c) for many weights of one format and shape at once (the MoE prefill's routed experts, from
 // gpu_moe.cpp): for each row tile i < tile_count, tiles[3i..3i+2] = {e, first, end}: rows [first,
-// end) of x (end - first <= 64) times weight table[e * table_stride + which_z] (R rows of K)
-// into rows [first, end) of y_z, for projections z < `projections` (1 or 2: w1 and w3 in one
-// launch). Row tiles start at a multiple of 64 from their expert's first row, as that expert's
-// own linear_mma launch tiles them: every output is bitwise linear_mma's on that expert's rows
-// (linear_gemm.cu says why). matrix: the matrix-core tile (linear_mma) or the SIMT loop
+// end) of x (end - first <= kGroupedTileRows) times weight table[e * table_stride + which_z] (R
+// rows of K) into rows [first, end) of y_z, for projections z < `projections` (1 or 2: w1 and w3
+// in one launch). Row tiles start at a multiple of kGroupedTileRows from their expert's first
+// row, so that every 64-row half is a tile of that expert's own linear_mma launch: every output
+// is bitwise linear_mma's on that expert's rows (linear_gemm.cu says why). matrix: the matrix-core tile (linear_mma) or the SIMT loop
 // (linear_mma_simt), the caller's choice by the same rule (GpuBackend::mma_matrix_ok).
+constexpr int64_t kGroupedTileRows = 128;  // rows of a GroupedGemmArgs row tile at most
 struct GroupedGemmArgs {
   const float* x = nullptr;  // device [rows, ldx], bf16-rounded in the tile load like linear_mma's x
   int64_t ldx = 0;

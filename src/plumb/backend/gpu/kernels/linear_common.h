@@ -116,11 +116,33 @@ __device__ __forceinline__ WRaw<F> wraw16(const WeightRef& w, int64_t r, int64_t
   return raw;
 }
 
+// A segment's scale as wdecode4 applies it: s, and for the fast exact decodes k = s * 2^120 (FP8)
+// or s * 2^126 (FP4) and whether k is below 2^127 (else the slow path). wdecode16 works it out
+// once for its four quarters. FP4's ue8m0 code b gives k = 2^(b - 1) for b < 128 directly (b = 0:
+// s = 2^-127, k = 2^-1), the value s * 2^126 rounds to, without ue8m0_to_f32's branches.
+template <WFormat F>
+struct SegScale {
+  float s, k;
+  bool fast;
+};
+template <WFormat F>
+__device__ __forceinline__ SegScale<F> seg_scale(const WRaw<F>& raw, const WeightRef& w) {
+  if constexpr (F == WFormat::FP4) {
+    const uint32_t b = raw.sbits & 0xFFu;
+    return {weight_scale_from_bits<F>(w, raw.sbits), bits_f32((b + 126u) << 23), b < 128u};
+  } else if constexpr (F == WFormat::FP8) {
+    const float s = weight_scale_from_bits<F>(w, raw.sbits), k = s * 0x1p120f;
+    return {s, k, fabsf(k) < 0x1p127f};
+  }
+  return {1.f, 1.f, true};
+}
+
 // Values 4q .. 4q + 3 of a segment wraw16 loaded from w, exactly weight_at's (the GEMV decodes a
-// segment a quarter at a time: 4 floats live instead of 16). HW: FP8 by the hardware conversion
-// where there is one (PLUMB_FP8_CVT), else (and for !HW) by the integer decode.
+// segment a quarter at a time: 4 floats live instead of 16), with its scale sc = seg_scale(raw, w).
+// HW: FP8 by the hardware conversion where there is one (PLUMB_FP8_CVT), else (and for !HW) by
+// the integer decode.
 template <WFormat F, bool HW = false>
-__device__ __forceinline__ void wdecode4(const WRaw<F>& raw, const WeightRef& w, int q, float* out) {
+__device__ __forceinline__ void wdecode4(const WRaw<F>& raw, const SegScale<F>& sc, int q, float* out) {
   const uint4 v0 = raw.v[0];
   const uint32_t u0[4] = {v0.x, v0.y, v0.z, v0.w};
   if constexpr (F == WFormat::F32) {
@@ -133,39 +155,42 @@ __device__ __forceinline__ void wdecode4(const WRaw<F>& raw, const WeightRef& w,
     out[2] = bits_f32(b << 16), out[3] = bits_f32(b & 0xFFFF0000u);
 #if PLUMB_FP8_CVT
   } else if constexpr (F == WFormat::FP8 && HW) {
-    fp8x4_cvt(u0[q], weight_scale_from_bits<F>(w, raw.sbits), out);
+    fp8x4_cvt(u0[q], sc.s, out);
 #endif
   } else if constexpr (F == WFormat::FP8) {
     // Fast exact decode (fp8_top_to_f32; the GEMV is ALU-bound otherwise). A word with a NaN code
     // (magnitude 0x7F) and scales >= 2^8 (s * 2^120 would overflow) take the slow path.
     const uint32_t u = u0[q];
-    const float s = weight_scale_from_bits<F>(w, raw.sbits), k = s * 0x1p120f;
     const uint32_t nan = ((u & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;  // bit 7 of a byte: its low 7 all ones
-    if (nan == 0 && fabsf(k) < 0x1p127f) {
+    if (nan == 0 && sc.fast) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) out[i] = fp8_top_to_f32(u << (24 - 8 * i), k);
+      for (int i = 0; i < 4; ++i) out[i] = fp8_top_to_f32(u << (24 - 8 * i), sc.k);
     } else {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) out[i] = e4m3_to_f32(static_cast<uint8_t>(u >> (8 * i))) * s;
+      for (int i = 0; i < 4; ++i) out[i] = e4m3_to_f32(static_cast<uint8_t>(u >> (8 * i))) * sc.s;
     }
   } else {  // FP4 (fp4_top_to_f32): nibbles 4q .. 4q + 3, element 2j in the low nibble of byte j
     const uint32_t u = u0[q / 2] >> (16 * (q % 2));
-    const float s = weight_scale_from_bits<F>(w, raw.sbits), k = s * 0x1p126f;
-    if (fabsf(k) < 0x1p127f) {
+    if (sc.fast) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) out[i] = fp4_top_to_f32(u << (28 - 4 * i), k);
+      for (int i = 0; i < 4; ++i) out[i] = fp4_top_to_f32(u << (28 - 4 * i), sc.k);
     } else {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) out[i] = fp4_value(u >> (4 * i)) * s;
+      for (int i = 0; i < 4; ++i) out[i] = fp4_value(u >> (4 * i)) * sc.s;
     }
   }
 }
+template <WFormat F, bool HW = false>
+__device__ __forceinline__ void wdecode4(const WRaw<F>& raw, const WeightRef& w, int q, float* out) {
+  wdecode4<F, HW>(raw, seg_scale<F>(raw, w), q, out);
+}
 
-// All 16 values of the segment (wdecode4 four times).
+// All 16 values of the segment (wdecode4 four times, the scale worked out once).
 template <WFormat F, bool HW = false>
 __device__ __forceinline__ void wdecode16(const WRaw<F>& raw, const WeightRef& w, float* out) {
+  const SegScale<F> sc = seg_scale<F>(raw, w);
 #pragma unroll
-  for (int q = 0; q < 4; ++q) wdecode4<F, HW>(raw, w, q, out + 4 * q);
+  for (int q = 0; q < 4; ++q) wdecode4<F, HW>(raw, sc, q, out + 4 * q);
 }
 
 // Whether rows of K elements keep 16-element segments aligned for wraw16.
@@ -237,6 +262,22 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   uint32_t d;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
   return d;
+#endif
+}
+
+// ldmatrix.sync.aligned.m8n8.x4.shared.b16: four 8x8 matrices of 16-bit elements from shared
+// memory, lane l giving the address of row l % 8 of matrix l / 8 (16 contiguous, 16-byte-aligned
+// bytes), and receiving in r[j] the two elements (row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1)
+// of matrix j, lower column in the lower half: exactly the 32-bit words an mma fragment's loads
+// would take from those rows, in one instruction instead of four (the tiles' operands, same bits).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* row) {
+#if defined(PLUMB_EMU)
+  emu::ldmatrix_x4(r, row);
+#else
+  const auto a = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
 #endif
 }
 #endif

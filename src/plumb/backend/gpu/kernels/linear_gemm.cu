@@ -175,35 +175,39 @@ template <WFormat F>  // a weight row's stored scales in shared memory (FP8: ue8
 using ScaleBits = std::conditional_t<F == WFormat::FP8, uint32_t, uint8_t>;
 template <WFormat F>
 constexpr int kScaleCols = F == WFormat::FP8 ? 128 : 32;  // k columns a scale covers
-constexpr int kPXsBytes = kPStages * kMBM * kMLd * 2;      // x tiles [stage][kMBM] (BTile rows)
+template <int kRows>  // x tiles [stage][kRows] (BTile rows) of a tile of kRows x rows (kMBM or kTallRows)
+constexpr int kPXsBytes = kPStages * kRows * kMLd * 2;
 template <WFormat F>
 constexpr int kPWrBytes = kPStages * kMBN * kRawRow<F>;    // weight bytes [stage][kMBN][kRawRow]
 constexpr int kPWsBytes = 2 * kMBN * kMLd * 2;             // decoded weight tiles [2][kMBN]
-// Without an opt-in: FP4 at K = 4,096 takes 43,008 bytes.
-constexpr int64_t kPMaxSmem = 48 * 1024;
-static_assert(kPXsBytes % 16 == 0 && kPWsBytes % 16 == 0, "16-byte aligned sections");
+// Without an opt-in: FP4 at K = 4,096 takes 43,008 bytes for 64 rows of x. The 128-row tiles (the
+// grouped experts) opt in up to kPMaxSmemTall: 63,488 bytes there, 3 blocks a multiprocessor on
+// sm_90 (227 KB), 1 on sm_86 / sm_89 (99 KB).
+constexpr int64_t kPMaxSmem = 48 * 1024, kPMaxSmemTall = 96 * 1024;
+static_assert(kPXsBytes<kMBM> % 16 == 0 && kPWsBytes % 16 == 0, "16-byte aligned sections");
 
 template <WFormat F>
 PLUMB_HD int64_t pipe_scales(int64_t K) {  // scales a weight row has
   return F == WFormat::BF16 ? 0 : (K + kScaleCols<F> - 1) / kScaleCols<F>;
 }
-template <WFormat F>
+template <WFormat F, int kRows = kMBM>
 PLUMB_HD int64_t pipe_smem_bytes(int64_t K) {
-  return kPXsBytes + kPWrBytes<F> + kPWsBytes + kMBN * pipe_scales<F>(K) * static_cast<int64_t>(sizeof(ScaleBits<F>));
+  return kPXsBytes<kRows> + kPWrBytes<F> + kPWsBytes + kMBN * pipe_scales<F>(K) * static_cast<int64_t>(sizeof(ScaleBits<F>));
 }
 
-// The k-loop of mma_tile's vec path with bf16 x (xbg, row stride ldxb), for kPipeFormat weights;
-// the launcher checks pipe_ok (K % kMBK == 0, 16-byte aligned rows of x and of the weight, the
-// shared memory) and gives the kernel pipe_smem_bytes(K) of dynamic shared memory at smem.
-template <WFormat F, bool kMatrix, typename Store>
+// The k-loop of mma_tile's vec path with bf16 x (xbg, row stride ldxb), for kPipeFormat weights,
+// over kRows x rows (kMBM: MatrixTile / SimtTile; kTallRows: TallTile, mma_tile.h); the launcher
+// checks pipe_ok (K % kMBK == 0, 16-byte aligned rows of x and of the weight, the shared memory)
+// and gives the kernel pipe_smem_bytes<F, kRows>(K) of dynamic shared memory at smem.
+template <WFormat F, bool kMatrix, int kRows, typename Store>
 __device__ __forceinline__ void mma_tile_pipelined(uint8_t* smem, const uint16_t* xbg, int64_t ldxb, int64_t nrows,
                                                    const WeightRef& w, int64_t wr0, int64_t R, int64_t K, int64_t n0,
                                                    int64_t r0, Store&& st) {
-  using Tile = std::conditional_t<kMatrix, MatrixTile, SimtTile>;
+  using Tile = std::conditional_t<kRows == kMBM, std::conditional_t<kMatrix, MatrixTile, SimtTile>, TallTile<kMatrix>>;
   using SB = ScaleBits<F>;
   constexpr int kRaw = kRawRow<F>, kRowChunks = kRaw / 16, kChunks = kMBN * kRowChunks;
   BTile* const xs = reinterpret_cast<BTile*>(smem);
-  uint8_t* const wr = smem + kPXsBytes;
+  uint8_t* const wr = smem + kPXsBytes<kRows>;
   BTile* const ws = reinterpret_cast<BTile*>(wr + kPWrBytes<F>);
   SB* const sc = reinterpret_cast<SB*>(wr + kPWrBytes<F> + kPWsBytes);
   const int t = threadIdx.x;
@@ -211,9 +215,9 @@ __device__ __forceinline__ void mma_tile_pipelined(uint8_t* smem, const uint16_t
   const auto issue = [&](int64_t kt) {  // k-tile kt's x rows and weight bytes into stage kt % kPStages
     if (kt >= tiles) return;
     const int64_t k0 = kt * kMBK;
-    BTile* const xst = xs + (kt % kPStages) * kMBM;
+    BTile* const xst = xs + (kt % kPStages) * kRows;
 #pragma unroll
-    for (int i = 0; i < kMBM * kMBK / 8 / kMThreads; ++i) {  // 16-byte chunks of 8 bf16
+    for (int i = 0; i < kRows * kMBK / 8 / kMThreads; ++i) {  // 16-byte chunks of 8 bf16
       const int c = t + i * kMThreads, m = c / (kMBK / 8), kc = 8 * (c % (kMBK / 8));
       const bool valid = n0 + m < nrows;
       cp_async16(&xst[m][kc], xbg + (valid ? n0 + m : 0) * ldxb + k0 + kc, valid);
@@ -245,20 +249,37 @@ __device__ __forceinline__ void mma_tile_pipelined(uint8_t* smem, const uint16_t
     store_segment<F>(&ws[(kt % 2) * kMBN + m][c], v);
   };
 
+  // The block's weight rows' scales. FP4 rows of whole 16-byte chunks of scales, 16-byte aligned
+  // (the experts'): copied with stage 0 (rows past R get zeros: code 0, a finite scale for their
+  // zero bytes). Otherwise loaded here while the first stages' copies run, a warp a row at a time
+  // (rows past R get 1.0): these loads wait one after another, ~13% of the grouped experts' time
+  // when every format took this loop (PERF.md v27).
+  bool scales_copied = false;
+  if constexpr (F == WFormat::FP4) {
+    scales_copied = reinterpret_cast<uintptr_t>(w.scale) % 16 == 0 && w.scale_cols == nsc && nsc % 16 == 0;
+    if (scales_copied) {
+      const int row_chunks = static_cast<int>(nsc / 16);
+      for (int c = t; c < kMBN * row_chunks; c += kMThreads) {
+        const int m = c / row_chunks, cb = 16 * (c % row_chunks);
+        const bool valid = r0 + m < R;
+        cp_async16(sc + m * nsc + cb, w.scale + (wr0 + (valid ? r0 + m : 0)) * nsc + cb, valid);
+      }
+    }
+  }
 #pragma unroll
   for (int s = 0; s < kPStages - 1; ++s) {
     issue(s);
     cp_async_commit();
   }
-  // The scales while the first stages' copies run; rows past R get 1.0, their bytes being zeros.
   if constexpr (F != WFormat::BF16) {
-    const SB unit = F == WFormat::FP8 && w.scale_f32 ? SB(0x3F800000u) : SB(127u);
-    for (int64_t i = t; i < kMBN * nsc; i += kMThreads) {
-      const int64_t m = i / nsc;
-      sc[i] = r0 + m < R ? static_cast<SB>(wscale_bits<F>(w, wr0 + r0 + m, (i % nsc) * kScaleCols<F>)) : unit;
+    if (!scales_copied) {
+      const SB unit = F == WFormat::FP8 && w.scale_f32 ? SB(0x3F800000u) : SB(127u);
+      for (int m = t / kWarp; m < kMBN; m += kMThreads / kWarp)
+        for (int64_t j = t % kWarp; j < nsc; j += kWarp)
+          sc[m * nsc + j] = r0 + m < R ? static_cast<SB>(wscale_bits<F>(w, wr0 + r0 + m, j * kScaleCols<F>)) : unit;
     }
   }
-  cp_async_wait<kPStages - 2>();  // stage 0
+  cp_async_wait<kPStages - 2>();  // stage 0 (and the copied scales)
   __syncthreads();
   decode(0);
   Tile tile(t);
@@ -267,7 +288,7 @@ __device__ __forceinline__ void mma_tile_pipelined(uint8_t* smem, const uint16_t
     __syncthreads();  // everyone's, and ws[kt % 2]; everyone is done with step kt - 1 (its stage is free)
     issue(kt + kPStages - 1);
     cp_async_commit();  // (empty past the last k-tile: the wait counts stay uniform)
-    tile.step(xs + (kt % kPStages) * kMBM, ws + (kt % 2) * kMBN);
+    tile.step(xs + (kt % kPStages) * kRows, ws + (kt % 2) * kMBN);
     if (kt + 1 < tiles) decode(kt + 1);
   }
   tile.store(n0, r0, st);
@@ -289,7 +310,7 @@ __global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef 
     if (n < a.nrows && r < R) a.y[n * a.ldy + g * R + r] = a.round_bf16 ? round_bf16(v) : v;
   };
   if constexpr (kPipeFormat<F>)
-    if (pipe) return mma_tile_pipelined<F, kMatrix>(smem, a.xb + g * K, a.ldxb, a.nrows, w, g * R, R, K, n0, r0, st);
+    if (pipe) return mma_tile_pipelined<F, kMatrix, kMBM>(smem, a.xb + g * K, a.ldxb, a.nrows, w, g * R, R, K, n0, r0, st);
   BTile* const xs = reinterpret_cast<BTile*>(smem);  // bf16 bits, row = x row, k contiguous
   mma_tile<F, kMatrix, false>(xs, xs + kMBM, a.x + g * K, a.ldx, a.xb ? a.xb + g * K : nullptr, a.ldxb, a.nrows, w, g * R,
                               R, K, n0, r0, vec, st);
@@ -297,8 +318,10 @@ __global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef 
 
 // Path (c) for many routed experts at once (the MoE prefill; GroupedGemmArgs in linear.h): block
 // (x, y, z) = weight row tile x, row tile y + kMaxGridY * (z / projections) of the tile list (one
-// expert's rows, at most 64 of them, starting at a multiple of 64 from that expert's first row, as
-// that expert's own mma_kernel launch tiles them), projection z % projections. Blocks
+// expert's rows, at most kGroupedTileRows = 128 of them, starting at a multiple of 128 from that
+// expert's first row), projection z % projections. The pipelined loop takes the 128 rows as one
+// TallTile (each decoded weight k-tile serves them all: the decode was most of the kernel's
+// instructions with 64, PERF.md v27); the other loop as two 64-row tiles. Blocks
 // start in x order, so the weight tiles of one row tile run side by side: they share its x rows
 // in L2, and the expert's next row tile finds its weight tiles there. (Up to v26 the row tiles
 // were x: the blocks of a wave each read another expert's weights and another x tile, and a
@@ -308,13 +331,13 @@ __global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef 
 // same order, from the same bf16 operands; the matrix instruction (mma.sync m16n8k16 / MFMA
 // 16x16x16) and the SIMT loop compute each element of D from its own A row and B column only, and
 // the row tile puts every row at the same position in the tile as the per-expert launch does, so
-// neither the other rows sharing the launch nor the other experts change any value.
-// CUDA: 5 blocks of 128 per SM, as many as the pipelined loop's 43 KB of shared memory at
-// K = 4,096 lets in: at most 102 registers (ptxas: 96 for the matrix-core instances, no spills;
-// the SIMT instances, which never run there, spill ~120 bytes).
+// neither the other rows sharing the launch nor the other experts change any value; a 64-row half
+// of the 128-row tile sums each of its rows as the 64-row tile at that expert's row does.
+// CUDA: 3 blocks of 128 per SM, as many as the pipelined loop's 63.5 KB of shared memory at
+// K = 4,096 lets in on sm_90: at most 168 registers.
 constexpr int64_t kMaxGridY = 65535;  // (and z) blocks a grid may have in y
 #if defined(PLUMB_CUDA)
-#define PLUMB_GROUPED_BOUNDS __launch_bounds__(kMThreads, 5)
+#define PLUMB_GROUPED_BOUNDS __launch_bounds__(kMThreads, 3)
 #else
 #define PLUMB_GROUPED_BOUNDS __launch_bounds__(kMThreads)
 #endif
@@ -333,11 +356,14 @@ __global__ void PLUMB_GROUPED_BOUNDS mma_grouped_kernel(GroupedGemmArgs a) {
   const auto st = [&](int64_t n, int64_t r, float v) {
     if (n < rows && r < R) y[n * a.ldy + r] = a.round_bf16 ? round_bf16(v) : v;
   };
+  static_assert(kGroupedTileRows == kTallRows, "the grouped row tile is the tall tile");
   if constexpr (kPipeFormat<F>)
-    if (a.pipe) return mma_tile_pipelined<F, kMatrix>(smem, a.xb + first * a.ldxb, a.ldxb, rows, w, 0, R, a.K, 0, r0, st);
+    if (a.pipe)
+      return mma_tile_pipelined<F, kMatrix, kTallRows>(smem, a.xb + first * a.ldxb, a.ldxb, rows, w, 0, R, a.K, 0, r0, st);
   BTile* const xs = reinterpret_cast<BTile*>(smem);
-  mma_tile<F, kMatrix, true>(xs, xs + kMBM, a.x + first * a.ldx, a.ldx, a.xb ? a.xb + first * a.ldxb : nullptr, a.ldxb,
-                             rows, w, 0, R, a.K, 0, r0, a.vec, st);
+  for (int64_t n0 = 0; n0 < rows; n0 += kMBM)
+    mma_tile<F, kMatrix, true>(xs, xs + kMBM, a.x + first * a.ldx, a.ldx, a.xb ? a.xb + first * a.ldxb : nullptr, a.ldxb,
+                               rows, w, 0, R, a.K, n0, r0, a.vec, st);
 }
 
 // bf16_rows: thread per 8 elements of a row (one 16-byte store; cols % 8 == 0).
@@ -384,12 +410,12 @@ constexpr bool kAsyncCopy = false;
 #else
 constexpr bool kAsyncCopy = true;
 #endif
-template <WFormat F>
+template <WFormat F, int kRows = kMBM>
 bool pipe_ok(int64_t K, const void* wdata, const uint16_t* xb, int64_t ldxb) {
   const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if constexpr (kPipeFormat<F>)
     return kAsyncCopy && xb && K % kMBK == 0 && ldxb % 8 == 0 && aligned16(xb) && aligned16(wdata) &&
-           pipe_smem_bytes<F>(K) <= kPMaxSmem;
+           pipe_smem_bytes<F, kRows>(K) <= (kRows == kMBM ? kPMaxSmem : kPMaxSmemTall);
   return false;
 }
 
@@ -408,12 +434,13 @@ gpuError_t launch_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
 gpuError_t linear_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s) { return launch_mma<true>(a, w, s); }
 
 namespace {
+template <int kRows = kMBM>
 bool pipe_ok_of(WFormat f, int64_t K, const void* wdata, const uint16_t* xb, int64_t ldxb) {
   switch (f) {
     case WFormat::F32: return false;
-    case WFormat::BF16: return pipe_ok<WFormat::BF16>(K, wdata, xb, ldxb);
-    case WFormat::FP8: return pipe_ok<WFormat::FP8>(K, wdata, xb, ldxb);
-    case WFormat::FP4: return pipe_ok<WFormat::FP4>(K, wdata, xb, ldxb);
+    case WFormat::BF16: return pipe_ok<WFormat::BF16, kRows>(K, wdata, xb, ldxb);
+    case WFormat::FP8: return pipe_ok<WFormat::FP8, kRows>(K, wdata, xb, ldxb);
+    case WFormat::FP4: return pipe_ok<WFormat::FP4, kRows>(K, wdata, xb, ldxb);
   }
   return false;
 }
@@ -425,7 +452,7 @@ bool mma_pipelined(const LinearArgs& a, const WeightRef& w) {
 
 // (a.aligned stands for every table weight's bytes: pipe_ok sees xb in their place)
 bool mma_grouped_pipelined(const GroupedGemmArgs& a, WFormat format) {
-  return a.aligned && vec_tiles(format, a.K) && pipe_ok_of(format, a.K, a.xb, a.xb, a.ldxb);
+  return a.aligned && vec_tiles(format, a.K) && pipe_ok_of<kTallRows>(format, a.K, a.xb, a.xb, a.ldxb);
 }
 
 bool mma_takes_bf16_x(WFormat f, int64_t K) { return vec_tiles(f, K); }
@@ -456,9 +483,15 @@ gpuError_t linear_mma_grouped(const GroupedGemmArgs& a, WFormat format, bool mat
   if (b.vec && !b.xb) return gpuErrorNotSupported;  // its x tiles come from xb (mma_takes_bf16_x)
   return dispatch_format(format, [&]<WFormat F>() {
     b.pipe = a.pipe && mma_grouped_pipelined(a, F);
-    const int64_t smem = b.pipe ? pipe_smem_bytes<F>(a.K) : kMBTileBytes;
-    return launch(matrix ? &mma_grouped_kernel<F, true> : &mma_grouped_kernel<F, false>, grid, kMThreads,
-                  static_cast<std::size_t>(smem), s, b);
+    const int64_t smem = b.pipe ? pipe_smem_bytes<F, kTallRows>(a.K) : kMBTileBytes;
+    const auto kernel = matrix ? &mma_grouped_kernel<F, true> : &mma_grouped_kernel<F, false>;
+#ifdef PLUMB_CUDA
+    if (smem > 48 * 1024) {  // (past the default: opt in, on the current device)
+      const gpuError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      if (e != gpuSuccess) return e;
+    }
+#endif
+    return launch(kernel, grid, kMThreads, static_cast<std::size_t>(smem), s, b);
   });
 }
 

@@ -1,8 +1,9 @@
 #pragma once
-// The 64x64 bf16-operand output tiles of linear path (c) (kernel-only header: .cu files only):
+// The 64x64 (and 128x64) bf16-operand output tiles of linear path (c) (kernel-only header: .cu files only):
 // linear_gemm.cu's GEMMs and sparse_attention_pv_mma.cu's P.V run them. Exact bf16 x bf16
 // products, f32 accumulation; the accumulation order inside a k-tile is the matrix unit's.
 #include <cstdint>
+#include <type_traits>
 
 #include "plumb/backend/gpu/kernels/linear_common.h"
 
@@ -19,7 +20,7 @@ __device__ __forceinline__ uint16_t bf16_bits(float v) { return static_cast<uint
 // scale_rows(s) multiplies every accumulator of tile row n by s[n] (the sparse attention's P.V
 // rescales a head's sums when its running max moves).
 // Three variants:
-// SimtTile (everywhere), MmaSyncTile (CUDA sm_80+), MfmaTile (HIP gfx90a); the kernel's kMatrix
+// SimtTile (everywhere), MmaSyncTileOf (CUDA sm_80+), MfmaTile (HIP gfx90a); the kernel's kMatrix
 // parameter picks the matrix-core one where it was compiled, else SimtTile.
 using BTile = uint16_t[kMLd];
 
@@ -62,16 +63,20 @@ struct SimtTile {
 };
 
 #ifdef PLUMB_MMA_BF16  // (linear_common.h: mma_bf16)
-// 4 warps of 32, each a 32x32 corner of the tile: 2 (m16) x 4 (n8) mma tiles.
-struct MmaSyncTile {
-  int gid, tig, wm, wn;
-  float acc[2][4][4];  // [m16 tile][n8 tile][fragment]
-  __device__ __forceinline__ explicit MmaSyncTile(int t) {
-    const int lane = t % 32, warp = t / 32;
-    gid = lane / 4, tig = lane % 4;
-    wm = (warp / 2) * 32, wn = (warp % 2) * 32;
+// 4 warps of 32 as 2 x 2, each a (16 MI) x 32 corner of the tile: MI (m16) x 4 (n8) mma tiles.
+// MI = 2: the 64x64 tile; MI = 4: 128 x rows over the same 64 weight rows (TallTile), each weight
+// fragment feeding twice the mma tiles. The fragments come by ldmatrix_x4 (A: one per m16 tile,
+// B: one per two n8 tiles), the words mma_bf16's layout asks for (linear_common.h).
+template <int MI>
+struct MmaSyncTileOf {
+  int lane, wm, wn;
+  float acc[MI][4][4];  // [m16 tile][n8 tile][fragment]
+  __device__ __forceinline__ explicit MmaSyncTileOf(int t) {
+    const int warp = t / 32;
+    lane = t % 32;
+    wm = (warp / 2) * 16 * MI, wn = (warp % 2) * 32;
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
+    for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
       for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
@@ -80,31 +85,28 @@ struct MmaSyncTile {
   __device__ __forceinline__ void step(const BTile* xs, const BTile* ws) {
 #pragma unroll
     for (int ks = 0; ks < kMBK; ks += 16) {
-      uint32_t af[2][4], bfr[4][2];
+      // A of m16 tile mi: matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15) =
+      // a0..a3; B of n8 tiles 2p, 2p + 1: (tile 2p, k 0-7), (2p, k 8-15), (2p + 1, ...) = b0 b1 b0 b1.
+      uint32_t af[MI][4], bfr[4][2];
 #pragma unroll
-      for (int mi = 0; mi < 2; ++mi) {
-        const int row = wm + 16 * mi + gid, col = ks + 2 * tig;
-        af[mi][0] = *reinterpret_cast<const uint32_t*>(&xs[row][col]);
-        af[mi][1] = *reinterpret_cast<const uint32_t*>(&xs[row + 8][col]);
-        af[mi][2] = *reinterpret_cast<const uint32_t*>(&xs[row][col + 8]);
-        af[mi][3] = *reinterpret_cast<const uint32_t*>(&xs[row + 8][col + 8]);
+      for (int mi = 0; mi < MI; ++mi) ldmatrix_x4(af[mi], &xs[wm + 16 * mi + lane % 16][ks + 8 * (lane / 16)]);
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        uint32_t b[4];
+        ldmatrix_x4(b, &ws[wn + 16 * p + 8 * (lane / 16) + lane % 8][ks + 8 * (lane / 8 % 2)]);
+        bfr[2 * p][0] = b[0], bfr[2 * p][1] = b[1], bfr[2 * p + 1][0] = b[2], bfr[2 * p + 1][1] = b[3];
       }
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni) {
-        const int row = wn + 8 * ni + gid, col = ks + 2 * tig;
-        bfr[ni][0] = *reinterpret_cast<const uint32_t*>(&ws[row][col]);
-        bfr[ni][1] = *reinterpret_cast<const uint32_t*>(&ws[row][col + 8]);
-      }
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
+      for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
         for (int ni = 0; ni < 4; ++ni) mma_bf16(acc[mi][ni], af[mi], bfr[ni]);
     }
   }
   template <typename Store>
   __device__ __forceinline__ void store(int64_t n0, int64_t r0, Store&& st) const {
+    const int gid = lane / 4, tig = lane % 4;
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
+    for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
       for (int ni = 0; ni < 4; ++ni) {
         const int64_t n = n0 + wm + 16 * mi + gid, r = r0 + wn + 8 * ni + 2 * tig;
@@ -115,15 +117,16 @@ struct MmaSyncTile {
       }
   }
   __device__ __forceinline__ void scale_rows(const float* s) {
+    const int gid = lane / 4;
 #pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
+    for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
       for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[mi][ni][e] = __fmul_rn(acc[mi][ni][e], s[wm + 16 * mi + gid + 8 * (e / 2)]);
   }
 };
-using MatrixTile = MmaSyncTile;
+using MatrixTile = MmaSyncTileOf<2>;
 
 #elif defined(PLUMB_HIP) && (defined(__HIP_DEVICE_COMPILE__) && defined(__gfx90a__) || defined(PLUMB_EMU))
 #define PLUMB_MFMA_BF16 1
@@ -188,6 +191,34 @@ using MatrixTile = MfmaTile;
 
 #else
 using MatrixTile = SimtTile;
+#endif
+
+// A 128x64 output tile: x rows [0, 128) over one 64-row weight tile (the grouped experts'
+// pipelined loop, linear_gemm.cu: each decoded weight k-tile serves twice the rows). Every output
+// is summed as the 64x64 tile sums it (the same k-tiles in the same order, each element of D from
+// its own row and column), so a row gives the same bits in either. kMatrix and a CUDA matrix unit:
+// MmaSyncTileOf<4>; elsewhere two 64-row tiles of the kind, one above the other.
+template <class T>
+struct StackedTiles {
+  T lo, hi;
+  __device__ __forceinline__ explicit StackedTiles(int t) : lo(t), hi(t) {}
+  __device__ __forceinline__ void step(const BTile* xs, const BTile* ws) {
+    lo.step(xs, ws);
+    hi.step(xs + kMBM, ws);
+  }
+  template <typename Store>
+  __device__ __forceinline__ void store(int64_t n0, int64_t r0, Store&& st) const {
+    lo.store(n0, r0, st);
+    hi.store(n0 + kMBM, r0, st);
+  }
+};
+constexpr int kTallRows = 2 * kMBM;
+#ifdef PLUMB_MMA_BF16
+template <bool kMatrix>
+using TallTile = std::conditional_t<kMatrix, MmaSyncTileOf<4>, StackedTiles<SimtTile>>;
+#else
+template <bool kMatrix>
+using TallTile = StackedTiles<std::conditional_t<kMatrix, MatrixTile, SimtTile>>;
 #endif
 
 }  // namespace plumb::gpu::k
