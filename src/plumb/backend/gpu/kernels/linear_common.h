@@ -119,7 +119,16 @@ __device__ __forceinline__ WRaw<F> wraw16(const WeightRef& w, int64_t r, int64_t
 // A segment's scale as wdecode4 applies it: s, and for the fast exact decodes k = s * 2^120 (FP8)
 // or s * 2^126 (FP4) and whether k is below 2^127 (else the slow path). wdecode16 works it out
 // once for its four quarters. FP4's ue8m0 code b gives k = 2^(b - 1) for b < 128 directly (b = 0:
-// s = 2^-127, k = 2^-1), the value s * 2^126 rounds to, without ue8m0_to_f32's branches.
+// s = 2^-127, k = 2^-1), the value s * 2^126 rounds to, without ue8m0_to_f32's branches; its s is
+// left to the slow path (fp4_slow_scale).
+// FP4's slow path: the 4 nibbles of u (the lowest first) times the ue8m0 scale of code sbits, as
+// weight_at multiplies them (scales of 2^1 and up, and NaN).
+__device__ __forceinline__ void fp4x4_slow(uint32_t u, uint32_t sbits, float* out) {
+  const float s = ue8m0_to_f32(static_cast<uint8_t>(sbits));
+#pragma unroll
+  for (int i = 0; i < 4; ++i) out[i] = fp4_value(u >> (4 * i)) * s;
+}
+
 template <WFormat F>
 struct SegScale {
   float s, k;
@@ -129,7 +138,7 @@ template <WFormat F>
 __device__ __forceinline__ SegScale<F> seg_scale(const WRaw<F>& raw, const WeightRef& w) {
   if constexpr (F == WFormat::FP4) {
     const uint32_t b = raw.sbits & 0xFFu;
-    return {weight_scale_from_bits<F>(w, raw.sbits), bits_f32((b + 126u) << 23), b < 128u};
+    return {0.f, bits_f32((b + 126u) << 23), b < 128u};
   } else if constexpr (F == WFormat::FP8) {
     const float s = weight_scale_from_bits<F>(w, raw.sbits), k = s * 0x1p120f;
     return {s, k, fabsf(k) < 0x1p127f};
@@ -175,8 +184,7 @@ __device__ __forceinline__ void wdecode4(const WRaw<F>& raw, const SegScale<F>& 
 #pragma unroll
       for (int i = 0; i < 4; ++i) out[i] = fp4_top_to_f32(u << (28 - 4 * i), sc.k);
     } else {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) out[i] = fp4_value(u >> (4 * i)) * sc.s;
+      fp4x4_slow(u, raw.sbits, out);
     }
   }
 }
@@ -185,12 +193,24 @@ __device__ __forceinline__ void wdecode4(const WRaw<F>& raw, const WeightRef& w,
   wdecode4<F, HW>(raw, seg_scale<F>(raw, w), q, out);
 }
 
-// All 16 values of the segment (wdecode4 four times, the scale worked out once).
+// All 16 values of the segment (wdecode4 four times, the scale worked out once; FP4 with one
+// branch for the segment, not one a quarter).
 template <WFormat F, bool HW = false>
 __device__ __forceinline__ void wdecode16(const WRaw<F>& raw, const WeightRef& w, float* out) {
   const SegScale<F> sc = seg_scale<F>(raw, w);
+  if constexpr (F == WFormat::FP4) {
+    const uint32_t u[2] = {raw.v[0].x, raw.v[0].y};
+    if (sc.fast) {
 #pragma unroll
-  for (int q = 0; q < 4; ++q) wdecode4<F, HW>(raw, sc, q, out + 4 * q);
+      for (int i = 0; i < 16; ++i) out[i] = fp4_top_to_f32(u[i / 8] << (28 - 4 * (i % 8)), sc.k);
+    } else {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) fp4x4_slow(u[q / 2] >> (16 * (q % 2)), raw.sbits, out + 4 * q);
+    }
+  } else {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) wdecode4<F, HW>(raw, sc, q, out + 4 * q);
+  }
 }
 
 // Whether rows of K elements keep 16-element segments aligned for wraw16.

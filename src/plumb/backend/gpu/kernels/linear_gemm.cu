@@ -232,9 +232,12 @@ __device__ __forceinline__ void mma_tile_pipelined(uint8_t* smem, const uint16_t
       cp_async16(wst + m * kRaw + cb, w.data + e * kRaw / kMBK + cb, valid);  // (e * kRaw / kMBK: its byte)
     }
   };
-  const auto decode = [&](int64_t kt) {  // stage kt's weight bytes -> ws[kt % 2]: row t / 2, 16 columns
-    const int m = t / 2, c = 16 * (t % 2);
-    const uint8_t* src = wr + ((kt % kPStages) * kMBN + m) * kRaw + c * kRaw / kMBK;
+  // Stage kt's weight bytes of this thread's segment (row t / 2, 16 columns) and their scale, then
+  // their decode into ws[kt % 2]: the loop reads k-tile kt + 1's before its matrix step on kt and
+  // decodes them after it, so the shared-memory loads' latency passes under the step.
+  const int dm = t / 2, dc = 16 * (t % 2);
+  const auto load_raw = [&](int64_t kt) {
+    const uint8_t* src = wr + ((kt % kPStages) * kMBN + dm) * kRaw + dc * kRaw / kMBK;
     WRaw<F> raw;
     if constexpr (F == WFormat::FP4) {
       const uint2 v = *reinterpret_cast<const uint2*>(src);
@@ -243,10 +246,13 @@ __device__ __forceinline__ void mma_tile_pipelined(uint8_t* smem, const uint16_t
 #pragma unroll
       for (int q = 0; q < kRaw / kMBK; ++q) raw.v[q] = reinterpret_cast<const uint4*>(src)[q];
     }
-    raw.sbits = F == WFormat::BF16 ? 0u : sc[m * nsc + (kt * kMBK + c) / kScaleCols<F>];
+    raw.sbits = F == WFormat::BF16 ? 0u : sc[dm * nsc + (kt * kMBK + dc) / kScaleCols<F>];
+    return raw;
+  };
+  const auto decode = [&](const WRaw<F>& raw, int64_t kt) {
     float v[16];
     wdecode16<F>(raw, w, v);
-    store_segment<F>(&ws[(kt % 2) * kMBN + m][c], v);
+    store_segment<F>(&ws[(kt % 2) * kMBN + dm][dc], v);
   };
 
   // The block's weight rows' scales. FP4 rows of whole 16-byte chunks of scales, 16-byte aligned
@@ -281,15 +287,16 @@ __device__ __forceinline__ void mma_tile_pipelined(uint8_t* smem, const uint16_t
   }
   cp_async_wait<kPStages - 2>();  // stage 0 (and the copied scales)
   __syncthreads();
-  decode(0);
+  decode(load_raw(0), 0);
   Tile tile(t);
   for (int64_t kt = 0; kt < tiles; ++kt) {
     cp_async_wait<kPStages - 3>();  // this thread's copies of stage kt + 1
     __syncthreads();  // everyone's, and ws[kt % 2]; everyone is done with step kt - 1 (its stage is free)
     issue(kt + kPStages - 1);
     cp_async_commit();  // (empty past the last k-tile: the wait counts stay uniform)
+    const WRaw<F> next = load_raw(kt + 1 < tiles ? kt + 1 : kt);  // (past the last: a harmless reread)
     tile.step(xs + (kt % kPStages) * kRows, ws + (kt % 2) * kMBN);
-    if (kt + 1 < tiles) decode(kt + 1);
+    if (kt + 1 < tiles) decode(next, kt + 1);
   }
   tile.store(n0, r0, st);
 }
