@@ -14,7 +14,7 @@ QUICK+=':GpuOps.QuantFp8Fp4Hadamard:GpuOps.RopeAndInverse:GpuOps.CompressMultiSt
 QUICK+=':GpuOps.EmbedRepeatColumns:GpuOps.Route:GpuOps.IndexerTopKWithTies:GpuOps.HcPrePostHead:GpuOps.HcTokensInAGroupEqualAlone:GpuOps.MoeGroupedOddShapes'
 QUICK+=':GpuOps.SparseAttentionPvMmaWithinTheOrderFloor:GpuOps.SparseAttentionBf16Recent:GpuOps.MoeSmallEveryOption:GpuOps.GemvShapesEveryFormat:GpuOps.MlaAttention'
 QUICK+=':GpuOps.LinearBf16WeightEveryPath:GpuOps.LinearF32MmaIsTheF32Product:GpuOps.LinearFp8TensorCores'
-QUICK+=':GpuOps.MoeTensorCoresEveryOption:GpuOps.MoeGroupedCombineIsTheCpuOrderBitwise:GpuOps.LinearBf16GemmPipelinedIsBitwise'
+QUICK+=':GpuOps.MoeTensorCoresEveryOption:GpuOps.MoeGroupedCombineIsTheCpuOrderBitwise:GpuOps.LinearBf16GemmPipelinedIsBitwise:GpuOps.LinearXPartsIsTheF32Product'
 QUICK+=':GpuCpuOrder.RmsNorm:GpuCpuOrder.RouteGate:GpuCpuOrder.MlaAttention:Numerics/GpuCpuOrderShapes.*/faithful'
 case ${EMU_FLAVOR:-cuda} in
   cuda) build=scripts/build-emu.sh; BUILD_DIR=${BUILD_DIR:-build-emu} ;;

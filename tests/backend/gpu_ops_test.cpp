@@ -417,6 +417,59 @@ TEST_F(GpuOps, LinearF32MmaIsTheF32Product) {
 #endif
 }
 
+// Path (g): the bf16 GEMM over x's three exact bf16 parts (the prefill's f32 linears of a bf16-exact
+// weight: the compressor, the router gate). Nothing is rounded, so it is an f32 GEMM up to
+// summation order: the f32 tolerance against the CPU, on both k-loops; a one-hot weight gives x
+// back bitwise (hi + mid + lo = x: a lost or misplaced part shows there); Auto takes it for an
+// f32 linear of many rows; a weight it cannot take is refused by name.
+TEST_F(GpuOps, LinearXPartsIsTheF32Product) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+  if (!dev) GTEST_SKIP() << "path (g) is a GpuBackend path (PLUMB_GPU_OPS_ON_CPU runs no GPU backend)";
+  struct Case {
+    int64_t N, R, K;
+    const char* what;
+  };
+  for (bool pipe : {true, false}) {
+    dev->set_gemm_pipe(pipe);
+    for (const Case& c : {Case{65, 64, 32, "65 rows, one k-tile a part"}, Case{130, 300, 96, "partial tiles"},
+                          Case{200, 256, 1024, "K 1024"}, Case{97, 130, 4096, "K 4096"}}) {
+      const std::vector<float> x = rnd(c.N * c.K, 3.f), wv = rnd(c.R * c.K, 0.05f);
+      const OwnedWeight bf16 = bf16_weight({c.R, c.K}, wv), fp8 = fp8_weight(c.R, c.K, wv), fp4 = fp4_weight(c.R, c.K, wv);
+      for (const auto& [fname, view] : {std::pair<std::string, WeightView>{"bf16", bf16.view()},
+                                        std::pair<std::string, WeightView>{"fp8 ue8m0", fp8.view()},
+                                        std::pair<std::string, WeightView>{"fp4", fp4.view()}})
+        for (Round r : {Round::None, Round::BF16}) {
+          ASSERT_TRUE(set_path(TestLinearPath::XParts));
+          check(std::string("x parts, ") + c.what + ", " + fname + (r == Round::BF16 ? " out bf16" : "") +
+                    (pipe ? "" : ", synchronous"),
+                with_round(f32_tol(c.K), r),
+                [&](Backend& be) { return be.linear(up(be, x, {c.N, c.K}), view, LinearOpts{1, false, r}); });
+        }
+    }
+  }
+  dev->set_gemm_pipe(true);
+  ASSERT_TRUE(set_path(TestLinearPath::XParts));
+  const int64_t N = 70, K = 256;
+  std::vector<float> one_hot(static_cast<std::size_t>(K * K), 0.f);
+  for (int64_t r = 0; r < K; ++r) one_hot[static_cast<std::size_t>(r * K + r)] = 1.f;
+  const OwnedWeight id = bf16_weight({K, K}, one_hot);
+  const std::vector<float> x = rnd(N * K, 3.f);
+  const std::vector<float> y = host(*gpu, gpu->linear(up(*gpu, x, {N, K}), id.view(), {}));
+  EXPECT_EQ(std::memcmp(y.data(), x.data(), x.size() * sizeof(float)), 0) << ctx("x parts: the one-hot weight's y is not x");
+  const OwnedWeight f32w = f32_weight({K, K}, one_hot);
+  EXPECT_ANY_THROW(gpu->linear(up(*gpu, x, {N, K}), f32w.view(), {})) << ctx("x parts took an f32 weight");
+  // Auto: many rows of an f32 linear of a BF16 weight take path (g) (the same one-hot identity:
+  // path (b) would give it too, so the count of x-parts launches tells them apart).
+  set_path(TestLinearPath::Auto);
+  const int64_t before = dev->x_parts_calls();
+  const std::vector<float> ya = host(*gpu, gpu->linear(up(*gpu, x, {N, K}), id.view(), {}));
+  EXPECT_EQ(dev->x_parts_calls(), before + 1) << ctx("Auto did not take path (g) for 70 f32 rows of a BF16 weight");
+  EXPECT_EQ(std::memcmp(ya.data(), x.data(), x.size() * sizeof(float)), 0) << ctx("x parts (Auto): y is not x");
+#else
+  GTEST_SKIP() << "path (g) is a GpuBackend path: no GPU backend in this build";
+#endif
+}
+
 TEST_F(GpuOps, RopeAndInverse) {
   for (const RopeCase& c : rope_cases()) {
     std::vector<float> f(static_cast<std::size_t>(c.F));

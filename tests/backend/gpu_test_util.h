@@ -41,9 +41,9 @@ using backend::Shape;
 using backend::Tensor;
 
 // The GPU backend's linear paths a test can force (GpuBackend::LinearPath).
-enum class TestLinearPath { Auto, Gemv, Simt, Mma, Fp8, F32Mma };
+enum class TestLinearPath { Auto, Gemv, Simt, Mma, Fp8, F32Mma, XParts };
 inline const char* path_name(TestLinearPath p) {
-  static const char* n[] = {"auto", "gemv", "simt", "mma", "fp8", "f32mma"};
+  static const char* n[] = {"auto", "gemv", "simt", "mma", "fp8", "f32mma", "xparts"};
   return n[static_cast<int>(p)];
 }
 
@@ -110,7 +110,7 @@ class GpuOps : public ::testing::Test {
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
     if (dev) {
       using P = plumb::gpu::GpuBackend::LinearPath;
-      const P map[] = {P::Auto, P::Gemv, P::Simt, P::Mma, P::Fp8, P::F32Mma};
+      const P map[] = {P::Auto, P::Gemv, P::Simt, P::Mma, P::Fp8, P::F32Mma, P::XParts};
       dev->set_linear_path(map[static_cast<int>(p)]);
       return true;
     }

@@ -100,8 +100,9 @@ class GpuBackend final : public Backend {
   void check_launch(gpuError_t launched, const char* kernel);
   void sync();
   // linear()'s kernel: Auto picks GEMV for few rows, else the SIMT f32 GEMM (reference profile)
-  // or the bf16 tensor-core GEMM (faithful profile); tests and benchmarks can force one.
-  enum class LinearPath { Auto, Gemv, Simt, Mma, Fp8, CpuOrder, F32Mma };
+  // or the bf16 tensor-core GEMM (faithful profile); tests and benchmarks can force one. XParts:
+  // path (g), the bf16 GEMM over x's three exact bf16 parts (kernels/linear.h).
+  enum class LinearPath { Auto, Gemv, Simt, Mma, Fp8, CpuOrder, F32Mma, XParts };
   void set_linear_path(LinearPath p) { linear_path_ = p; }
   // The kernel linear_on(x, w, o, path) runs for N rows of x against wr (K columns, R rows per
   // group): path itself unless Auto, else the choice by size, format and order described there.
@@ -134,6 +135,7 @@ class GpuBackend final : public Backend {
   void set_gemm_pipe(bool on) { gemm_pipe_ = on; }
   // How many path (c) launches took the pipelined k-loop (tests check that it ran).
   int64_t gemm_pipe_calls() const { return gemm_pipe_calls_; }
+  int64_t x_parts_calls() const { return x_parts_calls_; }  // path (g) launches (tests)
   // How many moe() calls the tensor-core form has served (tests check that it ran).
   int64_t moe_mma_calls() const { return moe_mma_calls_; }
   // The most heads one P.V block of the split kernels takes (1, 2, 4 or 8); 0: by the batch's size.
@@ -285,6 +287,7 @@ class GpuBackend final : public Backend {
   bool fp8_large_tiles_ = true;    // PLUMB_GPU_FP8_TILES
   bool gemm_pipe_ = true;          // PLUMB_GPU_GEMM_PIPE
   int64_t gemm_pipe_calls_ = 0;
+  int64_t x_parts_calls_ = 0;
   int64_t moe_mma_calls_ = 0;
   bool fp8_tensor_cores_ = true;  // PLUMB_GPU_PATH
   // Path (f) in Auto from this many blocks after split K: 16 gives it the compressor and the
@@ -294,6 +297,10 @@ class GpuBackend final : public Backend {
   // Path (f) in Auto for FP8 weights (ue8m0 scales) and bf16-rounded outputs too (wo_a from 2
   // rows: H100, B = 32 step -0.49 ms, B = 8 -0.11, B = 1 even; PERF.md v19). PLUMB_GPU_F32_MMA_FP8=off: the A/B.
   bool f32_mma_fp8_ = true;
+  // Path (g) in Auto where path (b) (SIMT) would take an f32 linear of a bf16-exact weight: the
+  // prefill's compressor and router gate (simt_kernel<1>, 10.6 ms of a 4,096-token prefill on the
+  // H100, PERF.md v28). PLUMB_GPU_X_PARTS=off: the A/B.
+  bool x_parts_ = true;
   std::deque<ExpertTable> expert_tables_;  // one per routed expert set (a layer), references stay valid
   unsigned cpu_order_sites_ = 0;  // OrderSite bits
   std::shared_ptr<DeviceAllocator> alloc_;

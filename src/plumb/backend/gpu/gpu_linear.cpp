@@ -55,6 +55,12 @@ bool fp8_eligible(const WeightRef& w, const LinearOpts& o, int64_t K, int64_t R)
 bool bf16_exact(const WeightRef& w) {
   return w.format == WFormat::BF16 || w.format == WFormat::FP4 || (w.format == WFormat::FP8 && !w.scale_f32);
 }
+
+// Path (g) (kernels/linear.h): a bf16-exact weight used as stored, x as it is (no act_fp8: the
+// product's x would be quantized), one group, the segment tiles' K.
+bool x_parts_eligible(const WeightRef& w, const LinearOpts& o, int64_t K, int64_t G) {
+  return bf16_exact(w) && !o.bf16_weight && !o.act_fp8 && G == 1 && w.cols == K && k::mma_takes_bf16_x(w.format, K);
+}
 }  // namespace
 
 // The sm_90a kernel is the only code object holding path (d)'s body.
@@ -124,6 +130,24 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
       k::f32_mma_blocks(a) * k::f32_mma_splits(a, info_.multiprocessors) >=
           (f32_mma_min_blocks_ > 0 ? f32_mma_min_blocks_ : info_.multiprocessors))
     path = LinearPath::F32Mma;
+  // Path (g) in Auto where the SIMT GEMM would run (many rows; f32 products of an f32 x).
+  if (asked == LinearPath::Auto && path == LinearPath::Simt && x_parts_ && x_parts_eligible(wr, o, K, G))
+    path = LinearPath::XParts;
+  if (path == LinearPath::XParts) {
+    if (!x_parts_eligible(wr, o, K, G))
+      fail("linear: path (g) (x's bf16 parts on the bf16 GEMM) needs a BF16 weight, an FP4 one or an FP8 one with "
+           "ue8m0 scales, no act_fp8 or bf16_weight, one group and K % 16 == 0 (weight '{}' [{}, {}], {} group(s))",
+           w.name, w.rows(), K, G);
+    Tensor xb = alloc(ElemType::F32, {(N * 3 * K + 1) / 2});  // [N, 3K] bf16
+    a.xb = static_cast<const uint16_t*>(dev_ptr(xb));
+    check_launch(k::bf16_parts_rows(src, in, N, K, static_cast<uint16_t*>(dev_ptr(xb)), stream_), "x to bf16 parts");
+    a.ldxb = 3 * K, a.x_parts = 3;
+    check_launch(mma_matrix_ok() ? k::linear_mma(a, wr, stream_) : k::linear_mma_simt(a, wr, stream_),
+                 "linear (bf16 mma over x's parts)");
+    gemm_pipe_calls_ += a.pipe && k::mma_pipelined(a, wr);
+    ++x_parts_calls_;
+    return y;
+  }
   if (path == LinearPath::F32Mma) {
     const int splits = k::f32_mma_splits(a, info_.multiprocessors);
     check_launch(k::linear_f32_mma(a, wr, splits, partials(splits), stream_), "linear (f32 mma)");
@@ -174,6 +198,7 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
     case LinearPath::Auto:
     case LinearPath::Fp8:     // handled above
     case LinearPath::F32Mma:  // handled above
+    case LinearPath::XParts:  // handled above
     case LinearPath::Simt: check_launch(k::linear_simt(a, wr, stream_), "linear (simt)"); break;
   }
   return y;

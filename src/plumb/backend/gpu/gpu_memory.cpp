@@ -210,6 +210,11 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "'on' (path (f) also for FP8 weights and bf16 outputs) or 'off'");
       c >= 0)
     f32_mma_fp8_ = c == 0;
+  if (const int c = env_choice("PLUMB_GPU_X_PARTS", {"on", "off"},
+                               "'on' (path (g): f32 linears of many rows on the bf16 GEMM over x's three exact bf16 "
+                               "parts) or 'off' (the SIMT GEMM)");
+      c >= 0)
+    x_parts_ = c == 0;
   pv_heads_ = static_cast<int>(env_count("PLUMB_GPU_PV_HEADS", 0, 8, pv_heads_,
                                           "the most heads a sparse-attention P.V block takes (0: by the batch's size)"));
   scores_span_ = static_cast<int>(env_count("PLUMB_GPU_SCORES_SPAN", 0, 4, scores_span_,

@@ -26,6 +26,10 @@ struct LinearArgs {
   // instead of rounding each x element again for every weight tile; null: they round x.
   const uint16_t* xb = nullptr;
   int64_t ldxb = 0;
+  // Path (c) only: 3 = path (g): xb holds x's three exact bf16 parts (bf16_parts_rows: hi, mid and
+  // lo, K columns each), and the tiles run over 3 K columns, column p K + k of xb against the
+  // weight's column k (one group). 1: xb is x rounded to bf16.
+  int32_t x_parts = 1;
   // Path (c) only: its pipelined k-loop where it applies (bf16 x, FP4 / FP8 / BF16 weights, K a
   // multiple of 32, 16-byte aligned rows; linear_gemm.cu); false: the synchronous one, the same
   // bits (PLUMB_GPU_GEMM_PIPE=off, the A/B; the tests compare the two).
@@ -51,6 +55,11 @@ bool mma_takes_bf16_x(WFormat f, int64_t K);
 // xb [N, cols] (row stride cols, a multiple of 8) = x's rows [N, cols] (row stride ldx) rounded to
 // bf16 (nearest even), the values path (c)'s tile load would make.
 gpuError_t bf16_rows(const float* x, int64_t ldx, int64_t N, int64_t cols, uint16_t* xb, gpuStream_t s);
+// (g) = (c) with LinearArgs::x_parts = 3: f32 x times a bf16-exact weight (BF16, FP4, FP8 with
+// ue8m0 scales) with nothing rounded, for many rows (the prefill's f32 linears: the compressor
+// and the router gate, which path (b) served): xb [N, 3 cols] (row stride 3 cols, cols a multiple
+// of 8) = each x row's bf16_parts (linear_common.h) as three runs of cols columns (hi, mid, lo).
+gpuError_t bf16_parts_rows(const float* x, int64_t ldx, int64_t N, int64_t cols, uint16_t* xb, gpuStream_t s);
 // (f) f32 x times a BF16 weight on the bf16 tensor cores, x split exactly into three bf16 parts
 // (nothing rounded: an f32 GEMM up to summation order), the weight read once for up to
 // kF32MmaMaxRows x rows (linear_f32_mma.cu). CUDA only (f32_mma_built); f32_mma_ok says whether it

@@ -269,6 +269,19 @@ __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, const uint
 __device__ __forceinline__ void mma_bf16(float* d, const uint32_t* a, const uint32_t* b) { emu::mma_m16n8k16_bf16(d, a, b); }
 #endif
 
+// The three bf16 parts of a finite f32 v, as bits: hi = bf16(v), mid = bf16(v - hi), lo = the rest
+// (v - hi and (v - hi) - mid are exact in f32 and the last has at most 8 significant bits), so
+// hi + mid + lo = v and a bf16 weight value times each part is exact in f32. Limits (paths (f)
+// and (g)): a non-finite v, or one within half a bf16 ulp of FLT_MAX (hi rounds to inf), gives
+// NaN parts; parts below bf16's normal range (|v| < ~2^-110) may lose bits.
+__device__ __forceinline__ void bf16_parts(float v, uint32_t* p) {
+  const float hi = round_bf16(v);
+  const float r = __fsub_rn(v, hi);
+  const float mid = round_bf16(r);
+  const float lo = __fsub_rn(r, mid);
+  p[0] = f32_bits(hi) >> 16, p[1] = f32_bits(mid) >> 16, p[2] = f32_bits(round_bf16(lo)) >> 16;
+}
+
 #ifdef PLUMB_MMA_BF16
 // a * b per bf16 half (lower half first), rounded to nearest, subnormals kept (PTX: bf16 fma has
 // no flush-to-zero form). fma with a -0 addend, so that a +0 product stays +0. moe_mma.cu scales

@@ -55,18 +55,11 @@ __device__ __forceinline__ void split8(const float (&x)[8], uint4 (&out)[3]) {
   uint32_t w[3][4];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    uint32_t b[3][2];
+    uint32_t b[2][3];
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const float v = x[2 * i + e];
-      const float hi = round_bf16(v);
-      const float r = __fsub_rn(v, hi);
-      const float mid = round_bf16(r);
-      const float lo = __fsub_rn(r, mid);  // exact, and bf16-exact
-      b[0][e] = bf16_hi16(hi), b[1][e] = bf16_hi16(mid), b[2][e] = bf16_hi16(round_bf16(lo));
-    }
+    for (int e = 0; e < 2; ++e) bf16_parts(x[2 * i + e], b[e]);
 #pragma unroll
-    for (int p = 0; p < 3; ++p) w[p][i] = b[p][0] | (b[p][1] << 16);
+    for (int p = 0; p < 3; ++p) w[p][i] = b[0][p] | (b[1][p] << 16);
   }
 #pragma unroll
   for (int p = 0; p < 3; ++p) out[p] = make_uint4(w[p][0], w[p][1], w[p][2], w[p][3]);

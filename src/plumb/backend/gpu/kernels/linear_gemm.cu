@@ -90,9 +90,15 @@ __device__ __forceinline__ void store_segment(uint16_t* dst, const float* v) {
   d[1] = make_uint4(p[4], p[5], p[6], p[7]);
 }
 
+// The weight column of loop column k < 3 wK: k itself where the loop runs over the weight's wK
+// columns, k mod wK where it runs over x's three parts (path (g), LinearArgs::x_parts), without a
+// 64-bit division.
+__device__ __forceinline__ int64_t wcol(int64_t k, int64_t wK) { return k < wK ? k : (k < 2 * wK ? k - wK : k - 2 * wK); }
+
 // One 64x64 output tile of path (c): rows [n0, n0 + 64) of x (xg: row 0, ldx apart; rows from
 // nrows on read as 0), weight rows wr0 + [r0, r0 + 64) (rows from R on read as 0), k-tiles of kMBK
-// over K; st(n, r, v) receives every accumulated value (bounds-checked by the caller). Both
+// over K columns of x, the weight's column wcol(k, wK) against x's column k (K = wK, or 3 wK for
+// path (g)); st(n, r, v) receives every accumulated value (bounds-checked by the caller). Both
 // mma_kernel (one weight) and mma_grouped_kernel (a routed expert per row tile) run exactly this
 // code, so a given (x row, weight row) pair gives the same bits through either.
 // vec (FP8 / FP4 / BF16 weights, K % 16 == 0: vec_tiles, checked by the launcher): each thread
@@ -107,7 +113,7 @@ __device__ __forceinline__ void store_segment(uint16_t* dst, const float* v) {
 template <WFormat F, bool kMatrix, bool kBf16X, typename Store>
 __device__ __forceinline__ void mma_tile(BTile* xs, BTile* ws, const float* xg, int64_t ldx, const uint16_t* xbg,
                                          int64_t ldxb, int64_t nrows, const WeightRef& w, int64_t wr0, int64_t R,
-                                         int64_t K, int64_t n0, int64_t r0, bool vec, Store&& st) {
+                                         int64_t K, int64_t wK, int64_t n0, int64_t r0, bool vec, Store&& st) {
   using Tile = std::conditional_t<kMatrix, MatrixTile, SimtTile>;
   static_assert(kMBN * kMBK == 16 * kMThreads, "one 16-element weight segment per thread");
   constexpr bool kVecFormat = F == WFormat::FP8 || F == WFormat::FP4 || F == WFormat::BF16;
@@ -136,7 +142,7 @@ __device__ __forceinline__ void mma_tile(BTile* xs, BTile* ws, const float* xg, 
       const int64_t r = r0 + m, k = k0 + c;
       float v[16];
       if (r < R && k < K) {  // K % 16 == 0: the whole segment lies below K
-        wdecode16<F>(wraw16<F>(w, wr0 + r, k), w, v);
+        wdecode16<F>(wraw16<F>(w, wr0 + r, wcol(k, wK)), w, v);
       } else {
 #pragma unroll
         for (int j = 0; j < 16; ++j) v[j] = 0.f;
@@ -148,7 +154,7 @@ __device__ __forceinline__ void mma_tile(BTile* xs, BTile* ws, const float* xg, 
         const int idx = t + i * kMThreads, m = idx / kMBK, kk = idx % kMBK;
         const int64_t n = n0 + m, r = r0 + m, k = k0 + kk;
         xs[m][kk] = bf16_bits((n < nrows && k < K) ? xg[n * ldx + k] : 0.f);
-        ws[m][kk] = bf16_bits((r < R && k < K) ? wload<F>(w, wr0 + r, k) : 0.f);
+        ws[m][kk] = bf16_bits((r < R && k < K) ? wload<F>(w, wr0 + r, wcol(k, wK)) : 0.f);
       }
     }
     __syncthreads();
@@ -196,13 +202,14 @@ PLUMB_HD int64_t pipe_smem_bytes(int64_t K) {
 }
 
 // The k-loop of mma_tile's vec path with bf16 x (xbg, row stride ldxb), for kPipeFormat weights,
-// over kRows x rows (kMBM: MatrixTile / SimtTile; kTallRows: TallTile, mma_tile.h); the launcher
+// over kRows x rows (kMBM: MatrixTile / SimtTile; kTallRows: TallTile, mma_tile.h) and K columns
+// of x against the weight's wK (mma_tile: wcol); the launcher
 // checks pipe_ok (K % kMBK == 0, 16-byte aligned rows of x and of the weight, the shared memory)
 // and gives the kernel pipe_smem_bytes<F, kRows>(K) of dynamic shared memory at smem.
 template <WFormat F, bool kMatrix, int kRows, typename Store>
 __device__ __forceinline__ void mma_tile_pipelined(uint8_t* smem, const uint16_t* xbg, int64_t ldxb, int64_t nrows,
-                                                   const WeightRef& w, int64_t wr0, int64_t R, int64_t K, int64_t n0,
-                                                   int64_t r0, Store&& st) {
+                                                   const WeightRef& w, int64_t wr0, int64_t R, int64_t K, int64_t wK,
+                                                   int64_t n0, int64_t r0, Store&& st) {
   using Tile = std::conditional_t<kRows == kMBM, std::conditional_t<kMatrix, MatrixTile, SimtTile>, TallTile<kMatrix>>;
   using SB = ScaleBits<F>;
   constexpr int kRaw = kRawRow<F>, kRowChunks = kRaw / 16, kChunks = kMBN * kRowChunks;
@@ -211,7 +218,7 @@ __device__ __forceinline__ void mma_tile_pipelined(uint8_t* smem, const uint16_t
   BTile* const ws = reinterpret_cast<BTile*>(wr + kPWrBytes<F>);
   SB* const sc = reinterpret_cast<SB*>(wr + kPWrBytes<F> + kPWsBytes);
   const int t = threadIdx.x;
-  const int64_t tiles = K / kMBK, nsc = pipe_scales<F>(K);
+  const int64_t tiles = K / kMBK, nsc = pipe_scales<F>(wK);
   const auto issue = [&](int64_t kt) {  // k-tile kt's x rows and weight bytes into stage kt % kPStages
     if (kt >= tiles) return;
     const int64_t k0 = kt * kMBK;
@@ -228,7 +235,7 @@ __device__ __forceinline__ void mma_tile_pipelined(uint8_t* smem, const uint16_t
       const int c = t + i * kMThreads, m = c / kRowChunks, cb = 16 * (c % kRowChunks);
       if (kChunks % kMThreads != 0 && c >= kChunks) break;
       const bool valid = r0 + m < R;
-      const int64_t e = (wr0 + (valid ? r0 + m : 0)) * K + k0;  // the row's first element of the k-tile
+      const int64_t e = (wr0 + (valid ? r0 + m : 0)) * wK + wcol(k0, wK);  // the row's first element of the k-tile
       cp_async16(wst + m * kRaw + cb, w.data + e * kRaw / kMBK + cb, valid);  // (e * kRaw / kMBK: its byte)
     }
   };
@@ -246,7 +253,7 @@ __device__ __forceinline__ void mma_tile_pipelined(uint8_t* smem, const uint16_t
 #pragma unroll
       for (int q = 0; q < kRaw / kMBK; ++q) raw.v[q] = reinterpret_cast<const uint4*>(src)[q];
     }
-    raw.sbits = F == WFormat::BF16 ? 0u : sc[dm * nsc + (kt * kMBK + dc) / kScaleCols<F>];
+    raw.sbits = F == WFormat::BF16 ? 0u : sc[dm * nsc + (wcol(kt * kMBK, wK) + dc) / kScaleCols<F>];
     return raw;
   };
   const auto decode = [&](const WRaw<F>& raw, int64_t kt) {
@@ -311,16 +318,17 @@ template <WFormat F, bool kMatrix>
 __global__ void __launch_bounds__(kMThreads) mma_kernel(LinearArgs a, WeightRef w, bool vec, bool pipe) {
   pdl_begin();
   PLUMB_DYNAMIC_SHARED(uint8_t, smem);
-  const int64_t g = blockIdx.z, R = a.R, K = a.K;
+  const int64_t g = blockIdx.z, R = a.R, K = a.K, KL = K * a.x_parts;  // (x_parts 3: one group)
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kMBM, r0 = static_cast<int64_t>(blockIdx.x) * kMBN;
   const auto st = [&](int64_t n, int64_t r, float v) {
     if (n < a.nrows && r < R) a.y[n * a.ldy + g * R + r] = a.round_bf16 ? round_bf16(v) : v;
   };
   if constexpr (kPipeFormat<F>)
-    if (pipe) return mma_tile_pipelined<F, kMatrix, kMBM>(smem, a.xb + g * K, a.ldxb, a.nrows, w, g * R, R, K, n0, r0, st);
+    if (pipe)
+      return mma_tile_pipelined<F, kMatrix, kMBM>(smem, a.xb + g * K, a.ldxb, a.nrows, w, g * R, R, KL, K, n0, r0, st);
   BTile* const xs = reinterpret_cast<BTile*>(smem);  // bf16 bits, row = x row, k contiguous
   mma_tile<F, kMatrix, false>(xs, xs + kMBM, a.x + g * K, a.ldx, a.xb ? a.xb + g * K : nullptr, a.ldxb, a.nrows, w, g * R,
-                              R, K, n0, r0, vec, st);
+                              R, KL, K, n0, r0, vec, st);
 }
 
 // Path (c) for many routed experts at once (the MoE prefill; GroupedGemmArgs in linear.h): block
@@ -366,11 +374,12 @@ __global__ void PLUMB_GROUPED_BOUNDS mma_grouped_kernel(GroupedGemmArgs a) {
   static_assert(kGroupedTileRows == kTallRows, "the grouped row tile is the tall tile");
   if constexpr (kPipeFormat<F>)
     if (a.pipe)
-      return mma_tile_pipelined<F, kMatrix, kTallRows>(smem, a.xb + first * a.ldxb, a.ldxb, rows, w, 0, R, a.K, 0, r0, st);
+      return mma_tile_pipelined<F, kMatrix, kTallRows>(smem, a.xb + first * a.ldxb, a.ldxb, rows, w, 0, R, a.K, a.K, 0, r0,
+                                                       st);
   BTile* const xs = reinterpret_cast<BTile*>(smem);
   for (int64_t n0 = 0; n0 < rows; n0 += kMBM)
     mma_tile<F, kMatrix, true>(xs, xs + kMBM, a.x + first * a.ldx, a.ldx, a.xb ? a.xb + first * a.ldxb : nullptr, a.ldxb,
-                               rows, w, 0, R, a.K, n0, r0, a.vec, st);
+                               rows, w, 0, R, a.K, a.K, n0, r0, a.vec, st);
 }
 
 // bf16_rows: thread per 8 elements of a row (one 16-byte store; cols % 8 == 0).
@@ -384,6 +393,30 @@ __global__ void bf16_rows_kernel(const float* x, int64_t ldx, int64_t N, int64_t
 #pragma unroll
     for (int j = 0; j < 4; ++j) p[j] = bf16_bits(v[2 * j]) | uint32_t{bf16_bits(v[2 * j + 1])} << 16;
     *reinterpret_cast<uint4*>(xb + 8 * c) = make_uint4(p[0], p[1], p[2], p[3]);
+  }
+}
+
+// bf16_parts_rows: thread per 8 elements of a row: their hi, mid and lo parts, one 16-byte store
+// each, at columns c, cols + c and 2 cols + c of the row's 3 cols.
+__global__ void bf16_parts_rows_kernel(const float* x, int64_t ldx, int64_t N, int64_t cols, uint16_t* xb) {
+  pdl_begin();
+  const int64_t chunks = cols / 8, total = N * chunks;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < total;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t n = c / chunks, col = 8 * (c % chunks);
+    const float* v = x + n * ldx + col;
+    uint32_t w[3][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t lo[3], hi[3];
+      bf16_parts(v[2 * j], lo);
+      bf16_parts(v[2 * j + 1], hi);
+#pragma unroll
+      for (int p = 0; p < 3; ++p) w[p][j] = lo[p] | hi[p] << 16;
+    }
+#pragma unroll
+    for (int p = 0; p < 3; ++p)
+      *reinterpret_cast<uint4*>(xb + n * 3 * cols + p * cols + col) = make_uint4(w[p][0], w[p][1], w[p][2], w[p][3]);
   }
 }
 
@@ -429,6 +462,8 @@ bool pipe_ok(int64_t K, const void* wdata, const uint16_t* xb, int64_t ldxb) {
 template <bool kMatrix>
 gpuError_t launch_mma(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
   if (a.nrows <= 0 || a.R <= 0 || a.groups <= 0) return gpuGetLastError();
+  if (a.x_parts != 1 && (a.x_parts != 3 || a.groups != 1 || !a.xb || !vec_tiles(w.format, a.K) || w.cols != a.K))
+    return gpuErrorNotSupported;  // (path (g): x's parts in xb, one group, the segment tiles)
   return dispatch_format(w.format, [&]<WFormat F>() {
     const bool vec = vec_tiles(F, a.K) && w.cols == a.K, pipe = a.pipe && mma_pipelined(a, w);
     const int64_t smem = pipe ? pipe_smem_bytes<F>(a.K) : kMBTileBytes;
@@ -470,6 +505,15 @@ gpuError_t bf16_rows(const float* x, int64_t ldx, int64_t N, int64_t cols, uint1
   if (total <= 0) return gpuGetLastError();
   const int64_t blocks = (total + 255) / 256;
   return launch(bf16_rows_kernel, static_cast<unsigned>(blocks < 65536 ? blocks : 65536), 256, 0, s, x, ldx, N, cols, xb);
+}
+
+gpuError_t bf16_parts_rows(const float* x, int64_t ldx, int64_t N, int64_t cols, uint16_t* xb, gpuStream_t s) {
+  if (cols % 8 != 0) return gpuErrorNotSupported;
+  const int64_t total = N * (cols / 8);
+  if (total <= 0) return gpuGetLastError();
+  const int64_t blocks = (total + 255) / 256;
+  return launch(bf16_parts_rows_kernel, static_cast<unsigned>(blocks < 65536 ? blocks : 65536), 256, 0, s, x, ldx, N, cols,
+                xb);
 }
 
 gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
