@@ -432,6 +432,7 @@ TEST_F(GpuOps, LinearXPartsIsTheF32Product) {
   for (bool pipe : {true, false}) {
     dev->set_gemm_pipe(pipe);
     for (const Case& c : {Case{65, 64, 32, "65 rows, one k-tile a part"}, Case{130, 300, 96, "partial tiles"},
+                          Case{66, 64, 48, "K 48: k-tiles across two parts (the synchronous loop)"},
                           Case{200, 256, 1024, "K 1024"}, Case{97, 130, 4096, "K 4096"}}) {
       const std::vector<float> x = rnd(c.N * c.K, 3.f), wv = rnd(c.R * c.K, 0.05f);
       const OwnedWeight bf16 = bf16_weight({c.R, c.K}, wv), fp8 = fp8_weight(c.R, c.K, wv), fp4 = fp4_weight(c.R, c.K, wv);

@@ -98,8 +98,9 @@ gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t 
 // rows of K) into rows [first, end) of y_z, for projections z < `projections` (1 or 2: w1 and w3
 // in one launch). Row tiles start at a multiple of kGroupedTileRows from their expert's first
 // row, so that every 64-row half is a tile of that expert's own linear_mma launch: every output
-// is bitwise linear_mma's on that expert's rows (linear_gemm.cu says why). matrix: the matrix-core tile (linear_mma) or the SIMT loop
-// (linear_mma_simt), the caller's choice by the same rule (GpuBackend::mma_matrix_ok).
+// is bitwise linear_mma's on that expert's rows (linear_gemm.cu says why). matrix: the
+// matrix-core tile (linear_mma) or the SIMT loop (linear_mma_simt), the caller's choice by the
+// same rule (GpuBackend::mma_matrix_ok).
 constexpr int64_t kGroupedTileRows = 128;  // rows of a GroupedGemmArgs row tile at most
 struct GroupedGemmArgs {
   const float* x = nullptr;  // device [rows, ldx], bf16-rounded in the tile load like linear_mma's x

@@ -93,7 +93,9 @@ __device__ __forceinline__ void store_segment(uint16_t* dst, const float* v) {
 // The weight column of loop column k < 3 wK: k itself where the loop runs over the weight's wK
 // columns, k mod wK where it runs over x's three parts (path (g), LinearArgs::x_parts), without a
 // 64-bit division.
-__device__ __forceinline__ int64_t wcol(int64_t k, int64_t wK) { return k < wK ? k : (k < 2 * wK ? k - wK : k - 2 * wK); }
+__device__ __forceinline__ int64_t wcol(int64_t k, int64_t wK) {
+  return k < wK ? k : (k < 2 * wK ? k - wK : k - 2 * wK);
+}
 
 // One 64x64 output tile of path (c): rows [n0, n0 + 64) of x (xg: row 0, ldx apart; rows from
 // nrows on read as 0), weight rows wr0 + [r0, r0 + 64) (rows from R on read as 0), k-tiles of kMBK
@@ -198,7 +200,8 @@ PLUMB_HD int64_t pipe_scales(int64_t K) {  // scales a weight row has
 }
 template <WFormat F, int kRows = kMBM>
 PLUMB_HD int64_t pipe_smem_bytes(int64_t K) {
-  return kPXsBytes<kRows> + kPWrBytes<F> + kPWsBytes + kMBN * pipe_scales<F>(K) * static_cast<int64_t>(sizeof(ScaleBits<F>));
+  return kPXsBytes<kRows> + kPWrBytes<F> + kPWsBytes +
+         kMBN * pipe_scales<F>(K) * static_cast<int64_t>(sizeof(ScaleBits<F>));
 }
 
 // The k-loop of mma_tile's vec path with bf16 x (xbg, row stride ldxb), for kPipeFormat weights,
@@ -374,8 +377,8 @@ __global__ void PLUMB_GROUPED_BOUNDS mma_grouped_kernel(GroupedGemmArgs a) {
   static_assert(kGroupedTileRows == kTallRows, "the grouped row tile is the tall tile");
   if constexpr (kPipeFormat<F>)
     if (a.pipe)
-      return mma_tile_pipelined<F, kMatrix, kTallRows>(smem, a.xb + first * a.ldxb, a.ldxb, rows, w, 0, R, a.K, a.K, 0, r0,
-                                                       st);
+      return mma_tile_pipelined<F, kMatrix, kTallRows>(smem, a.xb + first * a.ldxb, a.ldxb, rows, w, 0, R, a.K, a.K,
+                                                       0, r0, st);
   BTile* const xs = reinterpret_cast<BTile*>(smem);
   for (int64_t n0 = 0; n0 < rows; n0 += kMBM)
     mma_tile<F, kMatrix, true>(xs, xs + kMBM, a.x + first * a.ldx, a.ldx, a.xb ? a.xb + first * a.ldxb : nullptr, a.ldxb,
