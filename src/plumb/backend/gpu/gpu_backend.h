@@ -249,8 +249,9 @@ class GpuBackend final : public Backend {
   Tensor moe_grouped(const Tensor& x, const Routing& r, const ExpertTable& t, const backend::MoeDims& d,
                      const SwiGluWeights& shared, const MoeParams& p);
   // x's rows [rows, cols] (row stride ldx) rounded to bf16 once for path (c)'s tiles (k::bf16_rows,
-  // row stride cols), where they take it (the caller asks k::mma_takes_bf16_x); *out: its address.
-  Tensor bf16_copy(const float* x, int64_t ldx, int64_t rows, int64_t cols, const uint16_t** out);
+  // row stride cols), where they take it (the caller asks k::mma_takes_bf16_x); parts 3: their
+  // three exact bf16 parts for path (g) (k::bf16_parts_rows, row stride 3 cols). *out: its address.
+  Tensor bf16_copy(const float* x, int64_t ldx, int64_t rows, int64_t cols, const uint16_t** out, int parts = 1);
   // The per-expert path's routed sum into acc [N, D] (zeroed), with the experts whose GEMMs all
   // take the bf16 GEMM grouped into one launch per projection (gpu_moe.cpp). false (nothing done)
   // when none does.

@@ -133,21 +133,10 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
   // Path (g) in Auto where the SIMT GEMM would run (many rows; f32 products of an f32 x).
   if (asked == LinearPath::Auto && path == LinearPath::Simt && x_parts_ && x_parts_eligible(wr, o, K, G))
     path = LinearPath::XParts;
-  if (path == LinearPath::XParts) {
-    if (!x_parts_eligible(wr, o, K, G))
-      fail("linear: path (g) (x's bf16 parts on the bf16 GEMM) needs a BF16 weight, an FP4 one or an FP8 one with "
-           "ue8m0 scales, no act_fp8 or bf16_weight, one group and K % 16 == 0 (weight '{}' [{}, {}], {} group(s))",
-           w.name, w.rows(), K, G);
-    Tensor xb = alloc(ElemType::F32, {(N * 3 * K + 1) / 2});  // [N, 3K] bf16
-    a.xb = static_cast<const uint16_t*>(dev_ptr(xb));
-    check_launch(k::bf16_parts_rows(src, in, N, K, static_cast<uint16_t*>(dev_ptr(xb)), stream_), "x to bf16 parts");
-    a.ldxb = 3 * K, a.x_parts = 3;
-    check_launch(mma_matrix_ok() ? k::linear_mma(a, wr, stream_) : k::linear_mma_simt(a, wr, stream_),
-                 "linear (bf16 mma over x's parts)");
-    gemm_pipe_calls_ += a.pipe && k::mma_pipelined(a, wr);
-    ++x_parts_calls_;
-    return y;
-  }
+  if (path == LinearPath::XParts && !x_parts_eligible(wr, o, K, G))
+    fail("linear: path (g) (x's bf16 parts on the bf16 GEMM) needs a BF16 weight, an FP4 one or an FP8 one with "
+         "ue8m0 scales, no act_fp8 or bf16_weight, one group and K % 16 == 0 (weight '{}' [{}, {}], {} group(s))",
+         w.name, w.rows(), K, G);
   if (path == LinearPath::F32Mma) {
     const int splits = k::f32_mma_splits(a, info_.multiprocessors);
     check_launch(k::linear_f32_mma(a, wr, splits, partials(splits), stream_), "linear (f32 mma)");
@@ -184,11 +173,14 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
     case LinearPath::Gemv:
       check_launch(k::linear_gemv(a, wr, 2 * static_cast<int64_t>(info_.multiprocessors), stream_), "linear (gemv)");
       break;
+    case LinearPath::XParts:  // (g): x as its three bf16 parts, 3K columns a row (eligibility checked above)
     case LinearPath::Mma: {  // on HIP, MFMA only once it passed its self-check (gpu_mfma_check.cpp)
       // x rounded to bf16 once, not once per weight tile (PERF.md v18), where the tiles take it
-      const bool copy = k::mma_takes_bf16_x(wr.format, K) && wr.cols == K;
-      const Tensor xb = copy ? bf16_copy(a.x, a.ldx, N, in, &a.xb) : Tensor();
-      a.ldxb = in;
+      a.x_parts = path == LinearPath::XParts ? 3 : 1;
+      const bool copy = a.x_parts == 3 || (k::mma_takes_bf16_x(wr.format, K) && wr.cols == K);
+      const Tensor xb = copy ? bf16_copy(a.x, a.ldx, N, in, &a.xb, a.x_parts) : Tensor();
+      a.ldxb = in * a.x_parts;
+      x_parts_calls_ += a.x_parts == 3;
       check_launch(mma_matrix_ok() ? k::linear_mma(a, wr, stream_) : k::linear_mma_simt(a, wr, stream_),
                    "linear (bf16 mma)");
       gemm_pipe_calls_ += a.pipe && k::mma_pipelined(a, wr);
@@ -198,16 +190,17 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
     case LinearPath::Auto:
     case LinearPath::Fp8:     // handled above
     case LinearPath::F32Mma:  // handled above
-    case LinearPath::XParts:  // handled above
     case LinearPath::Simt: check_launch(k::linear_simt(a, wr, stream_), "linear (simt)"); break;
   }
   return y;
 }
 
-Tensor GpuBackend::bf16_copy(const float* x, int64_t ldx, int64_t rows, int64_t cols, const uint16_t** out) {
-  Tensor xb = alloc(ElemType::F32, {(rows * cols + 1) / 2});
+Tensor GpuBackend::bf16_copy(const float* x, int64_t ldx, int64_t rows, int64_t cols, const uint16_t** out, int parts) {
+  Tensor xb = alloc(ElemType::F32, {(rows * cols * parts + 1) / 2});
   auto* bits = static_cast<uint16_t*>(dev_ptr(xb));
-  check_launch(k::bf16_rows(x, ldx, rows, cols, bits, stream_), "x to bf16 (bf16 mma)");
+  check_launch(parts == 3 ? k::bf16_parts_rows(x, ldx, rows, cols, bits, stream_)
+                          : k::bf16_rows(x, ldx, rows, cols, bits, stream_),
+               "x to bf16 (bf16 mma)");
   *out = bits;
   return xb;
 }

@@ -116,26 +116,30 @@ __device__ __forceinline__ WRaw<F> wraw16(const WeightRef& w, int64_t r, int64_t
   return raw;
 }
 
-// A segment's scale as wdecode4 applies it: s, and for the fast exact decodes k = s * 2^120 (FP8)
-// or s * 2^126 (FP4) and whether k is below 2^127 (else the slow path). wdecode16 works it out
-// once for its four quarters. FP4's ue8m0 code b gives k = 2^(b - 1) for b < 128 directly (b = 0:
-// s = 2^-127, k = 2^-1), the value s * 2^126 rounds to, without ue8m0_to_f32's branches; its s is
-// left to the slow path (fp4_slow_scale).
-// FP4's slow path: the 4 nibbles of u (the lowest first) times the ue8m0 scale of code sbits, as
-// weight_at multiplies them (scales of 2^1 and up, and NaN).
+// FP4's two decodes of the 4 nibbles of u (the lowest first): fast, fp4_top_to_f32 with k = s *
+// 2^126; slow, as weight_at multiplies them, by the ue8m0 scale of code sbits (scales of 2^1 and
+// up, and NaN).
+__device__ __forceinline__ void fp4x4_fast(uint32_t u, float k, float* out) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) out[i] = fp4_top_to_f32(u << (28 - 4 * i), k);
+}
 __device__ __forceinline__ void fp4x4_slow(uint32_t u, uint32_t sbits, float* out) {
   const float s = ue8m0_to_f32(static_cast<uint8_t>(sbits));
 #pragma unroll
   for (int i = 0; i < 4; ++i) out[i] = fp4_value(u >> (4 * i)) * s;
 }
 
-template <WFormat F>
+// A segment's scale as wdecode4 applies it: s, and for the fast exact decodes k = s * 2^120 (FP8)
+// or s * 2^126 (FP4) and whether k is below 2^127 (else the slow path). wdecode16 works it out
+// once for its four quarters. FP4's ue8m0 code b gives k = 2^(b - 1) for b < 128 directly (b = 0:
+// s = 2^-127, k = 2^-1), the value s * 2^126 rounds to, without ue8m0_to_f32's branches; its s is
+// left to the slow path (fp4x4_slow).
 struct SegScale {
   float s, k;
   bool fast;
 };
 template <WFormat F>
-__device__ __forceinline__ SegScale<F> seg_scale(const WRaw<F>& raw, const WeightRef& w) {
+__device__ __forceinline__ SegScale seg_scale(const WRaw<F>& raw, const WeightRef& w) {
   if constexpr (F == WFormat::FP4) {
     const uint32_t b = raw.sbits & 0xFFu;
     return {0.f, bits_f32((b + 126u) << 23), b < 128u};
@@ -151,7 +155,7 @@ __device__ __forceinline__ SegScale<F> seg_scale(const WRaw<F>& raw, const Weigh
 // HW: FP8 by the hardware conversion where there is one (PLUMB_FP8_CVT), else (and for !HW) by
 // the integer decode.
 template <WFormat F, bool HW = false>
-__device__ __forceinline__ void wdecode4(const WRaw<F>& raw, const SegScale<F>& sc, int q, float* out) {
+__device__ __forceinline__ void wdecode4(const WRaw<F>& raw, const SegScale& sc, int q, float* out) {
   const uint4 v0 = raw.v[0];
   const uint32_t u0[4] = {v0.x, v0.y, v0.z, v0.w};
   if constexpr (F == WFormat::F32) {
@@ -180,12 +184,10 @@ __device__ __forceinline__ void wdecode4(const WRaw<F>& raw, const SegScale<F>& 
     }
   } else {  // FP4 (fp4_top_to_f32): nibbles 4q .. 4q + 3, element 2j in the low nibble of byte j
     const uint32_t u = u0[q / 2] >> (16 * (q % 2));
-    if (sc.fast) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) out[i] = fp4_top_to_f32(u << (28 - 4 * i), sc.k);
-    } else {
+    if (sc.fast)
+      fp4x4_fast(u, sc.k, out);
+    else
       fp4x4_slow(u, raw.sbits, out);
-    }
   }
 }
 template <WFormat F, bool HW = false>
@@ -197,12 +199,12 @@ __device__ __forceinline__ void wdecode4(const WRaw<F>& raw, const WeightRef& w,
 // branch for the segment, not one a quarter).
 template <WFormat F, bool HW = false>
 __device__ __forceinline__ void wdecode16(const WRaw<F>& raw, const WeightRef& w, float* out) {
-  const SegScale<F> sc = seg_scale<F>(raw, w);
+  const SegScale sc = seg_scale<F>(raw, w);
   if constexpr (F == WFormat::FP4) {
     const uint32_t u[2] = {raw.v[0].x, raw.v[0].y};
     if (sc.fast) {
 #pragma unroll
-      for (int i = 0; i < 16; ++i) out[i] = fp4_top_to_f32(u[i / 8] << (28 - 4 * (i % 8)), sc.k);
+      for (int q = 0; q < 4; ++q) fp4x4_fast(u[q / 2] >> (16 * (q % 2)), sc.k, out + 4 * q);
     } else {
 #pragma unroll
       for (int q = 0; q < 4; ++q) fp4x4_slow(u[q / 2] >> (16 * (q % 2)), raw.sbits, out + 4 * q);

@@ -385,42 +385,40 @@ __global__ void PLUMB_GROUPED_BOUNDS mma_grouped_kernel(GroupedGemmArgs a) {
                                rows, w, 0, R, a.K, a.K, n0, r0, a.vec, st);
 }
 
-// bf16_rows: thread per 8 elements of a row (one 16-byte store; cols % 8 == 0).
+// bf16_rows (kParts 1) and bf16_parts_rows (3): thread per 8 elements of a row (cols % 8 == 0),
+// their first kParts bf16_parts (part 0 is the rounding to bf16), one 16-byte store a part, part p
+// at column p cols + c of the row's kParts cols.
+template <int kParts>
 __global__ void bf16_rows_kernel(const float* x, int64_t ldx, int64_t N, int64_t cols, uint16_t* xb) {
-  pdl_begin();
-  const int64_t chunks = cols / 8, total = N * chunks;
-  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < total;
-       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float* v = x + c / chunks * ldx + 8 * (c % chunks);
-    uint32_t p[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) p[j] = bf16_bits(v[2 * j]) | uint32_t{bf16_bits(v[2 * j + 1])} << 16;
-    *reinterpret_cast<uint4*>(xb + 8 * c) = make_uint4(p[0], p[1], p[2], p[3]);
-  }
-}
-
-// bf16_parts_rows: thread per 8 elements of a row: their hi, mid and lo parts, one 16-byte store
-// each, at columns c, cols + c and 2 cols + c of the row's 3 cols.
-__global__ void bf16_parts_rows_kernel(const float* x, int64_t ldx, int64_t N, int64_t cols, uint16_t* xb) {
   pdl_begin();
   const int64_t chunks = cols / 8, total = N * chunks;
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < total;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t n = c / chunks, col = 8 * (c % chunks);
     const float* v = x + n * ldx + col;
-    uint32_t w[3][4];
+    uint32_t w[kParts][4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       uint32_t lo[3], hi[3];
       bf16_parts(v[2 * j], lo);
       bf16_parts(v[2 * j + 1], hi);
 #pragma unroll
-      for (int p = 0; p < 3; ++p) w[p][j] = lo[p] | hi[p] << 16;
+      for (int p = 0; p < kParts; ++p) w[p][j] = lo[p] | hi[p] << 16;
     }
 #pragma unroll
-    for (int p = 0; p < 3; ++p)
-      *reinterpret_cast<uint4*>(xb + n * 3 * cols + p * cols + col) = make_uint4(w[p][0], w[p][1], w[p][2], w[p][3]);
+    for (int p = 0; p < kParts; ++p)
+      *reinterpret_cast<uint4*>(xb + (n * kParts + p) * cols + col) = make_uint4(w[p][0], w[p][1], w[p][2], w[p][3]);
   }
+}
+
+template <int kParts>
+gpuError_t launch_bf16_rows(const float* x, int64_t ldx, int64_t N, int64_t cols, uint16_t* xb, gpuStream_t s) {
+  if (cols % 8 != 0) return gpuErrorNotSupported;
+  const int64_t total = N * (cols / 8);
+  if (total <= 0) return gpuGetLastError();
+  const int64_t blocks = (total + 255) / 256;
+  return launch(bf16_rows_kernel<kParts>, static_cast<unsigned>(blocks < 65536 ? blocks : 65536), 256, 0, s, x, ldx, N,
+                cols, xb);
 }
 
 // mma_tile's segment loads: 16-byte-aligned whole segments (K % 16 == 0 also for BF16, whose
@@ -503,20 +501,11 @@ bool mma_grouped_pipelined(const GroupedGemmArgs& a, WFormat format) {
 bool mma_takes_bf16_x(WFormat f, int64_t K) { return vec_tiles(f, K); }
 
 gpuError_t bf16_rows(const float* x, int64_t ldx, int64_t N, int64_t cols, uint16_t* xb, gpuStream_t s) {
-  if (cols % 8 != 0) return gpuErrorNotSupported;
-  const int64_t total = N * (cols / 8);
-  if (total <= 0) return gpuGetLastError();
-  const int64_t blocks = (total + 255) / 256;
-  return launch(bf16_rows_kernel, static_cast<unsigned>(blocks < 65536 ? blocks : 65536), 256, 0, s, x, ldx, N, cols, xb);
+  return launch_bf16_rows<1>(x, ldx, N, cols, xb, s);
 }
 
 gpuError_t bf16_parts_rows(const float* x, int64_t ldx, int64_t N, int64_t cols, uint16_t* xb, gpuStream_t s) {
-  if (cols % 8 != 0) return gpuErrorNotSupported;
-  const int64_t total = N * (cols / 8);
-  if (total <= 0) return gpuGetLastError();
-  const int64_t blocks = (total + 255) / 256;
-  return launch(bf16_parts_rows_kernel, static_cast<unsigned>(blocks < 65536 ? blocks : 65536), 256, 0, s, x, ldx, N, cols,
-                xb);
+  return launch_bf16_rows<3>(x, ldx, N, cols, xb, s);
 }
 
 gpuError_t linear_mma_simt(const LinearArgs& a, const WeightRef& w, gpuStream_t s) {
