@@ -59,7 +59,10 @@ inline bool print_scores() {
 // at 400 s: it serializes every shared-memory access) run only their cases k, k + n, k + 2n, ...
 // in visiting order, so n processes with k = 0 .. n - 1 cover every case between them
 // (scripts/device/long_checks.sh, RACE_SHARDS). Unset: every case. A loop makes one CaseShare and
-// asks take() once per case, before the case draws its random inputs.
+// asks take() once per case, before the case draws its random inputs; the two whose single cases
+// outlast racecheck's limit (linear every format, MLA) ask once per (case, format, ...) after the
+// draws, so a share's inputs are the full run's. A share that took nothing fails (n above the
+// loop's item count): its racecheck "pass" would have checked nothing.
 class CaseShare {
  public:
   CaseShare() {
@@ -72,12 +75,21 @@ class CaseShare {
       return;
     }
     k_ = k, n_ = n;
-    std::printf("[ NOTE ] PLUMB_TEST_CASES=%s: this loop runs its cases %lld, %lld + %lld, ...\n", v, k, k, n);
+    std::printf("[ NOTE ] PLUMB_TEST_CASES=%s: this loop runs its items %lld, %lld + %lld, ...\n", v, k, k, n);
   }
-  bool take() { return n_ <= 1 || i_++ % n_ == k_; }
+  ~CaseShare() {
+    if (n_ <= 1) return;
+    std::printf("[ NOTE ] PLUMB_TEST_CASES=%lld/%lld: %lld of the loop's %lld items\n", k_, n_, taken_, i_);
+    if (taken_ == 0) ADD_FAILURE() << "PLUMB_TEST_CASES=" << k_ << "/" << n_ << " took none of this loop's " << i_ << " items";
+  }
+  bool take() {
+    const bool mine = n_ <= 1 || i_++ % n_ == k_;
+    taken_ += mine;
+    return mine;
+  }
 
  private:
-  long long k_ = 0, n_ = 1, i_ = 0;
+  long long k_ = 0, n_ = 1, i_ = 0, taken_ = 0;
 };
 
 // Members are public so helpers shared by several tests can be free functions taking the fixture.
