@@ -208,6 +208,13 @@ struct AttentionInputs {
     return be.sparse_attention(t.up(be, q, {b.rows, c.H, c.Dh}), t.up(be, kv, {b.rows, c.Dh}), b, rt, ct.cache, ct.tables,
                                c.sel_k > 0 ? &st : nullptr, p);
   }
+  // q and every KV value rounded to bf16 (the faithful profile's: bf16-exact activations and cache).
+  void round_to_bf16() {
+    for (std::vector<float>* v : {&q, &kv}) for (float& x : *v) x = bf16(x);
+    for (auto* vs : {&rings, &comp})
+      for (auto& v : *vs)
+        for (float& x : v) x = bf16(x);
+  }
   const AttentionCase& c;
   Batch b;
   std::vector<float> q, kv;
@@ -268,6 +275,7 @@ TEST_F(GpuOps, SparseAttentionPvMmaWithinTheOrderFloor) {
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
   if (!dev) GTEST_SKIP() << "the GPU ops run on the CPU backend (PLUMB_GPU_OPS_ON_CPU=1)";
   dev->set_pv_mma_rows(1);
+  dev->set_scores_mma(false);  // (the scores in the CPU's order: this is the P.V's order alone)
   set_entry_reuse(0);  // (the kernel reads an encoded pool's entries decoded once a call only)
   cpu::CpuBackend reversed(1, {cpu::CpuBackend::kPv, cpu::SumOrder::Reversed});
   CaseShare share;
@@ -298,6 +306,54 @@ TEST_F(GpuOps, SparseAttentionPvMmaWithinTheOrderFloor) {
     }
   }
   EXPECT_GT(taken, 3) << "op_cases.h lost the cases with bf16 probabilities";
+  dev->set_pv_mma_rows(plumb::gpu::GpuBackend::kPvMmaRowsFrom);
+  dev->set_scores_mma(true);
+  set_entry_reuse(-1);
+#else
+  GTEST_SKIP() << "plumb was built without a GPU backend";
+#endif
+}
+
+// The scores on the matrix unit (kernels/sparse_attention_scores_mma.cu: from 128 query rows in the
+// fast order, with the P.V's on the matrix unit where the probabilities are bf16; forced here at
+// every row count) sum exact products in the matrix unit's order. A score's last bit moves its exp
+// and can flip bf16(e), so the floor is the CPU with the whole attn site reversed (the scores' dots
+// too) against the canonical CPU, printed beside each case with PLUMB_TEST_SCORES=1; the bars sit
+// just above it (docs/CORRECTNESS.md). Inputs: each case's f32 q and KV (three bf16 parts each), and
+// the same rounded to bf16 (the faithful profile's: one part); f32 outputs (a bf16 output's
+// rounding would hide the order's effect).
+TEST_F(GpuOps, SparseAttentionMmaWithinTheOrderFloor) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+  if (!dev) GTEST_SKIP() << "the GPU ops run on the CPU backend (PLUMB_GPU_OPS_ON_CPU=1)";
+  dev->set_pv_mma_rows(1);
+  set_entry_reuse(0);  // (the kernels read an encoded pool's entries decoded once a call only)
+  cpu::CpuBackend reversed(1, {cpu::CpuBackend::kAttn, cpu::SumOrder::Reversed});
+  CaseShare share;
+  int taken = 0;
+  for (const AttentionCase& c : sparse_attention_cases()) {
+    if (c.Dh % 64 != 0 || make_batch(c.starts, c.lens).rows > 512) continue;  // (as the P.V's test)
+    ++taken;
+    if (!share.take()) continue;
+    AttentionInputs in(*this, c);
+    for (const bool exact : {false, true}) {
+      if (exact) in.round_to_bf16();
+      // The kernel reads f32 rows only (an encoded pool's entries decoded first): f32 entries
+      // (three parts) in the f32 pass, the last format's (fp8, decoded: exact) in the exact one.
+      const std::vector<backend::KvRowSpec> formats = in.formats();
+      const backend::KvRowSpec spec = exact ? formats.back() : formats.front();
+      const std::string what = std::string("sparse_attention scores on the matrix unit, ") + c.what + " entries " +
+                               format_name(spec) + (exact ? ", bf16-exact q and KV" : "");
+      const Tensor r = in.run(*this, *cpu, spec, Round::None), f = in.run(*this, reversed, spec, Round::None);
+      const int64_t scores_before = dev->scores_mma_calls(), pv_before = dev->pv_mma_calls();
+      const Tensor g = in.run(*this, *gpu, spec, Round::None);
+      EXPECT_GT(dev->scores_mma_calls(), scores_before) << ctx(what + ": the scores on the matrix unit did not run");
+      EXPECT_EQ(dev->pv_mma_calls() > pv_before, c.bf16p) << ctx(what + ": the P.V on the matrix unit");
+      const double bar = c.bf16p ? kAttnMmaBf16pBar : exact ? kAttnMmaBar : kAttnMmaPartsBar;
+      expect_close(what + " (floor: the CPU's attn order reversed)", host(reversed, f), host(*cpu, r), r.shape(), bar);
+      expect_close(what, host(*gpu, g), host(*cpu, r), r.shape(), bar);
+    }
+  }
+  EXPECT_GT(taken, 3) << "op_cases.h lost the cases with head dims a multiple of 64";
   dev->set_pv_mma_rows(plumb::gpu::GpuBackend::kPvMmaRowsFrom);
   set_entry_reuse(-1);
 #else
@@ -357,29 +413,43 @@ TEST_F(GpuOps, SparseAttentionBf16Recent) {
 }
 
 // A selection naming an entry the query cannot see is refused on both backends: the CPU in the
-// call, the GPU at the next synchronization (the kernel flags it without making the call wait).
+// call, the GPU at the next synchronization (the kernel flags it without making the call wait);
+// on the GPU by the scores kernel in the CPU's order and (Dh 64, forced) by the matrix unit's.
 TEST_F(GpuOps, SparseAttentionInvisibleSelectionIsRefused) {
-  const int64_t H = 2, Dh = 6, W = 8, m = 4;
-  const Batch b = make_batch({3}, {1});  // position 3: one complete entry visible
-  const OwnedWeight sink = f32_weight({H}, rnd(H));
-  const WeightView sv = sink.view();
-  backend::AttentionParams p;
-  p.window = W;
-  p.ratio = m;
-  p.sink = &sv;
-  for (Backend* be : {cpu.get(), gpu.get()}) {
-    const std::vector<Tensor> rings = {up(*be, rnd(W * Dh), {W, Dh})};
-    const Paged comp = paged(*be, {rnd(2 * Dh)}, Dh, 2, 0);
-    const Tensor sel = up(*be, std::vector<int32_t>{0, 1}, {1, 2});
-    try {
-      const Tensor out = be->sparse_attention(up(*be, rnd(H * Dh), {1, H, Dh}), up(*be, rnd(Dh), {1, Dh}), b, rings,
-                                              comp.cache, comp.tables, &sel, p);
-      be->synchronize();
-      ADD_FAILURE() << be->name() << " accepted a selection of an invisible entry";
-    } catch (const plumb::Error& e) {
-      EXPECT_NE(std::string(e.what()).find("selects entry 1 of 1 visible"), std::string::npos) << e.what();
+  for (const int64_t Dh : {6, 64}) {
+    const int64_t H = 2, W = 8, m = 4;
+    const Batch b = make_batch({3}, {1});  // position 3: one complete entry visible
+    const OwnedWeight sink = f32_weight({H}, rnd(H));
+    const WeightView sv = sink.view();
+    backend::AttentionParams p;
+    p.window = W;
+    p.ratio = m;
+    p.sink = &sv;
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    const bool mma = dev && Dh % 64 == 0;
+    if (mma) dev->set_pv_mma_rows(1);
+    const int64_t mma_before = dev ? dev->scores_mma_calls() : 0;
+#endif
+    for (Backend* be : {cpu.get(), gpu.get()}) {
+      const std::vector<Tensor> rings = {up(*be, rnd(W * Dh), {W, Dh})};
+      const Paged comp = paged(*be, {rnd(2 * Dh)}, Dh, 2, 0);
+      const Tensor sel = up(*be, std::vector<int32_t>{0, 1}, {1, 2});
+      try {
+        const Tensor out = be->sparse_attention(up(*be, rnd(H * Dh), {1, H, Dh}), up(*be, rnd(Dh), {1, Dh}), b, rings,
+                                                comp.cache, comp.tables, &sel, p);
+        be->synchronize();
+        ADD_FAILURE() << be->name() << " accepted a selection of an invisible entry";
+      } catch (const plumb::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("selects entry 1 of 1 visible"), std::string::npos) << e.what();
+      }
+      be->synchronize();  // the report was consumed: the backend works on
     }
-    be->synchronize();  // the report was consumed: the backend works on
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (mma) {
+      EXPECT_GT(dev->scores_mma_calls(), mma_before) << "Dh 64: the scores on the matrix unit did not run";
+      dev->set_pv_mma_rows(plumb::gpu::GpuBackend::kPvMmaRowsFrom);
+    }
+#endif
   }
 }
 

@@ -144,10 +144,13 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
          p.prob_block, k::sparse_attention_max_prob_blocks());
   a.round_out = p.out == Round::BF16;
   a.pv_heads = pv_heads_;
-  // (its staging reads f32 rows only: the window's, an f32 pool's or the decoded entries)
-  a.pv_mma = a.split && !cpu_order(kAttn) && p.bf16_probs && k::sparse_attention_pv_mma(Dh) && N >= pv_mma_rows_ &&
-             (entries == 0 || !compressed.encoded() || decoded.defined());
-  a.pv_matrix = a.pv_mma && mma_matrix_ok();  // (HIP: MFMA once its self-check passed)
+  // The matrix unit's scores and P.V: the fast order, prefill chunks (their staging reads f32 rows
+  // only: the window's, an f32 pool's or the decoded entries).
+  const bool mma = a.split && !cpu_order(kAttn) && k::sparse_attention_mma(Dh) && N >= pv_mma_rows_ &&
+                   (entries == 0 || !compressed.encoded() || decoded.defined());
+  a.pv_mma = mma && p.bf16_probs;
+  a.scores_mma = mma && scores_mma_;
+  a.mma_matrix = (a.scores_mma || a.pv_mma) && mma_matrix_ok();  // (HIP: MFMA once its self-check passed)
   a.scores_span = scores_span_;
   if (decoded.defined()) {
     check_launch(k::decode_attention_entries(a, static_cast<int64_t>(b.seqs.size()), stream()),
@@ -159,6 +162,7 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
     a.rows = std::min(chunk, N - r0);
     check_launch(k::sparse_attention(a, stream()), "sparse_attention");
     pv_mma_calls_ += a.pv_mma;
+    scores_mma_calls_ += a.scores_mma;
   }
   return out;
 }

@@ -151,6 +151,11 @@ class GpuBackend final : public Backend {
   void set_pv_mma_rows(int64_t rows) { pv_mma_rows_ = rows; }
   // How many sparse_attention() launches took the P.V on the matrix unit (tests check that it ran).
   int64_t pv_mma_calls() const { return pv_mma_calls_; }
+  // The scores on the matrix unit (kernels/sparse_attention_scores_mma.cu) where the P.V's rule
+  // holds (without the bf16 probabilities); PLUMB_GPU_SCORES_MMA=off (the A/B) keeps the bitwise
+  // scores. scores_mma_calls(): launches that took them.
+  void set_scores_mma(bool on) { scores_mma_ = on; }
+  int64_t scores_mma_calls() const { return scores_mma_calls_; }
   // sparse_attention() decodes an encoded pool's entries once into f32 rows (one launch before the
   // attention's) when its rows read at least this many times as many entry rows as the call has
   // entries (query rows x selected or visible entries >= reuse x entries) and they fit 256 MiB: a
@@ -281,6 +286,8 @@ class GpuBackend final : public Backend {
   int scores_span_ = 0;          // PLUMB_GPU_SCORES_SPAN (A/B): SparseAttnArgs::scores_span
   int64_t pv_mma_rows_ = kPvMmaRowsFrom;
   int64_t pv_mma_calls_ = 0;
+  bool scores_mma_ = true;
+  int64_t scores_mma_calls_ = 0;
   int64_t entry_reuse_ = kEntryReuse;  // PLUMB_GPU_ATTN_ENTRIES
   int64_t decoded_entry_calls_ = 0;
   bool fused_act_quant_ = true;  // PLUMB_GPU_ACT_QUANT=separate: act_fp8 by its own launch (A/B)

@@ -215,6 +215,11 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "parts) or 'off' (the SIMT GEMM)");
       c >= 0)
     x_parts_ = c == 0;
+  if (const int c = env_choice("PLUMB_GPU_SCORES_MMA", {"on", "off"},
+                               "'on' (a prefill chunk's sparse-attention scores on the matrix unit, the fast "
+                               "order) or 'off' (summed in the CPU's order)");
+      c >= 0)
+    scores_mma_ = c == 0;
   pv_heads_ = static_cast<int>(env_count("PLUMB_GPU_PV_HEADS", 0, 8, pv_heads_,
                                           "the most heads a sparse-attention P.V block takes (0: by the batch's size)"));
   scores_span_ = static_cast<int>(env_count("PLUMB_GPU_SCORES_SPAN", 0, 4, scores_span_,

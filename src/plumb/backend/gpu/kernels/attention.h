@@ -56,9 +56,10 @@ struct SparseAttnArgs {
   bool split = false;  // the split kernels (sparse_attention_split() held; scratch given)
   int64_t pv_heads = 0;  // the most heads a split P.V block takes; 0: by the launch's size
   int64_t scores_span = 0;  // candidate tiles a split scores block takes (1-4); 0: by the launch's size
-  // The split form's P.V on the matrix unit's bf16 tiles (sparse_attention_pv_mma.cu): the fast
-  // order, for bf16_probs and Dh % 64 == 0; pv_matrix: the matrix unit (else the tiles' SIMT loop).
-  bool pv_mma = false, pv_matrix = false;
+  // The split form's scores and P.V on the matrix unit's bf16 tiles (sparse_attention_scores_mma.cu,
+  // sparse_attention_pv_mma.cu): the fast order, for Dh % 64 == 0 (the P.V also for bf16_probs);
+  // mma_matrix: the matrix unit (else the tiles' SIMT loop).
+  bool scores_mma = false, pv_mma = false, mma_matrix = false;
 };
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
 // Decodes every compressed entry of each of the n_seqs sequences that has AttnSeq::decoded
@@ -66,8 +67,8 @@ gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
 // same values the kernels' reads decode (kv_value is exact), once per call instead of once per
 // read. A prefill chunk's rows read each entry thousands of times (PERF.md v26).
 gpuError_t decode_attention_entries(const SparseAttnArgs& a, int64_t n_seqs, gpuStream_t s);
-// Whether the split form's P.V on the matrix unit can take heads of Dh (its 64-dim output tiles).
-bool sparse_attention_pv_mma(int64_t Dh);
+// Whether the split form's scores and P.V on the matrix unit can take heads of Dh (64-wide tiles).
+bool sparse_attention_mma(int64_t Dh);
 // Whether rows of up to max_cand candidates take the split kernels (scores for 8 heads x 8
 // candidates a block, the softmax per (row, head), then P.V per (1-8 heads, 256 dims)): any batch
 // whose candidates fit the P.V kernel's shared memory. The host sets SparseAttnArgs::split from it and then passes the

@@ -18,6 +18,8 @@ constexpr std::size_t kSmemBytes = 48 * 1024;  // shared memory a kernel may use
 gpuError_t split_attention(const SparseAttnArgs& a, gpuStream_t s);
 // sparse_attention_pv_mma.cu: the split form's P.V on the matrix unit (SparseAttnArgs::pv_mma).
 gpuError_t pv_mma(const SparseAttnArgs& a, gpuStream_t s);
+// sparse_attention_scores_mma.cu: the split form's scores on the matrix unit (SparseAttnArgs::scores_mma).
+gpuError_t scores_mma(const SparseAttnArgs& a, gpuStream_t s);
 
 // Row stride of the staged q and tile rows: a multiple of 8 that is 8 mod 32, so the 8-lane
 // groups of a warp (one tile row each) read distinct banks.

@@ -147,12 +147,12 @@ __global__ void __launch_bounds__(kMThreads) pv_mma_kernel(SparseAttnArgs a) {
 gpuError_t pv_mma(const SparseAttnArgs& a, gpuStream_t s) {
   const dim3 grid(static_cast<unsigned>(a.rows), static_cast<unsigned>(a.Dh / kMBN),
                   static_cast<unsigned>((a.H + kMBM - 1) / kMBM));
-  return a.pv_matrix ? launch(pv_mma_kernel<true>, grid, kMThreads, 0, s, a)
+  return a.mma_matrix ? launch(pv_mma_kernel<true>, grid, kMThreads, 0, s, a)
                      : launch(pv_mma_kernel<false>, grid, kMThreads, 0, s, a);
 }
 
 }  // namespace plumb::gpu::k::attn
 
 namespace plumb::gpu::k {
-bool sparse_attention_pv_mma(int64_t Dh) { return Dh > 0 && Dh % kMBN == 0; }
+bool sparse_attention_mma(int64_t Dh) { return Dh > 0 && Dh % kMBN == 0; }
 }  // namespace plumb::gpu::k

@@ -373,7 +373,9 @@ gpuError_t split_attention(const SparseAttnArgs& a, gpuStream_t s) {
   if (a.rows * a.H == 0) return gpuGetLastError();
   const int64_t tiles = (a.max_cand + kCands - 1) / kCands, head_blocks = (a.H + kHeads - 1) / kHeads;
   gpuError_t e;
-  if (const RowScoresKernel rk = a.rows >= kRowsScoresFrom ? row_scores_kernel(a.Dh) : nullptr) {
+  if (a.scores_mma) {
+    e = scores_mma(a, s);
+  } else if (const RowScoresKernel rk = a.rows >= kRowsScoresFrom ? row_scores_kernel(a.Dh) : nullptr) {
     const int64_t row_heads = (a.H + kRowHeads - 1) / kRowHeads;
     const int64_t spans = std::clamp<int64_t>(kRowScoresTargetBlocks / (a.rows * row_heads), 1, tiles);
     const int64_t per_block = (tiles + spans - 1) / spans;
