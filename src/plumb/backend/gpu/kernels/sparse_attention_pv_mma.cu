@@ -148,7 +148,7 @@ gpuError_t pv_mma(const SparseAttnArgs& a, gpuStream_t s) {
   const dim3 grid(static_cast<unsigned>(a.rows), static_cast<unsigned>(a.Dh / kMBN),
                   static_cast<unsigned>((a.H + kMBM - 1) / kMBM));
   return a.mma_matrix ? launch(pv_mma_kernel<true>, grid, kMThreads, 0, s, a)
-                     : launch(pv_mma_kernel<false>, grid, kMThreads, 0, s, a);
+                      : launch(pv_mma_kernel<false>, grid, kMThreads, 0, s, a);
 }
 
 }  // namespace plumb::gpu::k::attn

@@ -9,9 +9,11 @@
 // decoded once a call, as for the P.V on the matrix unit) as three bf16 parts each, hi + mid + lo
 // = the value exactly (bf16_parts), and runs the k-tile once per pair of parts that are not zero
 // anywhere in it: faithful's bf16-exact q and KV need one run. So every product is exact and only
-// the adder's order differs from the CPU's; the score is then scaled as the CPU scales it. A
-// last-bit change of a score can flip bf16(e) of a candidate, so the bar is the floor of the attn
-// site's order (GpuOps.SparseAttentionMmaWithinTheOrderFloor, docs/CORRECTNESS.md).
+// the accumulation differs from the CPU's (the matrix unit's order, and on hardware its adder's
+// alignment and truncation, which three-part inputs show); the score is then scaled as the CPU
+// scales it. A last-bit change of a score can flip bf16(e) of a candidate, so the bars come from
+// the floor of the attn site's order (GpuOps.SparseAttentionMmaWithinTheOrderFloor,
+// docs/CORRECTNESS.md "The scores on the matrix unit").
 #include <type_traits>
 
 #include "plumb/backend/gpu/kernels/attention.h"

@@ -5,7 +5,7 @@
 //      the 8 heads' q once and, tile by tile, the 8 candidate rows (decoded to f32); each 8-lane
 //      group computes 2 of a tile's 64 (head, candidate) dots as cpu_order_sum8 does; scores go
 //      to the host's scratch. A tile whose candidates are all skipped selection slots only writes
-//      -inf.
+//      -inf. (Prefill chunks in the fast order: the matrix unit's, sparse_attention_scores_mma.cu.)
 //   2. softmax: one block per (query row, head), in place in the scratch, with the block maxima
 //      and the denominator written beside the scores.
 //   3. P.V: one block per (query row, 1-8 heads, 256 output dims). It lists the live candidates
