@@ -210,7 +210,8 @@ struct AttentionInputs {
   }
   // q and every KV value rounded to bf16 (the faithful profile's: bf16-exact activations and cache).
   void round_to_bf16() {
-    for (std::vector<float>* v : {&q, &kv}) for (float& x : *v) x = bf16(x);
+    for (std::vector<float>* v : {&q, &kv})
+      for (float& x : *v) x = bf16(x);
     for (auto* vs : {&rings, &comp})
       for (auto& v : *vs)
         for (float& x : v) x = bf16(x);

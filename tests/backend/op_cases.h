@@ -182,8 +182,8 @@ inline constexpr double kPvMmaBar = 4e-6;
 // f32 outputs; with bf16 probabilities a score's last bit can flip bf16(e), hence the larger bar.
 // Floors (the CUDA emulator, 7 seeds, every case; an H100, 5): f32 probabilities 1.7e-6, bf16
 // 1.25e-3. kAttnMmaPartsBar: f32 probabilities with f32 (not bf16-exact) q and KV, which go in as
-// three bf16 parts each (9 products a term): the H100 measured 4.0e-6 to 7.7e-6 there (the
-// emulator, whose adder rounds each step exactly, 1e-6): the matrix unit's own accumulation
+// three bf16 parts each (9 products a term): the H100 measured 4.0e-6 to 8.5e-6 there (the
+// emulator, whose adder rounds each step exactly, 1.5e-6): the matrix unit's own accumulation
 // (its adder keeps fewer bits than an f32 add of each product), a floor the CPU's reversed order
 // does not model. docs/CORRECTNESS.md, "The scores on the matrix unit".
 inline constexpr double kAttnMmaBar = 3e-6, kAttnMmaBf16pBar = 2e-3, kAttnMmaPartsBar = 1.2e-5;
