@@ -41,57 +41,67 @@ __device__ __forceinline__ bool split_bf16(float v, uint32_t* bits) {
 }
 
 // A k-tile of candidates k0 .. k0 + kMBK - 1 (rows[kk]: candidate k0 + kk's f32 row, null for none)
-// into the shared tiles: P (the heads' e_j) into ps, V's parts into vs. Returns whether this
-// thread's values had a nonzero mid or lo part. Every load first (P and V into registers), then
-// the conversions and the stores: through generic pointers the compiler may not move a load past
-// a store to shared memory, so loads and stores interleaved were a round trip each (PERF.md v24).
+// into the shared tiles: load_k_tile takes this thread's P (the heads' e_j) and V values into
+// registers, store_k_tile writes P into ps and V's parts into vs and returns whether this thread's
+// values had a nonzero mid or lo part. The kernel issues a k-tile's loads before the barrier that
+// waits for the previous k-tile's steps (through generic pointers the compiler may not move a load
+// past a store to shared memory: loads and stores interleaved were a round trip each, PERF.md v24).
 // P: consecutive threads read consecutive candidates of a head's e_j (0 past the block, or
 // skipped); V: a thread takes dim d of candidate pairs (kk, kk + 1), consecutive threads
 // consecutive dims.
-__device__ __forceinline__ bool stage_k_tile(const SparseAttnArgs& a, int64_t row, int64_t h0, int64_t d0, int64_t k0,
-                                             const float* const* rows, BTile* ps, BTile (*vs)[kMBN]) {
-  constexpr int kPLoads = kMBM * kMBK / kMThreads, kVPairs = kMBK / 2 / (kMThreads / kMBN);
+constexpr int kPLoads = kMBM * kMBK / kMThreads, kVPairs = kMBK / 2 / (kMThreads / kMBN);
+struct KTileValues {
+  float p[kPLoads], v[2 * kVPairs];
+};
+
+__device__ __forceinline__ void load_k_tile(const SparseAttnArgs& a, int64_t row, int64_t h0, int64_t d0, int64_t k0,
+                                            const float* const* rows, KTileValues& x) {
   const int t = threadIdx.x;
-  float pl[kPLoads], vl[2 * kVPairs];
 #pragma unroll
   for (int u = 0; u < kPLoads; ++u) {
     const int i = t + u * kMThreads, n = i / kMBK, kk = i % kMBK;
-    pl[u] = h0 + n < a.H && rows[kk] ? head_scores(a, row, h0 + n)[k0 + kk] : 0.f;
+    x.p[u] = h0 + n < a.H && rows[kk] ? head_scores(a, row, h0 + n)[k0 + kk] : 0.f;
   }
   const int d = t % kMBN, kk0 = 2 * (t / kMBN);
   auto value = [&](int kk) { return rows[kk] ? rows[kk][d0 + d] : 0.f; };
 #pragma unroll
   for (int u = 0; u < kVPairs; ++u) {
     const int kk = kk0 + u * 2 * (kMThreads / kMBN);
-    vl[2 * u] = value(kk);
-    vl[2 * u + 1] = value(kk + 1);
+    x.v[2 * u] = value(kk);
+    x.v[2 * u + 1] = value(kk + 1);
   }
+}
+
+__device__ __forceinline__ bool store_k_tile(const KTileValues& x, BTile* ps, BTile (*vs)[kMBN]) {
+  const int t = threadIdx.x;
 #pragma unroll
   for (int u = 0; u < kPLoads; ++u) {
     const int i = t + u * kMThreads;
-    ps[i / kMBK][i % kMBK] = static_cast<uint16_t>(f32_bits(pl[u]) >> 16);  // bf16 already (bf16_probs)
+    ps[i / kMBK][i % kMBK] = static_cast<uint16_t>(f32_bits(x.p[u]) >> 16);  // bf16 already (bf16_probs)
   }
+  const int d = t % kMBN, kk0 = 2 * (t / kMBN);
   bool inexact = false;
 #pragma unroll
   for (int u = 0; u < kVPairs; ++u) {
     const int kk = kk0 + u * 2 * (kMThreads / kMBN);
     uint32_t first[kParts], second[kParts];
-    inexact |= split_bf16(vl[2 * u], first);
-    inexact |= split_bf16(vl[2 * u + 1], second);
+    inexact |= split_bf16(x.v[2 * u], first);
+    inexact |= split_bf16(x.v[2 * u + 1], second);
 #pragma unroll
     for (int p = 0; p < kParts; ++p) *reinterpret_cast<uint32_t*>(&vs[p][d][kk]) = first[p] | second[p] << 16;
   }
   return inexact;
 }
 
-// grid (rows, Dh / kMBN, ceil(H / kMBM)), kMThreads threads.
+// grid (rows, Dh / kMBN, ceil(H / kMBM)), kMThreads threads; 3 blocks a multiprocessor (ptxas, sm_90a:
+// 168 registers and ~40 bytes of spills, against 189 registers and 2 blocks unbounded: PERF.md v31).
 template <bool kMatrix>
-__global__ void __launch_bounds__(kMThreads) pv_mma_kernel(SparseAttnArgs a) {
+__global__ void __launch_bounds__(kMThreads, 3) pv_mma_kernel(SparseAttnArgs a) {
   pdl_begin();
   using Tile = std::conditional_t<kMatrix, MatrixTile, SimtTile>;
   __shared__ __align__(16) BTile ps[kMBM];          // P [head][candidate]
   __shared__ __align__(16) BTile vs[kParts][kMBN];  // V's parts [dim][candidate]
-  __shared__ const float* rows[kMBK];               // the k-tile's candidates (null: skipped)
+  __shared__ const float* rows[2][kMBK];  // two k-tiles' candidates (null: skipped): this one's, the next's
   __shared__ float rs[kMBM];  // a head's rescale factor, then its denominator
   const int t = threadIdx.x;
   const int64_t row = a.row0 + blockIdx.x, d0 = static_cast<int64_t>(blockIdx.y) * kMBN,
@@ -103,35 +113,57 @@ __global__ void __launch_bounds__(kMThreads) pv_mma_kernel(SparseAttnArgs a) {
     return;
   }
   const RowCtx c = row_ctx(a, row);
-  const int64_t nb = prob_blocks(a, c);
+  const int64_t nb = prob_blocks(a, c), nblk = nb > 0 ? nb : 1;
+  // The k-tiles in order: candidates [k0, min(k0 + kMBK, block_hi(b))) of softmax block b, empty
+  // blocks skipped (b = nblk past the last tile).
+  auto block_hi = [&](int64_t b) { return nb > 0 ? first_cand(a, c, b + 1) : c.nc; };
+  auto settle = [&](int64_t& b, int64_t& k0) {
+    while (b < nblk && k0 >= block_hi(b))
+      if (++b < nblk) k0 = first_cand(a, c, b);
+  };
+  auto look_up = [&](int64_t b, int64_t k0, const float** dst) {
+    if (b < nblk && t < kMBK)  // (f32 rows only: the host decodes an encoded pool's entries first;
+                               // the scores kernel reported invisible ones)
+      dst[t] = k0 + t < block_hi(b) ? candidate(a, c, k0 + t, nullptr).f : nullptr;
+  };
+  // The blocked form: when block b's products come, the running max moves from block b - 1's to
+  // block b's (every block in order, empty ones too, as the CPU's loop does).
   Tile tile(t);
-  for (int64_t b = 0; b < (nb > 0 ? nb : 1); ++b) {
-    if (b > 0) {  // the blocked form: the running max moves from block b - 1's to block b's
-      __syncthreads();  // (every thread has scaled by the previous block's rs)
+  int64_t scaled = 0;  // the last block whose factor the accumulators have had
+  auto rescale_to = [&](int64_t b) {
+    for (; scaled < b; ++scaled) {
+      __syncthreads();  // (every thread has scaled by the previous factor)
       if (t < kMBM) {
         const int64_t h = h0 + t;
         const float* bmax = h < a.H ? softmax_tail(a, row, h).bmax : nullptr;
-        rs[t] = bmax ? exp_cr(bmax[b - 1] - bmax[b]) : 1.f;
+        rs[t] = bmax ? exp_cr(bmax[scaled] - bmax[scaled + 1]) : 1.f;
       }
       __syncthreads();
       tile.scale_rows(rs);
     }
-    const int64_t j_lo = nb > 0 ? first_cand(a, c, b) : 0, j_hi = nb > 0 ? first_cand(a, c, b + 1) : c.nc;
-    for (int64_t k0 = j_lo; k0 < j_hi; k0 += kMBK) {
-      __syncthreads();  // the previous k-tile's steps are done with the tiles
-      if (t < kMBK)  // (f32 rows only: the host decodes an encoded pool's entries first; the scores
-                     // kernel reported invisible ones)
-        rows[t] = k0 + t < j_hi ? candidate(a, c, k0 + t, nullptr).f : nullptr;
-      __syncthreads();
-      const bool inexact = stage_k_tile(a, row, h0, d0, k0, rows, ps, vs);
-      const bool parts = __syncthreads_or(inexact);
-      tile.step(ps, vs[0]);
-      if (parts) {
-        tile.step(ps, vs[1]);
-        tile.step(ps, vs[2]);
-      }
+  };
+  int64_t b = 0, k0 = 0;
+  settle(b, k0);
+  int buf = 0;
+  look_up(b, k0, rows[0]);
+  __syncthreads();
+  while (b < nblk) {
+    rescale_to(b);
+    KTileValues x;
+    load_k_tile(a, row, h0, d0, k0, rows[buf], x);
+    int64_t next_b = b, next_k0 = k0 + kMBK;
+    settle(next_b, next_k0);
+    look_up(next_b, next_k0, rows[buf ^ 1]);  // (read in the k-tile before this one's, behind its barriers)
+    __syncthreads();  // the previous k-tile's steps are done with the tiles
+    const bool parts = __syncthreads_or(store_k_tile(x, ps, vs));  // (and the next candidates are in)
+    tile.step(ps, vs[0]);
+    if (parts) {
+      tile.step(ps, vs[1]);
+      tile.step(ps, vs[2]);
     }
+    b = next_b, k0 = next_k0, buf ^= 1;
   }
+  rescale_to(nblk - 1);
   __syncthreads();  // (every thread has scaled by the last block's rs)
   if (t < kMBM) rs[t] = h0 + t < a.H ? *softmax_tail(a, row, h0 + t).l : 1.f;
   __syncthreads();

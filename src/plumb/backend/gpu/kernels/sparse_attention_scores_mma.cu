@@ -30,13 +30,16 @@ constexpr int kPairsPerRow = kMBK / 2, kPairLoads = kMBM * kPairsPerRow / kMThre
 static_assert(kMBM == kMBN && kMBM * kPairsPerRow % kMThreads == 0, "q and K tiles stage alike");
 
 // One operand's k-tile (dims k0 .. k0 + kMBK - 1 of 64 rows; src(r) the row's f32 values or null
-// for none, read as 0) into its parts' shared tiles. Every load first, then the splits and the
-// stores (PERF.md v24: loads and shared stores interleaved were a round trip each). Returns
-// whether this thread's values had a nonzero mid or lo part.
+// for none, read as 0): load_pairs takes this thread's values into registers, store_parts splits
+// them into the parts' shared tiles. The kernel loads both operands before it stores either
+// (PERF.md v24: loads and shared stores interleaved were a round trip each; v31: q's stores and
+// barrier before K's loads were two). store_parts returns whether its values had a nonzero mid or
+// lo part.
+using PairValues = float[2 * kPairLoads];
+
 template <class Src>
-__device__ __forceinline__ bool stage_parts(Src&& src, int64_t k0, BTile (*tiles)[kMBM]) {
+__device__ __forceinline__ void load_pairs(Src&& src, int64_t k0, PairValues& v) {
   const int t = threadIdx.x;
-  float v[2 * kPairLoads];
 #pragma unroll
   for (int u = 0; u < kPairLoads; ++u) {
     const int i = t + u * kMThreads, r = i / kPairsPerRow, d = 2 * (i % kPairsPerRow);
@@ -44,6 +47,10 @@ __device__ __forceinline__ bool stage_parts(Src&& src, int64_t k0, BTile (*tiles
     v[2 * u] = row ? row[k0 + d] : 0.f;
     v[2 * u + 1] = row ? row[k0 + d + 1] : 0.f;
   }
+}
+
+__device__ __forceinline__ bool store_parts(const PairValues& v, BTile (*tiles)[kMBM]) {
+  const int t = threadIdx.x;
   bool inexact = false;
 #pragma unroll
   for (int u = 0; u < kPairLoads; ++u) {
@@ -89,9 +96,13 @@ __global__ void __launch_bounds__(kMThreads) scores_mma_kernel(SparseAttnArgs a)
   auto k_row = [&](int r) { return rows[r]; };
   Tile tile(t);
   for (int64_t k0 = 0; k0 < a.Dh; k0 += kMBK) {
+    PairValues qv, kv;
+    load_pairs(q_row, k0, qv);
+    load_pairs(k_row, k0, kv);
     if (k0 > 0) __syncthreads();  // the previous k-tile's steps are done with the tiles
-    const bool q_parts = __syncthreads_or(stage_parts(q_row, k0, qs));
-    const bool k_parts = __syncthreads_or(stage_parts(k_row, k0, ks));
+    const bool q_inexact = store_parts(qv, qs), k_inexact = store_parts(kv, ks);
+    const bool q_parts = __syncthreads_or(q_inexact);
+    const bool k_parts = __syncthreads_or(k_inexact);
     for (int qp = 0; qp < (q_parts ? kParts : 1); ++qp)
       for (int kp = 0; kp < (k_parts ? kParts : 1); ++kp) tile.step(qs[qp], ks[kp]);
   }
