@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs ON the GPU machine with the bundle carried, and .peer too (scripts/device/peer_pack.sh; the
-# tree, the bundle and the kit fit one call since the fixtures are packed): prepares the llama.cpp
-# peer when this machine has not yet (scripts/device/peer_run.sh prep: its build and the L-layer
-# real-dims synthetic at /tmp/v4peer/ckpt-L$L, ~260 s), then llama-bench's pp/tg on that
-# checkpoint, then plumb_bench on the very same safetensors, one after the other (issue 17: every
-# ratio to a peer measured in one lease). Prints both and the ratios; logs in $OUT/side.tgz.
+# Runs ON the GPU machine with the bundle carried, and .peer too (scripts/device/peer_pack.sh). The
+# tree, a full bundle and the kit are over the device tool's 64 MiB since v30 (refused at 63.4 MiB
+# by its count): bundle only what this needs, `BUNDLE_BINS=bench/plumb_bench scripts/device/bundle.sh`
+# (3.3 MB). Prepares the llama.cpp peer when this machine has not yet (scripts/device/peer_run.sh
+# prep: its build and the L-layer real-dims synthetic at /tmp/v4peer/ckpt-L$L, ~260-440 s), then
+# llama-bench's pp/tg on that checkpoint, then plumb_bench on the very same safetensors, one after
+# the other (issue 17: every ratio to a peer measured in one lease). Prints both and the ratios; logs in $OUT/side.tgz.
 #   SIDE_BATCH=1,8,32 SIDE_PREFILL=4096 SIDE_CONTEXT=512 L=6 scripts/device/side_by_side.sh
 set -uo pipefail
 source scripts/device/round_env.sh side
