@@ -94,7 +94,7 @@ __device__ __forceinline__ bool store_k_tile(const KTileValues& x, BTile* ps, BT
 }
 
 // grid (rows, Dh / kMBN, ceil(H / kMBM)), kMThreads threads; 3 blocks a multiprocessor (ptxas, sm_90a:
-// 168 registers and ~40 bytes of spills, against 189 registers and 2 blocks unbounded: PERF.md v31).
+// 168 registers and 28-48 bytes of spills, against 189 registers and 2 blocks unbounded: PERF.md v31).
 template <bool kMatrix>
 __global__ void __launch_bounds__(kMThreads, 3) pv_mma_kernel(SparseAttnArgs a) {
   pdl_begin();

@@ -31,10 +31,11 @@ static_assert(kMBM == kMBN && kMBM * kPairsPerRow % kMThreads == 0, "q and K til
 
 // One operand's k-tile (dims k0 .. k0 + kMBK - 1 of 64 rows; src(r) the row's f32 values or null
 // for none, read as 0): load_pairs takes this thread's values into registers, store_parts splits
-// them into the parts' shared tiles. The kernel loads both operands before it stores either
-// (PERF.md v24: loads and shared stores interleaved were a round trip each; v31: q's stores and
-// barrier before K's loads were two). store_parts returns whether its values had a nonzero mid or
-// lo part.
+// them into the parts' shared tiles (PERF.md v24: loads and shared stores interleaved were a round
+// trip each). The kernel issues both operands' loads before it stores either and before the barrier
+// on the previous k-tile's steps; on an H100 that ran no faster than one operand after the other
+// (PERF.md v31: 4 blocks a multiprocessor hide the round trips). store_parts returns whether its
+// values had a nonzero mid or lo part.
 using PairValues = float[2 * kPairLoads];
 
 template <class Src>
