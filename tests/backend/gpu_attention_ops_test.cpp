@@ -229,41 +229,49 @@ struct AttentionInputs {
 // CPU's order (sparse_attention.cu, sparse_attention_split.cu), so every case must be bitwise the
 // CPU's, in the split form (the default: P.V blocks of as many heads as the batch's size gives), the split
 // form with P.V blocks of up to 8 heads and scores blocks of 4 candidate tiles
-// (PLUMB_GPU_PV_HEADS=8 PLUMB_GPU_SCORES_SPAN=4), and the one-kernel form (PLUMB_GPU_ATTN=one-kernel).
+// (PLUMB_GPU_PV_HEADS=8 PLUMB_GPU_SCORES_SPAN=4), the split form with each row's selected entries
+// decoded once (PLUMB_GPU_ATTN_ENTRIES=selected), and the one-kernel form (PLUMB_GPU_ATTN=one-kernel).
 TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
   CaseShare share;
   // entry_reuse: the encoded pools' entries decoded once a call from the default reuse (some cases
-  // do, some not), always (0), or never (read from the pool at every read); the same bits.
+  // do, some not), always (0), or never (read from the pool at every read); selected: the rows'
+  // selected entries decoded once where the whole entries are not; the same bits.
   struct Form {
     bool split;
     int pv_heads, scores_span;
     int64_t entry_reuse;
+    bool selected;
+    const char* what;
   };
-  const int64_t decoded0 = set_entry_reuse(-1);
-  int64_t always_runs = 0;
-  for (const Form form : {Form{true, 0, 0, -1}, Form{true, 8, 4, 0}, Form{false, 0, 0, INT64_MAX}})
+  const int64_t decoded0 = set_entry_reuse(-1), selected0 = set_selected_entries(false);
+  int64_t always_runs = 0, selected_runs = 0;
+  for (const Form form :
+       {Form{true, 0, 0, -1, false, ""},
+        Form{true, 8, 4, 0, false, "P.V blocks of up to 8 heads, scores blocks of 4 tiles, entries decoded once a call, "},
+        Form{true, 0, 0, INT64_MAX, true, "selected entries decoded once a call, "},
+        Form{false, 0, 0, INT64_MAX, false, "one-kernel form, entries decoded at every read, "}})
   for (const AttentionCase& c : sparse_attention_cases()) {
     if (!share.take()) continue;
     set_split_attention(form.split);
     set_split_shapes(form.pv_heads, form.scores_span);
     set_entry_reuse(form.entry_reuse);
+    set_selected_entries(form.selected);
     always_runs += form.entry_reuse == 0 && c.ratio > 0;
+    selected_runs += form.selected && c.ratio > 0 && c.sel_k > 0;
     const AttentionInputs in(*this, c);
     for (const backend::KvRowSpec& spec : in.formats())
-      check_bitwise(std::string("sparse_attention ") +
-                        (!form.split ? "one-kernel form, entries decoded at every read, "
-                         : form.pv_heads ? "P.V blocks of up to 8 heads, scores blocks of 4 tiles, entries decoded "
-                                           "once a call, "
-                                         : "") +
-                        c.what + " entries " + format_name(spec),
+      check_bitwise(std::string("sparse_attention ") + form.what + c.what + " entries " + format_name(spec),
                     [&](Backend& be) { return in.run(*this, be, spec); });
   }
-  // (the decoding ran whenever this share held a case with entries in the 'always' form)
-  const int64_t decoded = set_entry_reuse(-1) - decoded0;
+  // (the decoding ran whenever this share held a case with entries in the 'always' form, and the
+  // selected entries' whenever it held one with a selection in the 'selected' form: every case's
+  // formats include encoded ones)
+  const int64_t decoded = set_entry_reuse(-1) - decoded0, selected = set_selected_entries(false) - selected0;
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
   if (dev) EXPECT_EQ(decoded > 0, always_runs > 0) << decoded << " calls decoded the entries";
+  if (dev) EXPECT_EQ(selected > 0, selected_runs > 0) << selected << " calls decoded the selected entries";
 #endif
-  (void)decoded;
+  (void)decoded, (void)selected;
 }
 
 // The P.V on the matrix unit (kernels/sparse_attention_pv_mma.cu: from 128 query rows in the fast

@@ -157,6 +157,15 @@ class GpuOps : public ::testing::Test {
     (void)reuse;
     return 0;
   }
+  // A decode step's selected entries decoded once a call (GpuBackend::set_selected_entries); returns
+  // how many calls have decoded them so far.
+  int64_t set_selected_entries(bool on) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (dev) return dev->set_selected_entries(on), dev->selected_entry_calls();
+#endif
+    (void)on;
+    return 0;
+  }
 
   // act_fp8 on the GEMV and the grouped experts: applied by the kernels as they stage their input
   // (on, the default) or by a separate quant launch first (off); the same bits either way.

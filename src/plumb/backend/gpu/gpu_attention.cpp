@@ -108,6 +108,13 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
       next += n_comp * Dh;
     }
   }
+  // Else, with a selection (a decode step), each row's selected entries decoded once into
+  // [N * K, Dh] f32 rows: the split P.V's one-head blocks would each decode them again
+  // (selected_entries_, PLUMB_GPU_ATTN_ENTRIES=selected; PERF.md v31).
+  Tensor selected_rows;
+  if (selected_entries_ && !decoded.defined() && m > 0 && sel && K > 0 && compressed.encoded() && entries > 0 &&
+      N * K * Dh * 4 <= kDecodedMaxBytes)
+    selected_rows = alloc(ElemType::F32, {N * K, Dh});
   const SeqTable<k::AttnSeq> table = upload_table(*this, seqs, b, N);
   // Scores stay in shared memory unless a row has too many candidates (long contexts without a
   // selection) or the split kernels run (they pass them, and the softmax's results, between
@@ -147,7 +154,7 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   // The matrix unit's scores and P.V: the fast order, prefill chunks (their staging reads f32 rows
   // only: the window's, an f32 pool's or the decoded entries).
   const bool mma = a.split && !cpu_order(kAttn) && k::sparse_attention_mma(Dh) && N >= pv_mma_rows_ &&
-                   (entries == 0 || !compressed.encoded() || decoded.defined());
+                   (entries == 0 || !compressed.encoded() || decoded.defined() || selected_rows.defined());
   a.pv_mma = mma && p.bf16_probs;
   a.scores_mma = mma && scores_mma_;
   a.mma_matrix = (a.scores_mma || a.pv_mma) && mma_matrix_ok();  // (HIP: MFMA once its self-check passed)
@@ -156,6 +163,11 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
     check_launch(k::decode_attention_entries(a, static_cast<int64_t>(b.seqs.size()), stream()),
                  "sparse_attention (decoding the compressed entries)");
     decoded_entry_calls_ += 1;
+  }
+  if (selected_rows.defined()) {
+    a.selected_rows = dev_f32(selected_rows);
+    check_launch(k::decode_selected_entries(a, stream()), "sparse_attention (decoding the selected entries)");
+    selected_entry_calls_ += 1;
   }
   for (int64_t r0 = 0; r0 < N; r0 += chunk) {
     a.row0 = r0;

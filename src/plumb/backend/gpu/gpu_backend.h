@@ -161,10 +161,17 @@ class GpuBackend final : public Backend {
   // entries (query rows x selected or visible entries >= reuse x entries) and they fit 256 MiB: a
   // prefill chunk, not a decode batch (which reads few of a long context's entries). The P.V on the
   // matrix unit reads decoded entries only (with an encoded pool). The same values either way (tests
-  // compare both bitwise; 0: always). PLUMB_GPU_ATTN_ENTRIES=pool at start: never (A/B).
+  // compare both bitwise; 0: always). PLUMB_GPU_ATTN_ENTRIES=pool at start: never; =always: 0 (the
+  // A/Bs: a decode step's split P.V decodes each entry once per head block, PERF.md v31).
   static constexpr int64_t kEntryReuse = 8;
   void set_entry_reuse(int64_t reuse) { entry_reuse_ = reuse; }
   int64_t decoded_entry_calls() const { return decoded_entry_calls_; }
+  // Where a call does not decode the entries so and has a selection (decode steps), each query
+  // row's selected entries decoded once into f32 rows ([N, K, Dh], within the same 256 MiB) when
+  // on: PLUMB_GPU_ATTN_ENTRIES=selected at start (an A/B, off by default until measured: PERF.md
+  // v31). The same values (tests compare bitwise).
+  void set_selected_entries(bool on) { selected_entries_ = on; }
+  int64_t selected_entry_calls() const { return selected_entry_calls_; }
   // act_fp8 (FP8 round trip of a linear's input) on the decode kernels: the GEMV and the grouped
   // experts apply it while staging their input (fused, the default), or a quant_blocks launch
   // writes a quantized copy first (separate; PLUMB_GPU_ACT_QUANT=separate at start, for A/B
@@ -289,7 +296,9 @@ class GpuBackend final : public Backend {
   bool scores_mma_ = true;
   int64_t scores_mma_calls_ = 0;
   int64_t entry_reuse_ = kEntryReuse;  // PLUMB_GPU_ATTN_ENTRIES
+  bool selected_entries_ = false;      // PLUMB_GPU_ATTN_ENTRIES=selected
   int64_t decoded_entry_calls_ = 0;
+  int64_t selected_entry_calls_ = 0;
   bool fused_act_quant_ = true;  // PLUMB_GPU_ACT_QUANT=separate: act_fp8 by its own launch (A/B)
   MoeMma moe_mma_ = MoeMma::Auto;  // PLUMB_GPU_MOE_MMA
   bool fp8_large_tiles_ = true;    // PLUMB_GPU_FP8_TILES

@@ -60,6 +60,9 @@ struct SparseAttnArgs {
   // sparse_attention_pv_mma.cu): the fast order, for Dh % 64 == 0 (the P.V also for bf16_probs);
   // mma_matrix: the matrix unit (else the tiles' SIMT loop).
   bool scores_mma = false, pv_mma = false, mma_matrix = false;
+  // [N * K, Dh]: each row's selected entries decoded once by decode_selected_entries (slot j of
+  // row n at (n * K + j) * Dh), which candidates read instead of their source; null: not decoded.
+  float* selected_rows = nullptr;
 };
 gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
 // Decodes every compressed entry of each of the n_seqs sequences that has AttnSeq::decoded
@@ -67,6 +70,10 @@ gpuError_t sparse_attention(const SparseAttnArgs& a, gpuStream_t s);
 // same values the kernels' reads decode (kv_value is exact), once per call instead of once per
 // read. A prefill chunk's rows read each entry thousands of times (PERF.md v26).
 gpuError_t decode_attention_entries(const SparseAttnArgs& a, int64_t n_seqs, gpuStream_t s);
+// Decodes (or copies) every visible selected entry of every query row into a.selected_rows from
+// where the kernels would read it (the pool, the recent ring, the fresh entries): a decode step
+// reads few entries, but its split P.V decodes each of them once per head block (PERF.md v31).
+gpuError_t decode_selected_entries(const SparseAttnArgs& a, gpuStream_t s);
 // Whether the split form's scores and P.V on the matrix unit can take heads of Dh (64-wide tiles).
 bool sparse_attention_mma(int64_t Dh);
 // Whether rows of up to max_cand candidates take the split kernels (scores for 8 heads x 8

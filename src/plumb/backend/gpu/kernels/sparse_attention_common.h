@@ -88,6 +88,11 @@ __device__ inline Cand candidate(const SparseAttnArgs& a, const RowCtx& c, int64
     if (bad) *bad = e;
     return {};
   }
+  if (a.selected_rows) {
+    Cand r;
+    r.f = a.selected_rows + (c.row * a.K + j) * a.Dh;
+    return r;
+  }
   return compressed_cand(a, c, e);
 }
 
