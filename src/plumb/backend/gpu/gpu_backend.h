@@ -166,10 +166,10 @@ class GpuBackend final : public Backend {
   static constexpr int64_t kEntryReuse = 8;
   void set_entry_reuse(int64_t reuse) { entry_reuse_ = reuse; }
   int64_t decoded_entry_calls() const { return decoded_entry_calls_; }
-  // Where a call does not decode the entries so and has a selection (decode steps), each query
-  // row's selected entries decoded once into f32 rows ([N, K, Dh], within the same 256 MiB) when
-  // on: PLUMB_GPU_ATTN_ENTRIES=selected at start (an A/B, off by default until measured: PERF.md
-  // v31). The same values (tests compare bitwise).
+  // When on, a call that does not decode its entries whole but has a selection (decode steps)
+  // decodes each query row's selected entries once into f32 rows ([N, K, Dh], within the same
+  // 256 MiB): PLUMB_GPU_ATTN_ENTRIES=selected at start (an A/B, off until measured: PERF.md v31).
+  // The same values (tests compare bitwise).
   void set_selected_entries(bool on) { selected_entries_ = on; }
   int64_t selected_entry_calls() const { return selected_entry_calls_; }
   // act_fp8 (FP8 round trip of a linear's input) on the decode kernels: the GEMV and the grouped
