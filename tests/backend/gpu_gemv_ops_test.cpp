@@ -145,6 +145,101 @@ TEST_F(GpuOps, GemvActQuantFusedBitwise) {
   set_path(TestLinearPath::Auto);
 }
 
+// A decode step's rms_norm writes the act_fp8 copy of its output (GpuBackend::set_norm_act_fp8,
+// PLUMB_GPU_ACT_QUANT=norm), which the linears that apply act_fp8 to it read instead of staging x.
+// The copy is bitwise quant_fp8 of the output (another kernel), the output is unchanged, and
+// each consumer gives the bits of the one that quantizes x itself: every weight format, one group
+// and two groups of K = 512. No copy is read past kNormActFp8Rows rows, with an FP8 norm weight
+// (the element loop) or after copy_rows wrote into the output. Widths: 1 to 8 of a thread's
+// elements (the 128-blocks' chunks), d not a multiple of 128 (a partial last block), the tiny
+// models', V4's and V3's; rows whose 128-blocks are ~1, below the amax floor or past e4m3's range.
+TEST_F(GpuOps, NormActFp8CopyBitwise) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+  if (!dev) GTEST_SKIP() << "GPU ops on the CPU backend";
+  using backend::NormMath;
+  const auto copy_of = [](const Tensor& y) {
+    return static_cast<gpu::GpuStorage*>(y.storage())->act_fp8;
+  };
+  for (int64_t D : {96, 160, 256, 1000, 1024, 1536, 4096, 7168, 8192}) {
+    std::vector<float> wv = rnd(D, 0.1f);
+    for (float& v : wv) v += 1.f;
+    const OwnedWeight wb = bf16_weight({D}, wv), wf = f32_weight({D}, wv), w8 = fp8_weight(1, D, wv);
+    const WeightView vb = wb.view(), vf = wf.view(), v8 = w8.view();
+    struct Form {
+      const char* name;
+      const WeightView* w;
+      NormMath math;
+      Round r;
+    };
+    for (int64_t N : {1, 3, 8, 9}) {
+      std::vector<float> x = rnd(N * D, 2.f);
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t b0 = 0; b0 < D; b0 += 128) {
+          const int64_t kind = uniform(0, 7);
+          const float f = kind == 0 ? 1e-7f : kind == 1 ? 3e4f : 1.f;
+          for (int64_t k = b0; k < std::min(D, b0 + 128); ++k) x[n * D + k] *= f;
+        }
+      std::vector<float> xb = x;
+      for (float& v : xb) v = bf16(v);
+      for (const Form& f : {Form{"bf16 weight", &vb, NormMath::F32, Round::None},
+                            Form{"f32 weight bf16 out", &vf, NormMath::F32, Round::BF16},
+                            Form{"plain", nullptr, NormMath::F32, Round::None},
+                            Form{"bf16 steps", nullptr, NormMath::BF16Steps, Round::BF16},
+                            Form{"fp8 weight", &v8, NormMath::F32, Round::None}}) {
+        const std::string what = "rms_norm D=" + std::to_string(D) + " N=" + std::to_string(N) + " " + f.name;
+        const std::vector<float>& in = f.math == NormMath::BF16Steps ? xb : x;
+        const bool expect_copy = N <= gpu::GpuBackend::kNormActFp8Rows && f.w != &v8;
+        set_norm_act_fp8(false);
+        const Tensor plain_y = gpu->rms_norm(up(*gpu, in, {N, D}), f.w, 1e-6f, f.math, f.r);
+        set_norm_act_fp8(true);
+        const Tensor y = gpu->rms_norm(up(*gpu, in, {N, D}), f.w, 1e-6f, f.math, f.r);
+        set_norm_act_fp8(false);
+        ASSERT_FALSE(copy_of(plain_y).defined()) << ctx(what + ": a copy with the switch off");
+        ASSERT_EQ(copy_of(y).defined(), expect_copy) << ctx(what + ": whether the norm wrote the act_fp8 copy");
+        expect_bitwise(what + ": the output with and without the copy", host(*gpu, y), host(*gpu, plain_y));
+        if (!expect_copy) continue;
+        expect_bitwise(what + ": the copy vs quant_fp8 of the output", host(*gpu, copy_of(y)),
+                       host(*gpu, gpu->quant_fp8(plain_y, D, 128)));
+        if (D != 1024 && D != 1000) continue;
+        // The consumers on the GEMV (Auto takes the FP8 tensor cores from 2 rows on Hopper, which
+        // quantize x their own way): every weight format, K = D, and K = 512 (two groups) at 1024.
+        if (!set_path(TestLinearPath::Gemv)) GTEST_SKIP() << "the GEMV path is not selectable in this build";
+        for (int64_t G : D == 1024 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1}) {
+          const int64_t K = D / G, R = 384;
+          const std::vector<float> lw = rnd(G * R * K, 0.05f);
+          for (const FormatWeight& fw : every_format(G * R, K, lw, rng)) {
+            const WeightView view = fw.view();
+            const LinearOpts act{G, true, Round::None};
+            const std::string lin = what + " G=" + std::to_string(G) + " " + fw.name + " linear";
+            const int64_t reads = set_norm_act_fp8(false);
+            const std::vector<float> got = host(*gpu, gpu->linear(y, view, act));
+            EXPECT_EQ(set_norm_act_fp8(false) - reads, 1) << ctx(lin + ": reads of the copy");
+            expect_bitwise(lin + ": reading the copy vs staging x", got, host(*gpu, gpu->linear(plain_y, view, act)));
+          }
+        }
+        set_path(TestLinearPath::Auto);
+        // copy_rows writes into the output: its copy is gone, and a linear sees the new values.
+        set_norm_act_fp8(true);
+        Tensor z = gpu->rms_norm(up(*gpu, in, {N, D}), f.w, 1e-6f, f.math, f.r);
+        set_norm_act_fp8(false);
+        const Tensor other = up(*gpu, rnd(D), {1, D});
+        gpu->copy_rows(z, 0, other, 0, 1);
+        EXPECT_FALSE(copy_of(z).defined()) << ctx(what + ": the copy after copy_rows");
+        const OwnedWeight w1 = bf16_weight({64, D}, rnd(64 * D, 0.05f));
+        const WeightView v1 = w1.view();
+        const LinearOpts act{1, true, Round::None};
+        const int64_t reads = set_norm_act_fp8(false);
+        expect_bitwise(what + ": a linear after copy_rows", host(*gpu, gpu->linear(z, v1, act)),
+                       host(*gpu, gpu->linear(up(*gpu, host(*gpu, z), {N, D}), v1, act)));
+        EXPECT_EQ(set_norm_act_fp8(false), reads) << ctx(what + ": reads of a copy after copy_rows");
+      }
+    }
+  }
+#else
+  GTEST_SKIP() << "no GPU backend built";
+#endif
+}
+
 // PLUMB_GPU_FP8_DECODE for a scope: the GEMV's FP8 decode by the hardware conversion (hw: CUDA
 // sm_89+; elsewhere the kernel decodes by integers anyway) or by the integer decode ("int").
 // The backend reads it at each call.

@@ -148,8 +148,9 @@ std::vector<backend::MoeParams> v3_params() {
 // weights' magnitude; skip_ids: every third slot routed to an id outside [0, E) (-1, E, E + 1,
 // E + 2), which both backends skip.
 template <class Compare>
+// normed: x is rms_norm's output (a decode step's norm may write its act_fp8 copy beside it).
 void run_moe_case(GpuOps& t, const MoeCase& c, const std::vector<backend::MoeParams>& params, Compare&& compare,
-                  bool skip_ids = false, float amp = 0.05f) {
+                  bool skip_ids = false, float amp = 0.05f, bool normed = false) {
   const int64_t N = c.N, D = c.D, I = c.I, E = c.E, K = c.K, distinct = c.distinct;
   const char* fmt = c.format;
   const std::string what = c.what;
@@ -182,7 +183,9 @@ void run_moe_case(GpuOps& t, const MoeCase& c, const std::vector<backend::MoePar
   for (const backend::MoeParams& p : params) {
     compare(what + describe(p), moe_tolerance(p, N, D, I, K), [&](Backend& be) {
       const backend::Routing r{t.up(be, ex, {N, K}), t.up(be, wt, {N, K})};
-      return be.moe(t.up(be, x, {N, D}), r, experts, shared, p);
+      const Tensor xt = t.up(be, x, {N, D});
+      return be.moe(normed ? be.rms_norm(xt, nullptr, 1e-6f, backend::NormMath::F32, Round::None) : xt, r, experts,
+                    shared, p);
     });
   }
 }
@@ -211,6 +214,44 @@ TEST_F(GpuCpuOrder, Moe) {
   run_moe_case(*this, {7, 144, 64, 16, 4, 5, "fp8f32", "moe small fp8 f32-scale"}, params, bitwise);
   run_moe_case(*this, {2, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, {params.front(), v3_params().front()},
                bitwise);
+}
+
+// The grouped experts read the act_fp8 copy of their input where a decode step's rms_norm wrote
+// one (GpuBackend::set_norm_act_fp8), instead of quantizing x as they stage it: bitwise the same,
+// the SIMT kernels and the tensor-core form, every act_fp8 option, at V4-Flash dims (1 and 3
+// tokens) and on a small FP8 case. At 1 token the shared expert's w1 and w3 GEMVs read it too
+// (3 reads a call); at 3 their linears may take the FP8 tensor cores, which quantize x themselves.
+TEST_F(GpuOps, MoeReadsNormActFp8Copy) {
+  if (!dev) GTEST_SKIP() << "GPU ops on the CPU backend";
+  bool mma = false;
+  int64_t tokens = 1;
+  auto copy_vs_staged = [&](const std::string& what, const Bar&, auto&& op) {
+    set_moe_mma(mma);
+    const int64_t before = set_norm_act_fp8(true);
+    const std::vector<float> copy = host(*gpu, op(*gpu));
+    const int64_t reads = set_norm_act_fp8(false) - before;
+    const std::vector<float> staged = host(*gpu, op(*gpu));
+    set_moe_mma(std::nullopt);
+    const std::string w = what + (mma ? " (tensor cores)" : "");
+    if (tokens == 1)
+      EXPECT_EQ(reads, 3) << ctx(w + ": reads of the copy (the experts, the shared w1 and w3)");
+    else
+      EXPECT_GE(reads, 1) << ctx(w + ": reads of the copy");
+    expect_bitwise(w + ": the norm's act_fp8 copy vs x quantized in the kernels", copy, staged);
+  };
+  std::vector<backend::MoeParams> act;
+  for (float limit : {0.f, 10.f})
+    for (Round r : {Round::None, Round::BF16}) act.push_back({limit, true, true, r});
+  for (bool m : {false, true}) {
+    mma = m;
+    for (int64_t N : {1, 3}) {
+      tokens = N;
+      run_moe_case(*this, {N, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, act, copy_vs_staged, false, 0.05f,
+                   true);
+      run_moe_case(*this, {N, 256, 128, 8, 2, 3, "fp8", "moe fp8 D 256 I 128"}, act, copy_vs_staged, false, 0.05f,
+                   true);
+    }
+  }
 }
 
 // The grouped expert kernels' (kernels/moe_grouped.cu) other paths, every MoeParams option: rows

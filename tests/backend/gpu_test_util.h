@@ -167,6 +167,16 @@ class GpuOps : public ::testing::Test {
     return 0;
   }
 
+  // A decode step's rms_norm writes the act_fp8 copy of its output, which its act_fp8 consumers
+  // read (GpuBackend::set_norm_act_fp8); returns how many consumers have read one so far.
+  int64_t set_norm_act_fp8(bool on) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (dev) return dev->set_norm_act_fp8(on), dev->act_fp8_copy_reads();
+#endif
+    (void)on;
+    return 0;
+  }
+
   // act_fp8 on the GEMV and the grouped experts: applied by the kernels as they stage their input
   // (on, the default) or by a separate quant launch first (off); the same bits either way.
   void set_fused_act_quant(bool on) {

@@ -124,5 +124,31 @@ TEST(EngineScheduleGpu, V4FaithfulFastOrderRepeatsBitwiseWithAndWithoutPdl) {
   EXPECT_EQ(diff, "") << "the fast order with and without programmatic dependent launch";
 }
 
+// The same schedule with a decode step's rms_norm writing the act_fp8 copy of its output, which
+// the linears and experts that quantize that output read (PLUMB_GPU_ACT_QUANT=norm,
+// GpuBackend::set_norm_act_fp8): every forward's logits bitwise the default run's. Every step here
+// has at most 7 rows, so every norm of the tiny model writes a copy (a stale copy would show).
+TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithNormActFp8Copies) {
+  LoadOptions gpu;
+  if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
+  const std::string dir = testing::kTinyKjv.string();
+  const std::int64_t vocab = load_model_config(dir).vocab_size;
+  const KvFormat faithful = default_kv_format(Arch::DeepseekV4, true);
+  const std::vector<Req> reqs = three_requests(vocab);
+  const std::vector<Step> steps = make_schedule(reqs, budget_of_7(), kBlock, kBlocks);
+  ScheduleRunner plain(dir, gpu, faithful, kBlock, kBlocks);
+  const std::vector<std::vector<float>> staged = plain.run(steps, reqs);
+  std::vector<std::vector<float>> copies;
+  {
+    test::ScopedEnv norm("PLUMB_GPU_ACT_QUANT", "norm");
+    ScheduleRunner with_copies(dir, gpu, faithful, kBlock, kBlocks);
+    copies = with_copies.run(steps, reqs);
+  }
+  const std::string diff = first_request_difference(staged, copies, vocab);
+  std::printf("[schedule] fast order, %zu forwards, PLUMB_GPU_ACT_QUANT=norm vs default: %s\n", steps.size(),
+              diff.empty() ? "bitwise" : ("DIFFER, " + diff).c_str());
+  EXPECT_EQ(diff, "") << "the fast order with the norms' act_fp8 copies";
+}
+
 }  // namespace
 }  // namespace plumb::runtime

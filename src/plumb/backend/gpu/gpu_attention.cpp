@@ -260,6 +260,7 @@ void GpuBackend::copy_row_runs(Tensor& t, std::span<const int64_t> from, std::sp
   const int64_t rs = t.row_size();
   if (n == 0 || rs == 0) return;
   auto* base = static_cast<float*>(dev_ptr(t, "copy_row_runs tensor"));  // any 4-byte elements, copied bitwise
+  static_cast<GpuStorage*>(t.storage())->act_fp8 = Tensor();  // its values change
   std::vector<k::RowCopy> jobs;
   for (std::size_t i = 0; i < from.size(); ++i)
     if (from[i] != to[i])

@@ -59,6 +59,11 @@ struct GpuStorage final : Storage {
   std::shared_ptr<DeviceAllocator> alloc;
   std::size_t bytes = 0;
   void* ptr = nullptr;
+  // The FP8 round trip (act_fp8's 1 x 128 blocks, rows of act_fp8.dim(-1)) of these values, where
+  // the op that wrote them wrote it too (a decode step's rms_norm: GpuBackend::set_norm_act_fp8);
+  // linear() and moe() read it instead of quantizing again. An op that writes into a storage in
+  // place (copy_rows, copy_row_runs) drops it.
+  Tensor act_fp8;
 };
 
 // Facts about the device and the build, for reports (plumb verify) and error messages.
@@ -177,6 +182,15 @@ class GpuBackend final : public Backend {
   // writes a quantized copy first (separate; PLUMB_GPU_ACT_QUANT=separate at start, for A/B
   // measurements). The same values either way (tests compare them bitwise).
   void set_fused_act_quant(bool on) { fused_act_quant_ = on; }
+  // When on, rms_norm of at most kNormActFp8Rows rows (a decode step's) also writes the act_fp8
+  // copy of its output (k::rms_norm_act_fp8_ok's widths), and the linears and routed experts that
+  // apply act_fp8 to that output read the copy: no staging in each consumer (4-6 us a GEMV at
+  // B = 1, PERF.md v13) and no launch. PLUMB_GPU_ACT_QUANT=norm at start (an A/B, off until
+  // measured: PERF.md v32). The same values (tests compare bitwise). act_fp8_copy_reads(): the
+  // consumers that read a copy.
+  static constexpr int64_t kNormActFp8Rows = 8;
+  void set_norm_act_fp8(bool on) { norm_act_fp8_ = on; }
+  int64_t act_fp8_copy_reads() const { return act_fp8_copy_reads_; }
   // Whether FP8 linears may take the FP8 tensor cores here: sm_90 with the sm_90a kernel built,
   // unless PLUMB_GPU_PATH=portable (read at start; default auto), under which faithful FP8
   // linears take the bf16 matrix-core GEMM on the dequantized weights, what a GPU without FP8
@@ -299,6 +313,11 @@ class GpuBackend final : public Backend {
   bool selected_entries_ = false;      // PLUMB_GPU_ATTN_ENTRIES=selected
   int64_t decoded_entry_calls_ = 0;
   int64_t selected_entry_calls_ = 0;
+  bool norm_act_fp8_ = false;    // PLUMB_GPU_ACT_QUANT=norm
+  int64_t act_fp8_copy_reads_ = 0;
+  // x's act_fp8 copy (GpuStorage::act_fp8) for a consumer whose 128-blocks are those of x's rows
+  // of `row` values, or null (also counts the read).
+  const float* act_fp8_copy(const Tensor& x, int64_t row);
   bool fused_act_quant_ = true;  // PLUMB_GPU_ACT_QUANT=separate: act_fp8 by its own launch (A/B)
   MoeMma moe_mma_ = MoeMma::Auto;  // PLUMB_GPU_MOE_MMA
   bool fp8_large_tiles_ = true;    // PLUMB_GPU_FP8_TILES

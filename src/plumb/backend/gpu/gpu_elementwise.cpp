@@ -59,9 +59,14 @@ Tensor GpuBackend::rms_norm(const Tensor& x, const WeightView* weight, float eps
   const float* xp = dev_f32(x, "rms_norm input");
   const WeightRef* w = weight ? &this->weight(*weight) : nullptr;
   Tensor y = alloc(ElemType::F32, x.shape());
-  check_launch(k::rms_norm(dev_f32(y), xp, rows, D, w, eps, math == NormMath::BF16Steps, rounds(out), cpu_order(kNorm),
-                        stream_),
+  const bool steps = math == NormMath::BF16Steps;
+  Tensor q;  // the act_fp8 copy of a decode step's rows (set_norm_act_fp8)
+  if (norm_act_fp8_ && rows > 0 && rows <= kNormActFp8Rows && k::rms_norm_act_fp8_ok(D, w, steps))
+    q = alloc(ElemType::F32, {rows, D});
+  check_launch(k::rms_norm(dev_f32(y), xp, rows, D, w, eps, steps, rounds(out), cpu_order(kNorm),
+                           q.defined() ? dev_f32(q) : nullptr, stream_),
                "rms_norm");
+  static_cast<GpuStorage*>(y.storage())->act_fp8 = std::move(q);
   return y;
 }
 

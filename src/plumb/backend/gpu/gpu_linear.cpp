@@ -157,10 +157,15 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
                  "linear (fp8 mma)");
     return y;
   }
-  // The product sees the FP8 round trip of x, per group's K blocks: the GEMV applies it while it
-  // stages x (no launch, no copy), where x fits its shared memory; else a quantized copy first.
+  // The product sees the FP8 round trip of x, per group's K blocks: x's copy where its producer
+  // wrote one (set_norm_act_fp8: the groups' blocks are its rows' when K % 128 == 0); else the GEMV
+  // applies it while it stages x (no launch, no copy), where x fits its shared memory; else a
+  // quantized copy first.
   Tensor quantized;
-  if (o.act_fp8 && N > 0 && K > 0) {
+  const float* copy = o.act_fp8 && (G == 1 || K % 128 == 0) ? act_fp8_copy(x, in) : nullptr;
+  if (copy) {
+    a.x = copy;
+  } else if (o.act_fp8 && N > 0 && K > 0) {
     a.quant_x = path == LinearPath::Gemv && fused_act_quant_ && k::gemv_quant_x_ok(a);
     if (!a.quant_x) {
       quantized = alloc(ElemType::F32, {N, in});

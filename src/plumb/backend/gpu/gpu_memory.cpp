@@ -199,8 +199,14 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "'on' (the bf16 GEMM's pipelined k-loop where it applies) or 'off' (its synchronous one)");
       c >= 0)
     gemm_pipe_ = c == 0;
-  if (const int c = env_choice("PLUMB_GPU_ACT_QUANT", {"fused", "separate"}, "'fused' or 'separate'"); c >= 0)
-    fused_act_quant_ = c == 0;
+  if (const int c = env_choice("PLUMB_GPU_ACT_QUANT", {"fused", "separate", "norm"},
+                               "'fused' (each decode kernel quantizes as it stages x), 'separate' (a launch "
+                               "before it) or 'norm' (fused, and a decode step's rms_norm writes the quantized copy "
+                               "its consumers read)");
+      c >= 0) {
+    fused_act_quant_ = c != 1;
+    norm_act_fp8_ = c == 2;
+  }
   if (const int c = env_choice("PLUMB_GPU_PATH", {"auto", "portable"},
                                "'auto' (FP8 tensor cores where the device has them) or 'portable' (bf16 matrix cores "
                                "on dequantized weights, as on a GPU without FP8)");
@@ -461,10 +467,19 @@ void GpuBackend::to_host(const Tensor& t, int32_t* out) {
   sync();
 }
 
+const float* GpuBackend::act_fp8_copy(const Tensor& x, int64_t row) {
+  GpuStorage* s = storage_of(x, ElemType::F32, "act_fp8 input");
+  if (!s->act_fp8.defined() || s->act_fp8.dim(-1) != row || x.numel() != s->act_fp8.numel()) return nullptr;
+  ++act_fp8_copy_reads_;
+  return dev_f32(s->act_fp8);
+}
+
 void GpuBackend::copy_rows(Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t n) {
   check_copy_rows(dst, dst_row, src, src_row, n);
   const int64_t rs = dst.row_size();
-  auto* d = static_cast<char*>(storage_of(dst, dst.type(), "copy_rows destination")->ptr);
+  GpuStorage* ds = storage_of(dst, dst.type(), "copy_rows destination");
+  ds->act_fp8 = Tensor();  // its values change
+  auto* d = static_cast<char*>(ds->ptr);
   auto* s = static_cast<const char*>(storage_of(src, src.type(), "copy_rows source")->ptr);
   if (n == 0 || rs == 0) return;
   const std::size_t bytes = static_cast<std::size_t>(n * rs) * 4;

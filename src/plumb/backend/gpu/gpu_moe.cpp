@@ -161,13 +161,15 @@ Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTa
   a.accumulate_bf16 = p.accumulate == Round::BF16;
   // The FP8 round trips (1x128 blocks) that linear() gives each expert's w1 and w3 (of x) and w2
   // (of h): applied by the kernels as they stage x and h, or by separate launches (A/B).
+  // x's act_fp8 copy where its producer wrote one (set_norm_act_fp8).
+  const Tensor x2 = x.reshaped({N, D});
+  const float* copy = p.act_fp8 ? act_fp8_copy(x2, D) : nullptr;
   const bool separate = p.act_fp8 && !fused_act_quant_;
-  a.quant_x = p.act_fp8 && fused_act_quant_;
+  a.quant_x = p.act_fp8 && fused_act_quant_ && !copy;
   a.quant_h = p.act_fp8;
   a.quant_h_launch = separate;
-  const Tensor x2 = x.reshaped({N, D});
-  const Tensor xq = separate ? quant_fp8(x2, D, 128) : Tensor();
-  a.x = separate ? dev_f32(xq) : dev_f32(x2, "moe input");
+  const Tensor xq = separate && !copy ? quant_fp8(x2, D, 128) : Tensor();
+  a.x = copy ? copy : separate ? dev_f32(xq) : dev_f32(x2, "moe input");
   Tensor h = alloc(ElemType::F32, {N * K, t.width});
   Tensor ys = alloc(ElemType::F32, {N * K, D});
   a.h = dev_f32(h);

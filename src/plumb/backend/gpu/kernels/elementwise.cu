@@ -131,12 +131,42 @@ __device__ __forceinline__ void norm_weights(const WeightRef& w, int t, int T, i
 // loop over memory re-read x and loaded each weight after the previous element's store (the
 // compiler cannot move a load above a store that may alias it: ~PER dependent latencies, each
 // weight element as bytes behind a 64-bit division). PER == 0: any d, through memory as before.
+// The act_fp8 copy of a row that rms_norm_kernel has in registers (thread t: elements t + k T,
+// k < PER; those past d are 0): each 128-block's amax (|v|, NaN ignored, from 0: quant_kernel's
+// and act_quant.h's), its ue8m0 scale, the FP8 round trip of each element below d into q. T is a
+// multiple of kWarp, so a warp's elements at one k are kWarp consecutive ones, chunk k T / kWarp +
+// warp, and a 128-block is 128 / kWarp whole chunks: a warp's max per chunk, then a block's max
+// of its chunks.
+template <int PER>
+__device__ __forceinline__ void act_fp8_row(const float (&v)[PER], int t, int T, int d, float* q,
+                                            float (&chunk)[PER * 1024 / 32]) {
+  constexpr int kChunks = 128 / kWarp;
+  const int warps = T / kWarp, warp = t / kWarp;
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    const float m = warp_max(fmaxf(0.f, fabsf(v[k])));
+    if (t % kWarp == 0) chunk[k * warps + warp] = m;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    const int e = t + k * T;
+    if (e >= d) continue;
+    float m = 0.f;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) m = fmaxf(m, chunk[e / 128 * kChunks + c]);
+    const uint8_t code = ue8m0_scale_for(m, kFp8Max, kFp8MinAmax);
+    q[e] = fp8_roundtrip_inv(v[k], ue8m0_to_f32(code), ue8m0_inverse(code));
+  }
+}
+
 template <int PER>
 __global__ void __launch_bounds__(1024) rms_norm_kernel(float* y, const float* x, int64_t rows, int64_t d, WeightRef w,
                                                         bool has_weight, float eps, bool bf16_steps, bool round_out,
-                                                        bool cpu_order) {
+                                                        bool cpu_order, float* qy) {
   pdl_begin();
   __shared__ float scratch[1024 / 32];
+  __shared__ float chunk[PER > 0 ? PER * 1024 / 32 : 1];  // act_fp8_row's
   const float inv_d = 1.0f / static_cast<float>(d);
   const bool weighted = has_weight && !bf16_steps;  // the bf16-steps form has no weight
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -164,22 +194,25 @@ __global__ void __launch_bounds__(1024) rms_norm_kernel(float* y, const float* x
         for (int k = 0; k < PER; ++k) xv[k] = ti + k * Ti < di ? v[ti + k * Ti] : 0.f;
         if (weighted) norm_weights<PER>(w, ti, Ti, di, wv);
       }
+      float out[PER];
       if (bf16_steps) {
         const float var = round_bf16(add_rn(round_bf16(mul_rn(ss, inv_d)), eps));
         inv = round_bf16(1.0f / sqrtf(var));
 #pragma unroll
-        for (int k = 0; k < PER; ++k)
-          if (ti + k * Ti < di) o[ti + k * Ti] = round_bf16(mul_rn(xv[k], inv));
+        for (int k = 0; k < PER; ++k) out[k] = round_bf16(mul_rn(xv[k], inv));
       } else {
         inv = 1.0f / sqrtf(add_rn(mul_rn(ss, inv_d), eps));
 #pragma unroll
-        for (int k = 0; k < PER; ++k)
-          if (ti + k * Ti < di) {
-            float p = mul_rn(xv[k], inv);
-            if (weighted) p = mul_rn(wv[k], p);
-            o[ti + k * Ti] = maybe_round(p, round_out);
-          }
+        for (int k = 0; k < PER; ++k) {
+          float p = mul_rn(xv[k], inv);
+          if (weighted) p = mul_rn(wv[k], p);
+          out[k] = maybe_round(p, round_out);
+        }
       }
+#pragma unroll
+      for (int k = 0; k < PER; ++k)
+        if (ti + k * Ti < di) o[ti + k * Ti] = out[k];
+      if (qy) act_fp8_row<PER>(out, ti, Ti, di, qy + r * d, chunk);
     } else {
       ss = row_sum_squares(v, d, bf16_steps, cpu_order, scratch);
       if (bf16_steps) {
@@ -334,16 +367,29 @@ unsigned norm_threads(int64_t d) {
   return static_cast<unsigned>(t < 32 ? (kWarp > 32 ? kWarp : 32) : (t > 1024 ? 1024 : t));
 }
 
+namespace {
+// rms_norm's kernel: PER (0: the element loop over memory) from d and the weight's form.
+int norm_per(int64_t d, const WeightRef* weight, bool bf16_steps) {
+  const int64_t per = (d + norm_threads(d) - 1) / norm_threads(d);  // elements per thread: <= 4 up to d = 4096
+  const bool general = weight && !bf16_steps && !norm_weight_words(*weight);  // FP8 / FP4 (or unaligned) weights
+  return general || per > 8 ? 0 : (per <= 4 ? 4 : 8);
+}
+}  // namespace
+
+bool rms_norm_act_fp8_ok(int64_t d, const WeightRef* weight, bool bf16_steps) {
+  return d > 0 && norm_per(d, weight, bf16_steps) > 0;  // (its threads are whole warps)
+}
+
 gpuError_t rms_norm(float* y, const float* x, int64_t rows, int64_t d, const WeightRef* weight, float eps,
-                    bool bf16_steps, bool round_bf16, bool cpu_order, gpuStream_t s) {
+                    bool bf16_steps, bool round_bf16, bool cpu_order, float* act_fp8, gpuStream_t s) {
   if (rows <= 0 || d <= 0) return gpuGetLastError();
+  if (act_fp8 && !rms_norm_act_fp8_ok(d, weight, bf16_steps)) return gpuErrorNotSupported;
   const unsigned grid = static_cast<unsigned>(rows > kMaxBlocks ? kMaxBlocks : rows), threads = norm_threads(d);
-  const int64_t per = (d + threads - 1) / threads;  // elements per thread: <= 4 up to d = 4096
   const WeightRef w = weight ? *weight : WeightRef{};
-  const bool general = weight && !bf16_steps && !norm_weight_words(w);  // FP8 / FP4 (or unaligned) weights
-  const auto kernel = general || per > 8 ? &rms_norm_kernel<0> : (per <= 4 ? &rms_norm_kernel<4> : &rms_norm_kernel<8>);
+  const int per = norm_per(d, weight, bf16_steps);
+  const auto kernel = per == 0 ? &rms_norm_kernel<0> : (per == 4 ? &rms_norm_kernel<4> : &rms_norm_kernel<8>);
   return launch(kernel, grid, threads, 0, s, y, x, rows, d, w, weight != nullptr, eps, bf16_steps, round_bf16,
-                cpu_order);
+                cpu_order, act_fp8);
 }
 
 gpuError_t scale(float* y, const float* x, int64_t n, float v, bool round_bf16, gpuStream_t s) {

@@ -14,9 +14,15 @@ gpuError_t embed(float* y, const int32_t* ids, int64_t n, const WeightRef& table
 // y [n, copies, d] from x [n, d].
 gpuError_t repeat_rows(float* y, const float* x, int64_t n, int64_t copies, int64_t d, gpuStream_t s);
 // One row of d values per block; weight (flat index i -> element (i / cols, i % cols)) or null.
-// cpu_order: the sum of squares in the CPU backend's order (bitwise its result).
+// cpu_order: the sum of squares in the CPU backend's order (bitwise its result). act_fp8 (or
+// null): also the FP8 round trip of y in 1 x 128 blocks (quant_blocks' values), which a consumer
+// that applies act_fp8 may read instead (GpuBackend::set_norm_act_fp8); only where
+// rms_norm_act_fp8_ok (else gpuErrorNotSupported).
 gpuError_t rms_norm(float* y, const float* x, int64_t rows, int64_t d, const WeightRef* weight, float eps,
-                    bool bf16_steps, bool round_bf16, bool cpu_order, gpuStream_t s);
+                    bool bf16_steps, bool round_bf16, bool cpu_order, float* act_fp8, gpuStream_t s);
+// Whether rms_norm can write the act_fp8 copy: the kernel that holds a thread's elements in
+// registers (d <= 8192, a norm weight of f32 or bf16 words or none).
+bool rms_norm_act_fp8_ok(int64_t d, const WeightRef* weight, bool bf16_steps);
 gpuError_t scale(float* y, const float* x, int64_t n, float v, bool round_bf16, gpuStream_t s);
 gpuError_t add(float* y, const float* a, const float* b, int64_t n, bool round_bf16, gpuStream_t s);
 // y [n, count] = columns [begin, begin + count) of x [n, c].
