@@ -110,7 +110,7 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
   }
   // Else, with a selection (a decode step), each row's selected entries decoded once into
   // [N * K, Dh] f32 rows: the split P.V's one-head blocks would each decode them again
-  // (selected_entries_, PLUMB_GPU_ATTN_ENTRIES=selected; PERF.md v31).
+  // (selected_entries_, the default since PERF.md v32; PLUMB_GPU_ATTN_ENTRIES=chunks: off).
   Tensor selected_rows;
   if (selected_entries_ && !decoded.defined() && m > 0 && sel && K > 0 && compressed.encoded() && entries > 0 &&
       N * K * Dh * 4 <= kDecodedMaxBytes)

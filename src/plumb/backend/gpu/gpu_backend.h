@@ -166,15 +166,17 @@ class GpuBackend final : public Backend {
   // entries (query rows x selected or visible entries >= reuse x entries) and they fit 256 MiB: a
   // prefill chunk, not a decode batch (which reads few of a long context's entries). The P.V on the
   // matrix unit reads decoded entries only (with an encoded pool). The same values either way (tests
-  // compare both bitwise; 0: always). PLUMB_GPU_ATTN_ENTRIES=pool at start: never; =always: 0 (the
-  // A/Bs: a decode step's split P.V decodes each entry once per head block, PERF.md v31).
+  // compare both bitwise; 0: always). PLUMB_GPU_ATTN_ENTRIES=pool at start: never (also no
+  // selected rows, below); =always: 0 (A/Bs).
   static constexpr int64_t kEntryReuse = 8;
   void set_entry_reuse(int64_t reuse) { entry_reuse_ = reuse; }
   int64_t decoded_entry_calls() const { return decoded_entry_calls_; }
-  // When on, a call that does not decode its entries whole but has a selection (decode steps)
-  // decodes each query row's selected entries once into f32 rows ([N, K, Dh], within the same
-  // 256 MiB): PLUMB_GPU_ATTN_ENTRIES=selected at start (an A/B, off until measured: PERF.md v31).
-  // The same values (tests compare bitwise).
+  // When on (the default), a call that does not decode its entries whole but has a selection
+  // (decode steps) decodes each query row's selected entries once into f32 rows ([N, K, Dh],
+  // within the same 256 MiB): at B = 1 each of the split P.V's 64 one-head blocks decoded every
+  // fp8 entry again (PERF.md v31); v32 measured -22..-38 us a step at context 512, -134 us at
+  // 32K, -90 us at B = 32. PLUMB_GPU_ATTN_ENTRIES=chunks or pool at start: off (the A/B). The same
+  // values (tests compare bitwise).
   void set_selected_entries(bool on) { selected_entries_ = on; }
   int64_t selected_entry_calls() const { return selected_entry_calls_; }
   // act_fp8 (FP8 round trip of a linear's input) on the decode kernels: the GEMV and the grouped
@@ -310,7 +312,7 @@ class GpuBackend final : public Backend {
   bool scores_mma_ = true;
   int64_t scores_mma_calls_ = 0;
   int64_t entry_reuse_ = kEntryReuse;  // PLUMB_GPU_ATTN_ENTRIES
-  bool selected_entries_ = false;      // PLUMB_GPU_ATTN_ENTRIES=selected
+  bool selected_entries_ = true;       // PLUMB_GPU_ATTN_ENTRIES=chunks / pool: off
   int64_t decoded_entry_calls_ = 0;
   int64_t selected_entry_calls_ = 0;
   bool norm_act_fp8_ = false;    // PLUMB_GPU_ACT_QUANT=norm

@@ -178,13 +178,13 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
     moe_path_ = c == 0 ? MoePath::Auto : c == 1 ? MoePath::PerExpert : MoePath::GroupedGemm;
   if (const int c = env_choice("PLUMB_GPU_ATTN", {"auto", "one-kernel"}, "'auto' or 'one-kernel'"); c >= 0)
     split_attention_ = c == 0;
-  if (const int c = env_choice("PLUMB_GPU_ATTN_ENTRIES", {"auto", "pool", "always", "selected"},
-                               "'auto' (a prefill chunk's compressed entries decoded once a call), 'pool' "
-                               "(decoded at every read), 'always' (decoded once a call, decode steps too) or "
-                               "'selected' (auto, and a decode step's selected entries decoded once a call)");
+  if (const int c = env_choice("PLUMB_GPU_ATTN_ENTRIES", {"auto", "pool", "always", "chunks"},
+                               "'auto' (a prefill chunk's compressed entries decoded once a call, a decode step's "
+                               "selected entries once a call), 'pool' (decoded at every read), 'always' (every "
+                               "entry once a call, decode steps too) or 'chunks' (a prefill chunk's only)");
       c >= 0) {
     entry_reuse_ = c == 1 ? std::numeric_limits<int64_t>::max() : c == 2 ? 0 : kEntryReuse;
-    selected_entries_ = c == 3;
+    selected_entries_ = c == 0;
   }
   if (const int c = env_choice("PLUMB_GPU_MOE_MMA", {"auto", "on", "off"},
                                "'auto' (FP4 routed experts on the bf16 tensor cores at decode from 16 tokens, where "

@@ -139,7 +139,7 @@ __device__ __forceinline__ void norm_weights(const WeightRef& w, int t, int T, i
 // of its chunks.
 template <int PER>
 __device__ __forceinline__ void act_fp8_row(const float (&v)[PER], int t, int T, int d, float* q,
-                                            float (&chunk)[PER * 1024 / 32]) {
+                                            float* chunk /* PER * T / kWarp */) {
   constexpr int kChunks = 128 / kWarp;
   const int warps = T / kWarp, warp = t / kWarp;
 #pragma unroll
@@ -160,13 +160,12 @@ __device__ __forceinline__ void act_fp8_row(const float (&v)[PER], int t, int T,
   }
 }
 
+// The kernels' body; qy (and chunk, its shared memory) null: no act_fp8 copy.
 template <int PER>
-__global__ void __launch_bounds__(1024) rms_norm_kernel(float* y, const float* x, int64_t rows, int64_t d, WeightRef w,
-                                                        bool has_weight, float eps, bool bf16_steps, bool round_out,
-                                                        bool cpu_order, float* qy) {
-  pdl_begin();
+__device__ __forceinline__ void rms_norm_rows(float* y, const float* x, int64_t rows, int64_t d, const WeightRef& w,
+                                              bool has_weight, float eps, bool bf16_steps, bool round_out,
+                                              bool cpu_order, float* qy, float* chunk) {
   __shared__ float scratch[1024 / 32];
-  __shared__ float chunk[PER > 0 ? PER * 1024 / 32 : 1];  // act_fp8_row's
   const float inv_d = 1.0f / static_cast<float>(d);
   const bool weighted = has_weight && !bf16_steps;  // the bf16-steps form has no weight
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -229,6 +228,25 @@ __global__ void __launch_bounds__(1024) rms_norm_kernel(float* y, const float* x
       }
     }
   }
+}
+
+template <int PER>
+__global__ void __launch_bounds__(1024) rms_norm_kernel(float* y, const float* x, int64_t rows, int64_t d, WeightRef w,
+                                                        bool has_weight, float eps, bool bf16_steps, bool round_out,
+                                                        bool cpu_order) {
+  pdl_begin();
+  rms_norm_rows<PER>(y, x, rows, d, w, has_weight, eps, bf16_steps, round_out, cpu_order, nullptr, nullptr);
+}
+
+// With the act_fp8 copy (a decode step's few rows): one block a multiprocessor is all it needs,
+// and ptxas's default bound for 1,024 threads (32 registers) spilled its copy's values.
+template <int PER>
+__global__ void __launch_bounds__(1024, 1) rms_norm_copy_kernel(float* y, const float* x, int64_t rows, int64_t d,
+                                                                WeightRef w, bool has_weight, float eps, bool bf16_steps,
+                                                                bool round_out, bool cpu_order, float* qy) {
+  pdl_begin();
+  __shared__ float chunk[PER * 1024 / 32];
+  rms_norm_rows<PER>(y, x, rows, d, w, has_weight, eps, bf16_steps, round_out, cpu_order, qy, chunk);
 }
 
 __global__ void scale_kernel(float* y, const float* x, int64_t n, float s, bool r) {
@@ -387,9 +405,12 @@ gpuError_t rms_norm(float* y, const float* x, int64_t rows, int64_t d, const Wei
   const unsigned grid = static_cast<unsigned>(rows > kMaxBlocks ? kMaxBlocks : rows), threads = norm_threads(d);
   const WeightRef w = weight ? *weight : WeightRef{};
   const int per = norm_per(d, weight, bf16_steps);
+  if (act_fp8)
+    return launch(per == 4 ? &rms_norm_copy_kernel<4> : &rms_norm_copy_kernel<8>, grid, threads, 0, s, y, x, rows, d, w,
+                  weight != nullptr, eps, bf16_steps, round_bf16, cpu_order, act_fp8);
   const auto kernel = per == 0 ? &rms_norm_kernel<0> : (per == 4 ? &rms_norm_kernel<4> : &rms_norm_kernel<8>);
   return launch(kernel, grid, threads, 0, s, y, x, rows, d, w, weight != nullptr, eps, bf16_steps, round_bf16,
-                cpu_order, act_fp8);
+                cpu_order);
 }
 
 gpuError_t scale(float* y, const float* x, int64_t n, float v, bool round_bf16, gpuStream_t s) {
