@@ -121,17 +121,7 @@ __device__ __forceinline__ void norm_weights(const WeightRef& w, int t, int T, i
   }
 }
 
-// One row of d values per block of T = norm_threads(d) threads (rows past the grid: grid-stride).
-// A row's arithmetic, whatever PER: thread t adds the squares of elements t, t + T, ... in that
-// order, then block_sum (or, in the CPU's order, thread 0 alone in index order); then
-// y = bf16?(w * (x * inv)) per element. PER > 0 (d <= PER * T, a weight only when
-// norm_weight_words): thread t's elements and weights
-// are loaded into registers at once, before the reduction, and the outputs come from them; so a
-// row costs one memory latency (x and the weight together) plus the reduction, where the element
-// loop over memory re-read x and loaded each weight after the previous element's store (the
-// compiler cannot move a load above a store that may alias it: ~PER dependent latencies, each
-// weight element as bytes behind a 64-bit division). PER == 0: any d, through memory as before.
-// The act_fp8 copy of a row that rms_norm_kernel has in registers (thread t: elements t + k T,
+// The act_fp8 copy of a row that rms_norm_rows has in registers (thread t: elements t + k T,
 // k < PER; those past d are 0): each 128-block's amax (|v|, NaN ignored, from 0: quant_kernel's
 // and act_quant.h's), its ue8m0 scale, the FP8 round trip of each element below d into q. T is a
 // multiple of kWarp, so a warp's elements at one k are kWarp consecutive ones, chunk k T / kWarp +
@@ -160,7 +150,17 @@ __device__ __forceinline__ void act_fp8_row(const float (&v)[PER], int t, int T,
   }
 }
 
-// The kernels' body; qy (and chunk, its shared memory) null: no act_fp8 copy.
+// One row of d values per block of T = norm_threads(d) threads (rows past the grid: grid-stride).
+// A row's arithmetic, whatever PER: thread t adds the squares of elements t, t + T, ... in that
+// order, then block_sum (or, in the CPU's order, thread 0 alone in index order); then
+// y = bf16?(w * (x * inv)) per element. PER > 0 (d <= PER * T, a weight only when
+// norm_weight_words): thread t's elements and weights
+// are loaded into registers at once, before the reduction, and the outputs come from them; so a
+// row costs one memory latency (x and the weight together) plus the reduction, where the element
+// loop over memory re-read x and loaded each weight after the previous element's store (the
+// compiler cannot move a load above a store that may alias it: ~PER dependent latencies, each
+// weight element as bytes behind a 64-bit division). PER == 0: any d, through memory as before.
+// qy (and chunk, its shared memory) null: no act_fp8 copy (act_fp8_row).
 template <int PER>
 __device__ __forceinline__ void rms_norm_rows(float* y, const float* x, int64_t rows, int64_t d, const WeightRef& w,
                                               bool has_weight, float eps, bool bf16_steps, bool round_out,
