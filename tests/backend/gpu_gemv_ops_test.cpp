@@ -150,9 +150,10 @@ TEST_F(GpuOps, GemvActQuantFusedBitwise) {
 // The copy is bitwise quant_fp8 of the output (another kernel), the output is unchanged, and
 // each consumer gives the bits of the one that quantizes x itself: every weight format, one group
 // and two groups of K = 512. No copy is read past kNormActFp8Rows rows, with an FP8 norm weight
-// (the element loop) or after copy_rows wrote into the output. Widths: 1 to 8 of a thread's
-// elements (the 128-blocks' chunks), d not a multiple of 128 (a partial last block), the tiny
-// models', V4's and V3's; rows whose 128-blocks are ~1, below the amax floor or past e4m3's range.
+// (the element loop) or after copy_rows or copy_row_runs wrote into the output. Widths: 1 to 8 of
+// a thread's elements (the 128-blocks' chunks), d not a multiple of 128 (a partial last block),
+// the tiny models', V4's and V3's; rows whose 128-blocks are ~1, below the amax floor or past
+// e4m3's range.
 TEST_F(GpuOps, NormActFp8CopyBitwise) {
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
   if (!dev) GTEST_SKIP() << "GPU ops on the CPU backend";
@@ -232,6 +233,16 @@ TEST_F(GpuOps, NormActFp8CopyBitwise) {
         expect_bitwise(what + ": a linear after copy_rows", host(*gpu, gpu->linear(z, v1, act)),
                        host(*gpu, gpu->linear(up(*gpu, host(*gpu, z), {N, D}), v1, act)));
         EXPECT_EQ(set_norm_act_fp8(false), reads) << ctx(what + ": reads of a copy after copy_rows");
+        // copy_row_runs too (row 0 over row N - 1).
+        set_norm_act_fp8(true);
+        Tensor u = gpu->rms_norm(up(*gpu, in, {N, D}), f.w, 1e-6f, f.math, f.r);
+        set_norm_act_fp8(false);
+        const std::vector<int64_t> from{0}, to{N - 1};
+        gpu->copy_row_runs(u, from, to, 1);
+        EXPECT_FALSE(copy_of(u).defined()) << ctx(what + ": the copy after copy_row_runs");
+        expect_bitwise(what + ": a linear after copy_row_runs", host(*gpu, gpu->linear(u, v1, act)),
+                       host(*gpu, gpu->linear(up(*gpu, host(*gpu, u), {N, D}), v1, act)));
+        EXPECT_EQ(set_norm_act_fp8(false), reads) << ctx(what + ": reads of a copy after copy_row_runs");
       }
     }
   }
