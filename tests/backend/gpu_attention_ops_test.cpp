@@ -230,8 +230,7 @@ struct AttentionInputs {
 // CPU's, in the split form (the default: P.V blocks of as many heads as the batch's size gives), the split
 // form with P.V blocks of up to 8 heads and scores blocks of 4 candidate tiles
 // (PLUMB_GPU_PV_HEADS=8 PLUMB_GPU_SCORES_SPAN=4), the split form with each row's selected entries
-// decoded once (the default since PERF.md v32; the other forms turn it off), and the one-kernel
-// form (PLUMB_GPU_ATTN=one-kernel).
+// decoded once (the default since PERF.md v32), and the one-kernel form (PLUMB_GPU_ATTN=one-kernel).
 TEST_F(GpuCpuOrder, SparseAttentionEveryCaseBitwise) {
   CaseShare share;
   // entry_reuse: the encoded pools' entries decoded once a call from the default reuse (some cases

@@ -162,10 +162,8 @@ TEST_F(GpuOps, NormActFp8CopyBitwise) {
     return static_cast<gpu::GpuStorage*>(y.storage())->act_fp8;
   };
   for (int64_t D : {96, 160, 256, 1000, 1024, 1536, 4096, 7168, 8192}) {
-    std::vector<float> wv = rnd(D, 0.1f);
-    for (float& v : wv) v += 1.f;
-    const OwnedWeight wb = bf16_weight({D}, wv), wf = f32_weight({D}, wv), w8 = fp8_weight(1, D, wv);
-    const WeightView vb = wb.view(), vf = wf.view(), v8 = w8.view();
+    const NormWeights nw(rnd(D, 0.1f));
+    const WeightView vb = nw.bf16.view(), vf = nw.f32.view(), v8 = nw.fp8.view();
     struct Form {
       const char* name;
       const WeightView* w;

@@ -75,6 +75,17 @@ inline OwnedWeight fp8_weight(int64_t rows, int64_t cols, const std::vector<floa
   return w;
 }
 
+// One norm weight of d = v.size() values, 1 + v, in the forms rms_norm's kernels tell apart:
+// bf16 and f32 words (read into registers) and FP8 (the element loop over memory).
+struct NormWeights {
+  explicit NormWeights(std::vector<float> v) {
+    for (float& x : v) x += 1.f;
+    const int64_t d = static_cast<int64_t>(v.size());
+    bf16 = bf16_weight({d}, v), f32 = f32_weight({d}, v), fp8 = fp8_weight(1, d, v);
+  }
+  OwnedWeight bf16, f32, fp8;
+};
+
 inline OwnedWeight fp4_weight(int64_t rows, int64_t cols, const std::vector<float>& v) {
   const QuantizedWeight q = quantize_fp4_block32(v.data(), rows, cols);
   OwnedWeight w;

@@ -85,6 +85,16 @@ TEST(EngineScheduleGpu, V4FaithfulCpuOrderScheduleEqualsCpuAndAlone) {
   }
 }
 
+// The fast-order tests' schedule: the tiny model, faithful fp8 + fp4 storage, the three requests
+// under the 7-token budget.
+struct FastOrderSchedule {
+  std::string dir = testing::kTinyKjv.string();
+  std::int64_t vocab = load_model_config(dir).vocab_size;
+  KvFormat faithful = default_kv_format(Arch::DeepseekV4, true);
+  std::vector<Req> reqs = three_requests(vocab);
+  std::vector<Step> steps = make_schedule(reqs, budget_of_7(), kBlock, kBlocks);
+};
+
 // The fast order (production's kernels) on the same schedule: two runs are bitwise equal forward
 // by forward, every tap and logit (a kernel reading another's output before it is complete
 // shows as a difference that moves between runs), and equal to a run with programmatic
@@ -94,21 +104,17 @@ TEST(EngineScheduleGpu, V4FaithfulCpuOrderScheduleEqualsCpuAndAlone) {
 TEST(EngineScheduleGpu, V4FaithfulFastOrderRepeatsBitwiseWithAndWithoutPdl) {
   LoadOptions gpu;
   if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
-  const std::string dir = testing::kTinyKjv.string();
-  const std::int64_t vocab = load_model_config(dir).vocab_size;
-  const KvFormat faithful = default_kv_format(Arch::DeepseekV4, true);
-  const std::vector<Req> reqs = three_requests(vocab);
-  const std::vector<Step> steps = make_schedule(reqs, budget_of_7(), kBlock, kBlocks);
-  ScheduleRunner first(dir, gpu, faithful, kBlock, kBlocks), second(dir, gpu, faithful, kBlock, kBlocks);
-  const Lockstep run = lockstep(first, second, steps, reqs);
-  std::printf("[schedule] fast order, %zu forwards, run vs run: %s\n", steps.size(),
+  const FastOrderSchedule s;
+  ScheduleRunner first(s.dir, gpu, s.faithful, kBlock, kBlocks), second(s.dir, gpu, s.faithful, kBlock, kBlocks);
+  const Lockstep run = lockstep(first, second, s.steps, s.reqs);
+  std::printf("[schedule] fast order, %zu forwards, run vs run: %s\n", s.steps.size(),
               run.first_difference.empty() ? "bitwise" : ("DIFFER, " + run.first_difference).c_str());
   EXPECT_EQ(run.first_difference, "") << "two fast-order runs of one schedule";
   std::vector<std::vector<float>> no_pdl;
   {
     test::ScopedEnv off("PLUMB_GPU_PDL", "off");
-    ScheduleRunner plain(dir, gpu, faithful, kBlock, kBlocks);
-    no_pdl = plain.run(steps, reqs);
+    ScheduleRunner plain(s.dir, gpu, s.faithful, kBlock, kBlocks);
+    no_pdl = plain.run(s.steps, s.reqs);
   }
   // On Hopper, with kernels built for it, plumb's kernels must run with PDL (doctor's fact), or
   // the comparison below would be between two plain runs (the CUDA emulator, whose build targets
@@ -118,7 +124,7 @@ TEST(EngineScheduleGpu, V4FaithfulFastOrderRepeatsBitwiseWithAndWithoutPdl) {
       facts.targets.find("90") != std::string::npos) {
     EXPECT_TRUE(facts.devices[0].pdl) << "an sm_90 device, and the kernels launch without programmatic dependent launch";
   }
-  const std::string diff = first_request_difference(run.a, no_pdl, vocab);
+  const std::string diff = first_request_difference(run.a, no_pdl, s.vocab);
   std::printf("[schedule] fast order, PDL vs PLUMB_GPU_PDL=off: %s\n",
               diff.empty() ? "bitwise" : ("DIFFER, " + diff).c_str());
   EXPECT_EQ(diff, "") << "the fast order with and without programmatic dependent launch";
@@ -131,21 +137,17 @@ TEST(EngineScheduleGpu, V4FaithfulFastOrderRepeatsBitwiseWithAndWithoutPdl) {
 TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithNormActFp8Copies) {
   LoadOptions gpu;
   if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
-  const std::string dir = testing::kTinyKjv.string();
-  const std::int64_t vocab = load_model_config(dir).vocab_size;
-  const KvFormat faithful = default_kv_format(Arch::DeepseekV4, true);
-  const std::vector<Req> reqs = three_requests(vocab);
-  const std::vector<Step> steps = make_schedule(reqs, budget_of_7(), kBlock, kBlocks);
-  ScheduleRunner plain(dir, gpu, faithful, kBlock, kBlocks);
-  const std::vector<std::vector<float>> staged = plain.run(steps, reqs);
+  const FastOrderSchedule s;
+  ScheduleRunner plain(s.dir, gpu, s.faithful, kBlock, kBlocks);
+  const std::vector<std::vector<float>> staged = plain.run(s.steps, s.reqs);
   std::vector<std::vector<float>> copies;
   {
     test::ScopedEnv norm("PLUMB_GPU_ACT_QUANT", "norm");
-    ScheduleRunner with_copies(dir, gpu, faithful, kBlock, kBlocks);
-    copies = with_copies.run(steps, reqs);
+    ScheduleRunner with_copies(s.dir, gpu, s.faithful, kBlock, kBlocks);
+    copies = with_copies.run(s.steps, s.reqs);
   }
-  const std::string diff = first_request_difference(staged, copies, vocab);
-  std::printf("[schedule] fast order, %zu forwards, PLUMB_GPU_ACT_QUANT=norm vs default: %s\n", steps.size(),
+  const std::string diff = first_request_difference(staged, copies, s.vocab);
+  std::printf("[schedule] fast order, %zu forwards, PLUMB_GPU_ACT_QUANT=norm vs default: %s\n", s.steps.size(),
               diff.empty() ? "bitwise" : ("DIFFER, " + diff).c_str());
   EXPECT_EQ(diff, "") << "the fast order with the norms' act_fp8 copies";
 }
