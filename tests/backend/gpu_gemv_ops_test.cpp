@@ -249,6 +249,53 @@ TEST_F(GpuOps, NormActFp8CopyBitwise) {
 #endif
 }
 
+// linear_pair (GpuBackend::set_linear_pairs, PLUMB_GPU_LINEAR_PAIRS=on): two FP8 GEMVs of one x
+// row in one launch (k::linear_gemvs), each output bitwise its own linear(): the decode shapes of
+// wq_a + wkv (wkv's plan has 1 row a warp on a large device; the pair's kernel sums it 4 rows a
+// warp in the same order) and of the shared expert's w1 + w3, small and odd ones, with and
+// without act_fp8, x from a norm that wrote its act_fp8 copy, and either scale type. The pairs
+// the kernel cannot take alike run as two launches and must agree too: K not a multiple of 16,
+// two x rows, mixed scale types or formats.
+TEST_F(GpuOps, LinearPairIsTwoLinears) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+  if (!dev) GTEST_SKIP() << "GPU ops on the CPU backend";
+  struct Case {
+    int64_t R0, R1, K;
+  };
+  for (const Case& c : {Case{1024, 512, 4096}, Case{2048, 2048, 4096}, Case{96, 200, 512}, Case{4096, 64, 1024},
+                        Case{300, 64, 1000}}) {
+    const std::vector<float> w0 = rnd(c.R0 * c.K, 0.05f), w1 = rnd(c.R1 * c.K, 0.05f);
+    const std::vector<FormatWeight> f0 = every_format(c.R0, c.K, w0, rng), f1 = every_format(c.R1, c.K, w1, rng);
+    const NormWeights nw(rnd(c.K, 0.1f));
+    const WeightView norm_w = nw.bf16.view();
+    for (std::size_t i = 0; i < f0.size(); ++i)
+      for (std::size_t j : {i, (i + 1) % f0.size()})
+        for (int64_t N : {1, 2})
+          for (int act = 0; act < 3; ++act) {  // 2: act_fp8 on a norm's output with its act_fp8 copy
+            const WeightView a = f0[i].view(), b = f1[j].view();
+            const LinearOpts o{1, act > 0, Round::None};
+            const std::string what = "R " + std::to_string(c.R0) + " + " + std::to_string(c.R1) + ", K " +
+                                     std::to_string(c.K) + ", N " + std::to_string(N) + ", " + f0[i].name + " + " +
+                                     f1[j].name + (act == 1 ? ", act_fp8" : act == 2 ? ", act_fp8 copy" : "");
+            set_norm_act_fp8(act == 2);
+            const Tensor x = act == 2 ? gpu->rms_norm(up(*gpu, rnd(N * c.K, 2.f), {N, c.K}), &norm_w, 1e-6f,
+                                                      backend::NormMath::F32, Round::None)
+                                      : up(*gpu, rnd(N * c.K), {N, c.K});
+            set_norm_act_fp8(false);
+            const int64_t before = set_linear_pairs(true);
+            const auto [ya, yb] = gpu->linear_pair(x, a, b, o);
+            const int64_t launches = set_linear_pairs(false) - before;
+            const bool fp8 = f0[i].name.rfind("fp8", 0) == 0;
+            EXPECT_EQ(launches, fp8 && i == j && N == 1 && c.K % 16 == 0 ? 1 : 0) << ctx(what + ": pairs in one launch");
+            expect_bitwise(what + ": the first output vs its linear()", host(*gpu, ya), host(*gpu, gpu->linear(x, a, o)));
+            expect_bitwise(what + ": the second output vs its linear()", host(*gpu, yb), host(*gpu, gpu->linear(x, b, o)));
+          }
+  }
+#else
+  GTEST_SKIP() << "no GPU backend built";
+#endif
+}
+
 // PLUMB_GPU_FP8_DECODE for a scope: the GEMV's FP8 decode by the hardware conversion (hw: CUDA
 // sm_89+; elsewhere the kernel decodes by integers anyway) or by the integer decode ("int").
 // The backend reads it at each call.

@@ -177,6 +177,16 @@ class GpuOps : public ::testing::Test {
     return 0;
   }
 
+  // linear_pair() gives two 1-row FP8 GEMVs of one x one launch (GpuBackend::set_linear_pairs);
+  // returns how many pairs have taken one launch so far.
+  int64_t set_linear_pairs(bool on) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (dev) return dev->set_linear_pairs(on), dev->linear_pair_launches();
+#endif
+    (void)on;
+    return 0;
+  }
+
   // act_fp8 on the GEMV and the grouped experts: applied by the kernels as they stage their input
   // (on, the default) or by a separate quant launch first (off); the same bits either way.
   void set_fused_act_quant(bool on) {

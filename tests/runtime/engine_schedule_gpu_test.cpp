@@ -152,5 +152,26 @@ TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithNormActFp8Copies) {
   EXPECT_EQ(diff, "") << "the fast order with the norms' act_fp8 copies";
 }
 
+// The same schedule with wq_a + wkv and the shared expert's w1 + w3 as one launch each where
+// their GEMVs allow (PLUMB_GPU_LINEAR_PAIRS=on, GpuBackend::set_linear_pairs): every forward's
+// logits bitwise the default run's.
+TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithLinearPairs) {
+  LoadOptions gpu;
+  if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
+  const FastOrderSchedule s;
+  ScheduleRunner plain(s.dir, gpu, s.faithful, kBlock, kBlocks);
+  const std::vector<std::vector<float>> apart = plain.run(s.steps, s.reqs);
+  std::vector<std::vector<float>> paired;
+  {
+    test::ScopedEnv pairs("PLUMB_GPU_LINEAR_PAIRS", "on");
+    ScheduleRunner with_pairs(s.dir, gpu, s.faithful, kBlock, kBlocks);
+    paired = with_pairs.run(s.steps, s.reqs);
+  }
+  const std::string diff = first_request_difference(apart, paired, s.vocab);
+  std::printf("[schedule] fast order, %zu forwards, PLUMB_GPU_LINEAR_PAIRS=on vs default: %s\n", s.steps.size(),
+              diff.empty() ? "bitwise" : ("DIFFER, " + diff).c_str());
+  EXPECT_EQ(diff, "") << "the fast order with linear pairs in one launch";
+}
+
 }  // namespace
 }  // namespace plumb::runtime

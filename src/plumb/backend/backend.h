@@ -281,6 +281,12 @@ class Backend {
   // ---- projections
   // y = x . w^T over the last dim of x (leading dims kept), f32 accumulation.
   virtual Tensor linear(const Tensor& x, const WeightView& w, const LinearOpts& opts) = 0;
+  // {linear(x, a, opts), linear(x, b, opts)}, the same values: two projections of one input,
+  // which a backend may run as one launch (the GPU's decode GEMVs).
+  virtual std::pair<Tensor, Tensor> linear_pair(const Tensor& x, const WeightView& a, const WeightView& b,
+                                                const LinearOpts& opts) {
+    return {linear(x, a, opts), linear(x, b, opts)};
+  }
 
   // ---- rotary embedding (MODEL-SPEC 2.4): rotates the last 2*len(inv_freq) dims of every
   // vector in interleaved pairs (x[2i], x[2i+1]) by angle pos * inv_freq[i] (f32 angle), or by

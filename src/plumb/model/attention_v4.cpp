@@ -107,7 +107,8 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   // 3.3: low-rank q with a per-head unweighted RMS norm; one shared kv head (K = V).
   // Every stage is tapped (tools/golden/compare_step17.py --attn0 compares each with the
   // release's): q_a / kv_a the projections, then the norms, RoPE and the FP8 round trip.
-  const Tensor qa = be_.linear(x, aw.wq_a, fp8);
+  // wq_a and wkv read the same x (one launch where the backend can: linear_pair).
+  const auto [qa, kv_a] = be_.linear_pair(x, aw.wq_a, aw.wkv, fp8);
   tap(st, st.prefix + "attn.q_a", qa);
   const Tensor qr = be_.rms_norm(qa, &aw.q_norm, eps, NormMath::F32, st.R);
   tap(st, st.prefix + "attn.qr", qr);
@@ -116,7 +117,7 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   q = be_.rms_norm(q, nullptr, eps, st.faithful ? NormMath::BF16Steps : NormMath::F32, st.R);
   tap(st, st.prefix + "attn.q.normed", q);
   q = be_.rope(q, st.positions, freq, false, st.R);
-  Tensor kv = be_.linear(x, aw.wkv, fp8);
+  Tensor kv = kv_a;
   tap(st, st.prefix + "attn.kv_a", kv);
   kv = be_.rms_norm(kv, &aw.kv_norm, eps, NormMath::F32, st.R);
   tap(st, st.prefix + "attn.kv.normed", kv);

@@ -23,6 +23,7 @@
 #include "plumb/backend/gpu/gpu_compat.h"
 #include "plumb/backend/gpu/gpu_staging.h"
 #include "plumb/backend/gpu/kernels/hc.h"
+#include "plumb/backend/gpu/kernels/linear.h"
 #include "plumb/backend/gpu/kernels/moe_grouped.h"
 #include "plumb/backend/gpu/kernels/paged.h"
 #include "plumb/backend/gpu/weight_ref.h"
@@ -192,6 +193,12 @@ class GpuBackend final : public Backend {
   // consumers that read a copy.
   static constexpr int64_t kNormActFp8Rows = 8;
   void set_norm_act_fp8(bool on) { norm_act_fp8_ = on; }
+  // When on, linear_pair() gives two 1-row FP8 GEMVs of one x one launch (k::linear_gemvs): a
+  // decode step's wq_a and wkv, the shared expert's w1 and w3. PLUMB_GPU_LINEAR_PAIRS=on at start
+  // (an A/B, off until measured: PERF.md v33). The same values (tests compare bitwise).
+  // linear_pair_launches(): the pairs that took one launch.
+  void set_linear_pairs(bool on) { linear_pairs_ = on; }
+  int64_t linear_pair_launches() const { return linear_pair_launches_; }
   int64_t act_fp8_copy_reads() const { return act_fp8_copy_reads_; }
   // Whether FP8 linears may take the FP8 tensor cores here: sm_90 with the sm_90a kernel built,
   // unless PLUMB_GPU_PATH=portable (read at start; default auto), under which faithful FP8
@@ -233,8 +240,18 @@ class GpuBackend final : public Backend {
   Tensor add(const Tensor& a, const Tensor& b, Round out) override;
   Tensor columns(const Tensor& x, int64_t begin, int64_t count) override;
   Tensor linear(const Tensor& x, const WeightView& w, const LinearOpts& opts) override;
-  // linear() on a given path (Auto: chosen by size and format, as linear() does for linear_path_).
-  Tensor linear_on(const Tensor& x, const WeightView& w, const LinearOpts& opts, LinearPath path);
+  std::pair<Tensor, Tensor> linear_pair(const Tensor& x, const WeightView& a, const WeightView& b,
+                                        const LinearOpts& opts) override;
+  // A GEMV linear_on set up but did not launch (linear_pair's), with the quantized x it reads.
+  struct PendingGemv {
+    k::GemvJob job;
+    Tensor quantized;
+    bool deferred = false;
+  };
+  // linear() on a given path (Auto: chosen by size and format, as linear() does for linear_path_);
+  // with `pending`, a GEMV is left to the caller (its output is returned, not yet written).
+  Tensor linear_on(const Tensor& x, const WeightView& w, const LinearOpts& opts, LinearPath path,
+                   PendingGemv* pending = nullptr);
   Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, bool inverse, Round out) override;
   Tensor quant_fp8(const Tensor& x, int64_t cols, int64_t block) override;
   Tensor quant_fp4(const Tensor& x, int64_t block) override;
@@ -316,6 +333,8 @@ class GpuBackend final : public Backend {
   int64_t decoded_entry_calls_ = 0;
   int64_t selected_entry_calls_ = 0;
   bool norm_act_fp8_ = false;    // PLUMB_GPU_ACT_QUANT=norm
+  bool linear_pairs_ = false;    // PLUMB_GPU_LINEAR_PAIRS=on
+  int64_t linear_pair_launches_ = 0;
   int64_t act_fp8_copy_reads_ = 0;
   // x's act_fp8 copy (GpuStorage::act_fp8) for a consumer whose 128-blocks are those of x's rows
   // of `row` values, or null (also counts the read).

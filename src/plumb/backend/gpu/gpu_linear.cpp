@@ -80,7 +80,24 @@ GpuBackend::LinearPath GpuBackend::resolve_linear_path(LinearPath path, int64_t 
 
 Tensor GpuBackend::linear(const Tensor& x, const WeightView& w, const LinearOpts& o) { return linear_on(x, w, o, linear_path_); }
 
-Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearOpts& o, LinearPath path) {
+// Each weight through linear_on's host side; the GEMVs of the two, deferred, go to linear_gemvs,
+// which gives them one launch where its 1-row FP8 kernel takes both (else one each, as linear()).
+std::pair<Tensor, Tensor> GpuBackend::linear_pair(const Tensor& x, const WeightView& a, const WeightView& b,
+                                                  const LinearOpts& o) {
+  if (!linear_pairs_) return Backend::linear_pair(x, a, b, o);
+  PendingGemv pa, pb;
+  std::pair<Tensor, Tensor> y{linear_on(x, a, o, linear_path_, &pa), linear_on(x, b, o, linear_path_, &pb)};
+  std::vector<k::GemvJob> jobs;
+  for (const PendingGemv* p : {&pa, &pb})
+    if (p->deferred) jobs.push_back(p->job);
+  if (!jobs.empty())
+    check_launch(k::linear_gemvs(jobs, 2 * static_cast<int64_t>(info_.multiprocessors), stream_), "linear pair (gemv)");
+  linear_pair_launches_ += jobs.size() == 2;
+  return y;
+}
+
+Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearOpts& o, LinearPath path,
+                             PendingGemv* pending) {
   const LinearDims d = check_linear(x, w, o);
   const int64_t G = d.groups, K = d.K, R = d.rows_per_group, in = d.in, N = d.N;
   const float* src = dev_f32(x, "linear input");
@@ -176,6 +193,10 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
 
   switch (path) {
     case LinearPath::Gemv:
+      if (pending) {  // linear_pair launches it (after quant_blocks, if any: quantized stays alive)
+        *pending = {{a, wr}, quantized, true};
+        break;
+      }
       check_launch(k::linear_gemv(a, wr, 2 * static_cast<int64_t>(info_.multiprocessors), stream_), "linear (gemv)");
       break;
     case LinearPath::XParts:  // (g): x as its three bf16 parts, 3K columns a row (eligibility checked above)

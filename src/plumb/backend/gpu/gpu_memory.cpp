@@ -207,6 +207,11 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
     fused_act_quant_ = c != 1;
     norm_act_fp8_ = c == 2;
   }
+  if (const int c = env_choice("PLUMB_GPU_LINEAR_PAIRS", {"off", "on"},
+                               "'off' (each linear its own launch) or 'on' (two 1-row FP8 GEMVs of one x in one "
+                               "launch: wq_a and wkv, the shared expert's w1 and w3)");
+      c >= 0)
+    linear_pairs_ = c == 1;
   if (const int c = env_choice("PLUMB_GPU_PATH", {"auto", "portable"},
                                "'auto' (FP8 tensor cores where the device has them) or 'portable' (bf16 matrix cores "
                                "on dequantized weights, as on a GPU without FP8)");

@@ -76,8 +76,7 @@ Tensor swiglu(GpuBackend& be, const SwiGluWeights& w, int64_t I, const Tensor& x
   lo.act_fp8 = p.act_fp8;
   lo.bf16_weight = p.bf16_weight;
   lo.out = p.round;
-  const Tensor g = be.linear(xs, *w.w1, lo);
-  const Tensor u = be.linear(xs, *w.w3, lo);
+  const auto [g, u] = be.linear_pair(xs, *w.w1, *w.w3, lo);
   Tensor h = be.alloc(ElemType::F32, {M, I});
   be.check_launch(k::swiglu(dev_f32(g, "moe gate product"), dev_f32(u, "moe up product"), M, I,
                             p.weight_after ? nullptr : row_weight, limit, p.silu_out == Round::BF16,

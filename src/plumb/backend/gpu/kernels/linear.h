@@ -5,6 +5,7 @@
 // with w decoded from its checkpoint format in registers / shared memory.
 #include <algorithm>
 #include <cstdint>
+#include <span>
 
 #include "plumb/backend/gpu/gpu_compat.h"
 #include "plumb/backend/gpu/weight_ref.h"
@@ -39,6 +40,16 @@ struct LinearArgs {
 // (a) one warp per weight row (up to 4 rows per warp), x staged in shared memory 8 rows at a time.
 // target_blocks: about how many blocks fill the device (rows per warp drop to 1 below it).
 gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_blocks, gpuStream_t s);
+// linear_gemv of several weights (the x rows may differ): each output the same bits as that job's
+// own linear_gemv. Two jobs that the 1-row FP8 kernel takes alike (one x row, one group, whole
+// segments, the same scale type and act_fp8 staging) run as one launch, the second's blocks after
+// the first's (a decode step's wq_a and wkv, the shared expert's w1 and w3: one launch's latency
+// each, PERF.md v33); any other job runs as its own launch.
+struct GemvJob {
+  LinearArgs a;
+  WeightRef w;
+};
+gpuError_t linear_gemvs(std::span<const GemvJob> jobs, int64_t target_blocks, gpuStream_t s);
 // Whether linear_gemv can take a with quant_x: its x rows of a launch (<= 8) fit the kernel's
 // shared memory quantized, and no bf16 weight rounding. Otherwise act_fp8 is a separate
 // quant_blocks launch before the GEMV (the same values either way).

@@ -339,23 +339,42 @@ __global__ void __launch_bounds__(kThreads, (min_blocks<F, NB>()))  // (parenthe
 
 constexpr int kPrefetchSteps = 4;  // warp steps of each row gemv_row_kernel prefetches before pdl_wait
 
+// The 1-row FP8 launches of gemv_row_kernel: one job (a linear_gemv call), or two of the same
+// template arguments (linear_gemvs) whose blocks follow each other: job j's tiles are blocks
+// [first[j], first[j + 1]) of grid.x (grid.y: one job's groups; two jobs have one group each).
+constexpr int kMaxRowJobs = 2;
+struct RowJobs {
+  LinearArgs a[kMaxRowJobs];
+  WeightRef w[kMaxRowJobs];
+  int splits[kMaxRowJobs] = {};
+  bool x4[kMaxRowJobs] = {};
+  unsigned first[kMaxRowJobs + 1] = {};
+  int count = 0;
+};
+
 // The 1-row FP8 form in the probe's shape (scripts/device/probes/gemv_probe.cu; on the H200 it
 // took 5-8% off every decode GEMV against gemv_kernel, PERF v13, e.g. wq_b 23.3 vs 24.6 us): whole
 // segments only (vec_ok), RPW 4, one step a batch, the scale's type a template argument (no branch
 // around each load), weights read with the streaming hint, a segment's 16 x values loaded before
 // its rows' math, the column loop left to the compiler. The same products in the same order as
-// gemv_rows (lane l of split s: segments s * per + l * 16 + m * kStep, one fmaf chain a row).
+// gemv_rows (lane l of split s: segments s * per + l * 16 + m * kStep, one fmaf chain a row). A
+// block's job and tile come from RowJobs; what it sums does not depend on the other job.
 template <bool HW, bool QX, bool SF32>
-__global__ void __launch_bounds__(kThreads, 3) gemv_row_kernel(LinearArgs a, WeightRef w, int splits, bool x4) {
+__global__ void __launch_bounds__(kThreads, 3) gemv_row_kernel(RowJobs jobs) {
   constexpr int RPW = 4;
   __shared__ Partials<RPW, 1> part;
   PLUMB_DYNAMIC_SHARED(float4, qx_smem);
   float* xs = reinterpret_cast<float*>(qx_smem);
+  const int job = jobs.count > 1 && blockIdx.x >= jobs.first[1] ? 1 : 0;
+  const LinearArgs& a = jobs.a[job];
+  const WeightRef& w = jobs.w[job];
+  const int splits = jobs.splits[job];
+  const int64_t tile = blockIdx.x - jobs.first[job];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, s = warp % splits;
   const int64_t g = blockIdx.y, R = a.R, K = a.K;
   const int64_t per = ((K + kStep - 1) / kStep + splits - 1) / splits * kStep;
   const int64_t ce = K < (s + 1) * per ? K : (s + 1) * per;
-  const int64_t r0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / splits) + warp / splits) * RPW;
+  const int64_t r0 = (tile * (kWarps / splits) + warp / splits) * RPW;
   const float* xr = QX ? xs : a.x + g * K;
   int64_t base[RPW], srow[RPW];  // each row's first byte and its row of scales
 #pragma unroll
@@ -378,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, 3) gemv_row_kernel(LinearArgs a, Wei
   pdl_wait();
   pdl_release();
   if constexpr (QX) {
-    stage_quant_x(a, x4, xs);
+    stage_quant_x(a, jobs.x4[job], xs);
     __syncthreads();
   }
   float acc[RPW][1] = {};
@@ -406,17 +425,29 @@ __global__ void __launch_bounds__(kThreads, 3) gemv_row_kernel(LinearArgs a, Wei
   finish<1, RPW>(a, r0, lane, warp, splits, acc, part);
 }
 
-// Whether the row form takes a launch: FP8, one x row, whole segments, no bf16 weight rounding,
-// 4 rows a warp; every other 1-row launch goes to gemv_kernel.
-bool row_form(const LinearArgs& a, const WeightRef& w, int rpw, bool vec_ok) {
-  return w.format == WFormat::FP8 && a.nrows == 1 && vec_ok && !a.round_w && rpw == 4;
+// Whether the row form can take a launch: FP8, one x row, whole segments, no bf16 weight
+// rounding. linear_gemv gives it those whose plan has 4 rows a warp (every other 1-row launch goes
+// to gemv_kernel); linear_gemvs' pairs also those of 1 row a warp (a row's order is the plan's
+// splits', not its rows a warp: the same bits, fewer warps).
+bool row_form(const LinearArgs& a, const WeightRef& w, bool vec_ok) {
+  return w.format == WFormat::FP8 && a.nrows == 1 && vec_ok && !a.round_w;
 }
 
+int64_t row_tiles(const LinearArgs& a, int splits) {
+  const int64_t rows_per_tile = static_cast<int64_t>(kWarps / splits) * 4;
+  return (a.R + rows_per_tile - 1) / rows_per_tile;
+}
+
+// jobs.count jobs of the same quant_x and scale type; grid.y the first job's groups (one job
+// only may have several).
 template <bool HW>
-gpuError_t launch_row(const LinearArgs& a, const WeightRef& w, int splits, bool x4, gpuStream_t s) {
-  const int64_t rows_per_tile = static_cast<int64_t>(kWarps / splits) * 4, tiles = (a.R + rows_per_tile - 1) / rows_per_tile;
-  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(a.groups));
-  const std::size_t smem = a.quant_x ? static_cast<std::size_t>(qx_row(a.K)) * sizeof(float) : 0;
+gpuError_t launch_rows(RowJobs& jobs, gpuStream_t s) {
+  for (int j = 0; j < jobs.count; ++j) jobs.first[j + 1] = jobs.first[j] + static_cast<unsigned>(row_tiles(jobs.a[j], jobs.splits[j]));
+  const dim3 grid(jobs.first[jobs.count], static_cast<unsigned>(jobs.a[0].groups));
+  const LinearArgs& a = jobs.a[0];
+  int64_t K = 0;
+  for (int j = 0; j < jobs.count; ++j) K = std::max(K, jobs.a[j].K);
+  const std::size_t smem = a.quant_x ? static_cast<std::size_t>(qx_row(K)) * sizeof(float) : 0;
   const auto go = [&](auto kernel) {
 #ifdef PLUMB_CUDA
     if (smem + sizeof(Partials<4, 1>) > 48 * 1024) {
@@ -424,10 +455,11 @@ gpuError_t launch_row(const LinearArgs& a, const WeightRef& w, int splits, bool 
       if (e != gpuSuccess) return e;
     }
 #endif
-    return launch(kernel, grid, kThreads, smem, s, a, w, splits, x4);
+    return launch(kernel, grid, kThreads, smem, s, jobs);
   };
-  if (a.quant_x) return w.scale_f32 ? go(gemv_row_kernel<HW, true, true>) : go(gemv_row_kernel<HW, true, false>);
-  return w.scale_f32 ? go(gemv_row_kernel<HW, false, true>) : go(gemv_row_kernel<HW, false, false>);
+  const bool sf32 = jobs.w[0].scale_f32;
+  if (a.quant_x) return sf32 ? go(gemv_row_kernel<HW, true, true>) : go(gemv_row_kernel<HW, true, false>);
+  return sf32 ? go(gemv_row_kernel<HW, false, true>) : go(gemv_row_kernel<HW, false, false>);
 }
 
 struct Plan {
@@ -503,37 +535,84 @@ bool gemv_quant_x_ok(const LinearArgs& a) {
   return !a.round_w && a.K > 0 && rows * qx_row(a.K) * static_cast<int64_t>(sizeof(float)) <= kQxSmemMax;
 }
 
-gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_blocks, gpuStream_t s) {
-  if (a.nrows <= 0 || a.R <= 0 || a.groups <= 0) return gpuGetLastError();
-  if (a.quant_x && !gemv_quant_x_ok(a)) return gpuErrorNotSupported;  // linear() checks first
-  const Plan p = plan_for(a, target_blocks);
+namespace {
+// What linear_gemv decides from a job's shape, pointers and the device.
+struct Setup {
+  Plan plan;
+  bool vec_ok, x_ok;
+};
+Setup setup_for(const LinearArgs& a, const WeightRef& w, int64_t target_blocks) {
   // 16-byte loads need x's rows and group columns 4-float aligned and f32 scales 4-byte aligned
   // (x staged in shared memory, quant_x, is aligned whatever the input).
   const bool x_ok = reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.ldx % 4 == 0 && a.K % 4 == 0;
   const bool scale_ok = !(w.format == WFormat::FP8 && w.scale_f32) || reinterpret_cast<uintptr_t>(w.scale) % 4 == 0;
-  const bool vec_ok = vec16_ok(w.format, a.K) && (x_ok || a.quant_x) && scale_ok;
+  return {plan_for(a, target_blocks), vec16_ok(w.format, a.K) && (x_ok || a.quant_x) && scale_ok, x_ok};
+}
+
+template <bool HW>
+gpuError_t launch_row_jobs(std::span<const GemvJob> jobs, std::span<const Setup> setups, gpuStream_t s) {
+  RowJobs r;
+  r.count = static_cast<int>(jobs.size());
+  for (int j = 0; j < r.count; ++j) {
+    r.a[j] = jobs[j].a;
+    r.w[j] = jobs[j].w;
+    r.splits[j] = setups[j].plan.splits;
+    r.x4[j] = setups[j].x_ok;
+  }
+  return launch_rows<HW>(r, s);
+}
+
+gpuError_t launch_row_jobs(std::span<const GemvJob> jobs, std::span<const Setup> setups, gpuStream_t s) {
+#ifndef PLUMB_HIP
+  if (fp8_hw_decode()) return launch_row_jobs<true>(jobs, setups, s);
+#endif
+  return launch_row_jobs<false>(jobs, setups, s);
+}
+}  // namespace
+
+gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_blocks, gpuStream_t s) {
+  if (a.nrows <= 0 || a.R <= 0 || a.groups <= 0) return gpuGetLastError();
+  if (a.quant_x && !gemv_quant_x_ok(a)) return gpuErrorNotSupported;  // linear() checks first
+  const Setup set = setup_for(a, w, target_blocks);
+  const Plan p = set.plan;
   for (int64_t n0 = 0; n0 < a.nrows; n0 += kMaxN) {  // forced GEMV on many rows: 8 rows a launch
     LinearArgs b = a;
     b.x = a.x + n0 * a.ldx;
     b.y = a.y + n0 * a.ldy;
     b.nrows = a.nrows - n0 < kMaxN ? a.nrows - n0 : kMaxN;
-    if (row_form(b, w, p.rpw, vec_ok)) {
-#ifndef PLUMB_HIP
-      const gpuError_t e = fp8_hw_decode() ? launch_row<true>(b, w, p.splits, x_ok, s) : launch_row<false>(b, w, p.splits, x_ok, s);
-#else
-      const gpuError_t e = launch_row<false>(b, w, p.splits, x_ok, s);
-#endif
+    if (p.rpw == 4 && row_form(b, w, set.vec_ok)) {
+      const GemvJob job{b, w};
+      const gpuError_t e = launch_row_jobs({&job, 1}, {&set, 1}, s);
       if (e != gpuSuccess) return e;
       continue;
     }
     const gpuError_t e = dispatch_format(w.format, [&]<WFormat F>() {
-      if (b.nrows == 1) return launch_gemv<F, 1>(b, w, p, vec_ok, x_ok, s);
-      if (b.nrows == 2) return launch_gemv<F, 2>(b, w, p, vec_ok, x_ok, s);
-      if (b.nrows <= 4) return launch_gemv<F, 4>(b, w, p, vec_ok, x_ok, s);
-      return launch_gemv<F, 8>(b, w, p, vec_ok, x_ok, s);
+      if (b.nrows == 1) return launch_gemv<F, 1>(b, w, p, set.vec_ok, set.x_ok, s);
+      if (b.nrows == 2) return launch_gemv<F, 2>(b, w, p, set.vec_ok, set.x_ok, s);
+      if (b.nrows <= 4) return launch_gemv<F, 4>(b, w, p, set.vec_ok, set.x_ok, s);
+      return launch_gemv<F, 8>(b, w, p, set.vec_ok, set.x_ok, s);
     });
     if (e != gpuSuccess) return e;
   }
+  return gpuGetLastError();
+}
+
+gpuError_t linear_gemvs(std::span<const GemvJob> jobs, int64_t target_blocks, gpuStream_t s) {
+  if (jobs.size() == 2) {
+    const Setup set[2] = {setup_for(jobs[0].a, jobs[0].w, target_blocks), setup_for(jobs[1].a, jobs[1].w, target_blocks)};
+    bool together = jobs[0].a.quant_x == jobs[1].a.quant_x && jobs[0].w.scale_f32 == jobs[1].w.scale_f32;
+    for (int j = 0; j < 2; ++j) {
+      const LinearArgs& a = jobs[j].a;
+      together = together && a.R > 0 && a.groups == 1 && (!a.quant_x || gemv_quant_x_ok(a)) &&
+                 row_form(a, jobs[j].w, set[j].vec_ok);
+    }
+    if (together) {
+      const gpuError_t e = launch_row_jobs(jobs, set, s);
+      return e != gpuSuccess ? e : gpuGetLastError();
+    }
+  }
+  for (const GemvJob& j : jobs)
+    if (const gpuError_t e = linear_gemv(j.a, j.w, target_blocks, s); e != gpuSuccess) return e;
   return gpuGetLastError();
 }
 
