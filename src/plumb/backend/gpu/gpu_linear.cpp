@@ -90,9 +90,9 @@ std::pair<Tensor, Tensor> GpuBackend::linear_pair(const Tensor& x, const WeightV
   std::vector<k::GemvJob> jobs;
   for (const PendingGemv* p : {&pa, &pb})
     if (p->deferred) jobs.push_back(p->job);
-  if (!jobs.empty())
-    check_launch(k::linear_gemvs(jobs, 2 * static_cast<int64_t>(info_.multiprocessors), stream_), "linear pair (gemv)");
-  linear_pair_launches_ += jobs.size() == 2;
+  const int64_t target = 2 * static_cast<int64_t>(info_.multiprocessors);
+  linear_pair_launches_ += k::gemvs_one_launch(jobs, target);
+  if (!jobs.empty()) check_launch(k::linear_gemvs(jobs, target, stream_), "linear pair (gemv)");
   return y;
 }
 

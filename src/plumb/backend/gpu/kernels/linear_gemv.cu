@@ -597,19 +597,21 @@ gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_b
   return gpuGetLastError();
 }
 
+bool gemvs_one_launch(std::span<const GemvJob> jobs, int64_t target_blocks) {
+  if (jobs.size() != 2 || jobs[0].a.quant_x != jobs[1].a.quant_x || jobs[0].w.scale_f32 != jobs[1].w.scale_f32)
+    return false;
+  for (const GemvJob& j : jobs)
+    if (j.a.R <= 0 || j.a.groups != 1 || (j.a.quant_x && !gemv_quant_x_ok(j.a)) ||
+        !row_form(j.a, j.w, setup_for(j.a, j.w, target_blocks).vec_ok))
+      return false;
+  return true;
+}
+
 gpuError_t linear_gemvs(std::span<const GemvJob> jobs, int64_t target_blocks, gpuStream_t s) {
-  if (jobs.size() == 2) {
+  if (gemvs_one_launch(jobs, target_blocks)) {
     const Setup set[2] = {setup_for(jobs[0].a, jobs[0].w, target_blocks), setup_for(jobs[1].a, jobs[1].w, target_blocks)};
-    bool together = jobs[0].a.quant_x == jobs[1].a.quant_x && jobs[0].w.scale_f32 == jobs[1].w.scale_f32;
-    for (int j = 0; j < 2; ++j) {
-      const LinearArgs& a = jobs[j].a;
-      together = together && a.R > 0 && a.groups == 1 && (!a.quant_x || gemv_quant_x_ok(a)) &&
-                 row_form(a, jobs[j].w, set[j].vec_ok);
-    }
-    if (together) {
-      const gpuError_t e = launch_row_jobs(jobs, set, s);
-      return e != gpuSuccess ? e : gpuGetLastError();
-    }
+    const gpuError_t e = launch_row_jobs(jobs, set, s);
+    return e != gpuSuccess ? e : gpuGetLastError();
   }
   for (const GemvJob& j : jobs)
     if (const gpuError_t e = linear_gemv(j.a, j.w, target_blocks, s); e != gpuSuccess) return e;
