@@ -1,6 +1,7 @@
 // DeepSeek-V4 attention (MODEL-SPEC 3.3-3.7): q/kv projections, the KV compressor, the Lightning
 // indexer, sparse attention with sink, inverse RoPE and the grouped output projection.
 #include <cmath>
+#include <tuple>
 
 #include "plumb/model/forward_step_v4.h"
 #include "plumb/model/parallel_ops.h"
@@ -63,12 +64,13 @@ Tensor ForwardV4::compress(int64_t layer, const Tensor& x, Step& st, bool indexe
 }
 
 // Lightning indexer (MODEL-SPEC 3.5): top-k compressed entries per query, -1 where unused.
-Tensor ForwardV4::indexer_select(int64_t layer, const Tensor& x, const Tensor& qr, Step& st) {
+// q_proj: the indexer's wq_b of the attention's q latent (attention() runs it beside its own wq_b).
+Tensor ForwardV4::indexer_select(int64_t layer, const Tensor& x, const Tensor& q_proj, Step& st) {
   const IndexerWeights& iw = *w_.layers[layer].attn.indexer;
   const int64_t N = st.batch.rows, Hi = cfg_.index_n_heads, di = cfg_.index_head_dim;
   compress(layer, x, st, true);  // keys first: an entry closed by this token can be selected
 
-  Tensor q = be_.linear(qr, iw.wq_b, {1, st.faithful, st.R}).reshaped({N, Hi, di});
+  Tensor q = q_proj.reshaped({N, Hi, di});
   q = be_.rope(q, st.positions, inv_freq_[layer], false, st.R);
   if (st.faithful) q = be_.quant_fp4(be_.hadamard(q, st.R), 32);
   Tensor w = be_.linear(x, iw.weights_proj, {1, false, st.R});
@@ -112,7 +114,14 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   tap(st, st.prefix + "attn.q_a", qa);
   const Tensor qr = be_.rms_norm(qa, &aw.q_norm, eps, NormMath::F32, st.R);
   tap(st, st.prefix + "attn.qr", qr);
-  Tensor q = be_.linear(qr, wq_b, fp8).reshaped({N, H, Dh});
+  // In CSA layers the indexer's wq_b reads the same qr with the same options: one launch where
+  // the backend can (linear_pair), its result for indexer_select.
+  Tensor q, index_q;
+  if (m == 4)
+    std::tie(q, index_q) = be_.linear_pair(qr, wq_b, aw.indexer->wq_b, fp8);
+  else
+    q = be_.linear(qr, wq_b, fp8);
+  q = q.reshaped({N, H, Dh});
   tap(st, st.prefix + "attn.q_b", q);
   q = be_.rms_norm(q, nullptr, eps, st.faithful ? NormMath::BF16Steps : NormMath::F32, st.R);
   tap(st, st.prefix + "attn.q.normed", q);
@@ -131,7 +140,7 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   Tensor selected, entries;
   if (m != 0) {
     entries = compress(layer, x, st, false);
-    if (m == 4) selected = indexer_select(layer, x, qr, st);
+    if (m == 4) selected = indexer_select(layer, x, index_q, st);
   }
   const backend::PagedCache none;  // SWA layers read no compressed entries
   const backend::PagedCache& compressed = m != 0 ? pool_.cache(compressed_cache_[layer]) : none;

@@ -46,7 +46,7 @@ class ForwardV4 {
   backend::Tensor ffn(int64_t layer, const backend::Tensor& x, Step& st);
   // Returns the entries it wrote (as computed, before the storage format; 0 rows when none).
   backend::Tensor compress(int64_t layer, const backend::Tensor& x, Step& st, bool indexer);
-  backend::Tensor indexer_select(int64_t layer, const backend::Tensor& x, const backend::Tensor& qr, Step& st);
+  backend::Tensor indexer_select(int64_t layer, const backend::Tensor& x, const backend::Tensor& q_proj, Step& st);
   void tap(const Step& st, const std::string& name, const backend::Tensor& t) const;
 
   backend::Backend& be_;
