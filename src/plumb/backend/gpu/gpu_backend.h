@@ -194,7 +194,7 @@ class GpuBackend final : public Backend {
   static constexpr int64_t kNormActFp8Rows = 8;
   void set_norm_act_fp8(bool on) { norm_act_fp8_ = on; }
   // When on, linear_pair() gives two 1-row FP8 GEMVs of one x one launch (k::linear_gemvs): a
-  // decode step's wq_a and wkv, the shared expert's w1 and w3. PLUMB_GPU_LINEAR_PAIRS=on at start
+  // decode step's wq_a and wkv, a CSA layer's wq_b and the indexer's, the shared expert's w1 and w3. PLUMB_GPU_LINEAR_PAIRS=on at start
   // (an A/B, off until measured: PERF.md v33). The same values (tests compare bitwise).
   // linear_pair_launches(): the pairs that took one launch.
   void set_linear_pairs(bool on) { linear_pairs_ = on; }

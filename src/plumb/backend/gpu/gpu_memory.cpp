@@ -209,7 +209,7 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
   }
   if (const int c = env_choice("PLUMB_GPU_LINEAR_PAIRS", {"off", "on"},
                                "'off' (each linear its own launch) or 'on' (two 1-row FP8 GEMVs of one x in one "
-                               "launch: wq_a and wkv, the shared expert's w1 and w3)");
+                               "launch: wq_a and wkv, wq_b and the indexer's, the shared expert's w1 and w3)");
       c >= 0)
     linear_pairs_ = c == 1;
   if (const int c = env_choice("PLUMB_GPU_PATH", {"auto", "portable"},

@@ -43,8 +43,8 @@ gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_b
 // linear_gemv of several weights (the x rows may differ): each output the same bits as that job's
 // own linear_gemv. Two jobs that the 1-row FP8 kernel takes alike (one x row, one group, whole
 // segments, the same scale type and act_fp8 staging) run as one launch, the second's blocks after
-// the first's (a decode step's wq_a and wkv, the shared expert's w1 and w3: one launch's latency
-// each, PERF.md v33); any other job runs as its own launch.
+// the first's (a decode step's wq_a and wkv, a CSA layer's two wq_b, the shared expert's w1 and w3:
+// one launch's latency each, PERF.md v33); any other job runs as its own launch.
 struct GemvJob {
   LinearArgs a;
   WeightRef w;
