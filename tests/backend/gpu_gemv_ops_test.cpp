@@ -252,10 +252,10 @@ TEST_F(GpuOps, NormActFp8CopyBitwise) {
 // linear_pair (GpuBackend::set_linear_pairs, PLUMB_GPU_LINEAR_PAIRS=on): two FP8 GEMVs of one x
 // row in one launch (k::linear_gemvs), each output bitwise its own linear(): the decode shapes of
 // wq_a + wkv (wkv's plan has 1 row a warp on a large device; the pair's kernel sums it 4 rows a
-// warp in the same order) and of the shared expert's w1 + w3, small and odd ones, with and
-// without act_fp8, x from a norm that wrote its act_fp8 copy, and either scale type. The pairs
-// the kernel cannot take alike run as two launches and must agree too: K not a multiple of 16,
-// two x rows, mixed scale types or formats.
+// warp in the same order), of a CSA layer's two wq_b and of the shared expert's w1 + w3, small and
+// odd ones, with and without act_fp8, x from a norm that wrote its act_fp8 copy, and either scale
+// type. The pairs the kernel cannot take alike run as two launches and must agree too: K not a
+// multiple of 16, two x rows, mixed scale types or formats.
 TEST_F(GpuOps, LinearPairIsTwoLinears) {
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
   if (!dev) GTEST_SKIP() << "GPU ops on the CPU backend";

@@ -130,6 +130,25 @@ TEST(EngineScheduleGpu, V4FaithfulFastOrderRepeatsBitwiseWithAndWithoutPdl) {
   EXPECT_EQ(diff, "") << "the fast order with and without programmatic dependent launch";
 }
 
+// The fast-order schedule run with `var`=`value` in the environment (read by each new backend)
+// against a run without: the first request whose logits differ, "" when every forward's logits
+// are bitwise the same (printed either way).
+std::string differs_under(const LoadOptions& gpu, const char* var, const char* value) {
+  const FastOrderSchedule s;
+  ScheduleRunner plain(s.dir, gpu, s.faithful, kBlock, kBlocks);
+  const std::vector<std::vector<float>> base = plain.run(s.steps, s.reqs);
+  std::vector<std::vector<float>> with;
+  {
+    test::ScopedEnv set(var, value);
+    ScheduleRunner switched(s.dir, gpu, s.faithful, kBlock, kBlocks);
+    with = switched.run(s.steps, s.reqs);
+  }
+  const std::string diff = first_request_difference(base, with, s.vocab);
+  std::printf("[schedule] fast order, %zu forwards, %s=%s vs default: %s\n", s.steps.size(), var, value,
+              diff.empty() ? "bitwise" : ("DIFFER, " + diff).c_str());
+  return diff;
+}
+
 // The same schedule with a decode step's rms_norm writing the act_fp8 copy of its output, which
 // the linears and experts that quantize that output read (PLUMB_GPU_ACT_QUANT=norm,
 // GpuBackend::set_norm_act_fp8): every forward's logits bitwise the default run's. Every step here
@@ -137,40 +156,16 @@ TEST(EngineScheduleGpu, V4FaithfulFastOrderRepeatsBitwiseWithAndWithoutPdl) {
 TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithNormActFp8Copies) {
   LoadOptions gpu;
   if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
-  const FastOrderSchedule s;
-  ScheduleRunner plain(s.dir, gpu, s.faithful, kBlock, kBlocks);
-  const std::vector<std::vector<float>> staged = plain.run(s.steps, s.reqs);
-  std::vector<std::vector<float>> copies;
-  {
-    test::ScopedEnv norm("PLUMB_GPU_ACT_QUANT", "norm");
-    ScheduleRunner with_copies(s.dir, gpu, s.faithful, kBlock, kBlocks);
-    copies = with_copies.run(s.steps, s.reqs);
-  }
-  const std::string diff = first_request_difference(staged, copies, s.vocab);
-  std::printf("[schedule] fast order, %zu forwards, PLUMB_GPU_ACT_QUANT=norm vs default: %s\n", s.steps.size(),
-              diff.empty() ? "bitwise" : ("DIFFER, " + diff).c_str());
-  EXPECT_EQ(diff, "") << "the fast order with the norms' act_fp8 copies";
+  EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_ACT_QUANT", "norm"), "") << "the fast order with the norms' act_fp8 copies";
 }
 
-// The same schedule with wq_a + wkv and the shared expert's w1 + w3 as one launch each where
-// their GEMVs allow (PLUMB_GPU_LINEAR_PAIRS=on, GpuBackend::set_linear_pairs): every forward's
-// logits bitwise the default run's.
+// The same schedule with wq_a + wkv, a CSA layer's two wq_b and the shared expert's w1 + w3 as one
+// launch each where their GEMVs allow (PLUMB_GPU_LINEAR_PAIRS=on, GpuBackend::set_linear_pairs):
+// every forward's logits bitwise the default run's.
 TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithLinearPairs) {
   LoadOptions gpu;
   if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
-  const FastOrderSchedule s;
-  ScheduleRunner plain(s.dir, gpu, s.faithful, kBlock, kBlocks);
-  const std::vector<std::vector<float>> apart = plain.run(s.steps, s.reqs);
-  std::vector<std::vector<float>> paired;
-  {
-    test::ScopedEnv pairs("PLUMB_GPU_LINEAR_PAIRS", "on");
-    ScheduleRunner with_pairs(s.dir, gpu, s.faithful, kBlock, kBlocks);
-    paired = with_pairs.run(s.steps, s.reqs);
-  }
-  const std::string diff = first_request_difference(apart, paired, s.vocab);
-  std::printf("[schedule] fast order, %zu forwards, PLUMB_GPU_LINEAR_PAIRS=on vs default: %s\n", s.steps.size(),
-              diff.empty() ? "bitwise" : ("DIFFER, " + diff).c_str());
-  EXPECT_EQ(diff, "") << "the fast order with linear pairs in one launch";
+  EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_LINEAR_PAIRS", "on"), "") << "the fast order with linear pairs in one launch";
 }
 
 }  // namespace
