@@ -91,8 +91,9 @@ std::pair<Tensor, Tensor> GpuBackend::linear_pair(const Tensor& x, const WeightV
   for (const PendingGemv* p : {&pa, &pb})
     if (p->deferred) jobs.push_back(p->job);
   const int64_t target = 2 * static_cast<int64_t>(info_.multiprocessors);
-  linear_pair_launches_ += k::gemvs_one_launch(jobs, target);
-  if (!jobs.empty()) check_launch(k::linear_gemvs(jobs, target, stream_), "linear pair (gemv)");
+  bool one_launch = false;
+  if (!jobs.empty()) check_launch(k::linear_gemvs(jobs, target, stream_, &one_launch), "linear pair (gemv)");
+  linear_pair_launches_ += one_launch;
   return y;
 }
 

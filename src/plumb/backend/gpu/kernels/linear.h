@@ -49,9 +49,8 @@ struct GemvJob {
   LinearArgs a;
   WeightRef w;
 };
-gpuError_t linear_gemvs(std::span<const GemvJob> jobs, int64_t target_blocks, gpuStream_t s);
-// Whether linear_gemvs gives these jobs one launch.
-bool gemvs_one_launch(std::span<const GemvJob> jobs, int64_t target_blocks);
+// one_launch (if given): whether it gave them one launch.
+gpuError_t linear_gemvs(std::span<const GemvJob> jobs, int64_t target_blocks, gpuStream_t s, bool* one_launch = nullptr);
 // Whether linear_gemv can take a with quant_x: its x rows of a launch (<= 8) fit the kernel's
 // shared memory quantized, and no bf16 weight rounding. Otherwise act_fp8 is a separate
 // quant_blocks launch before the GEMV (the same values either way).

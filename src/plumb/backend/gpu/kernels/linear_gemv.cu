@@ -17,7 +17,7 @@
 // weight loads is issued before it stages x, so the staging runs under their latency.
 //
 // v13: a 1-row FP8 launch with whole segments (batch-1 decode's every FP8 GEMV) goes to
-// gemv_row_kernel, the probe's shape: streaming weight loads, the scale's type a template
+// gemv_row_kernel (linear_gemv_row.cu), the probe's shape: streaming weight loads, the scale's type a template
 // argument, the x of a segment loaded before its rows' math. Same summation order, so the same
 // bits as gemv_kernel (GpuOps.GemvRowsIndependentOfBatch compares them).
 //
@@ -49,19 +49,14 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "plumb/backend/gpu/kernels/act_quant.h"
-#include "plumb/backend/gpu/kernels/linear.h"
-#include "plumb/backend/gpu/kernels/linear_common.h"
 #include "plumb/backend/gpu/kernels/launch.h"
+#include "plumb/backend/gpu/kernels/linear_gemv_shared.h"
 
 namespace plumb::gpu::k {
+using namespace gemv;
 namespace {
 
-constexpr int kThreads = 256;            // 8 warps of 32, 4 wavefronts of 64
-constexpr int kWarps = kThreads / kWarp;
 constexpr int kMaxN = 8;                 // x rows per launch
-constexpr int kSeg = 16;                 // weight elements of one raw load
-constexpr int kStep = kWarp * kSeg;      // columns a warp covers per step (512; 1024 on HIP)
 // Lambdas of the kernel body inlined like __forceinline__ functions (hipcc kept register arrays
 // of raw loads in scratch memory when it called such a lambda out of line).
 #define PLUMB_INLINE __attribute__((always_inline))
@@ -88,70 +83,6 @@ constexpr int unroll() {
 // (<= 128), else 1 (<= 255).
 template <WFormat F, int NB>
 constexpr int min_blocks() { return lean<F, NB>() ? 3 : NB <= 2 ? 2 : 1; }
-
-// Shared memory for the quantized x of one launch (QX): row n at n * qx_row(K) floats, whole
-// 128-blocks. At most kQxSmemMax bytes, else linear() quantizes by a separate launch (N = 1: K up
-// to 24,576 on CUDA, 8,192 on HIP, where 2 blocks of 32 KB fill gfx90a's 64 KB of LDS).
-#ifdef PLUMB_CUDA
-constexpr int64_t kQxSmemMax = 96 * 1024;
-#else
-constexpr int64_t kQxSmemMax = 32 * 1024;
-#endif
-constexpr int64_t qx_row(int64_t K) { return quant_segments(K) * kQuantSeg; }
-// Where float4 q (0..3) of the segment at column c0 (a multiple of 16) lies in its staged row:
-// segment j at 16 j, its float4s swizzled by (j >> 1) & 3, so the 8 lanes of a quarter warp,
-// which read segments j0 .. j0 + 7 (j0 a multiple of 8) at the same q, hit distinct banks
-// (unswizzled, lanes 0, 2, 4 and 6 would share 4 banks).
-__device__ __forceinline__ int qx_offset(int64_t c0, int q) {
-  const int j = static_cast<int>(c0 >> 4);
-  return 16 * j + 4 * (q ^ ((j >> 1) & 3));
-}
-// 4 x values of row xr at columns c0 + 4q .. c0 + 4q + 3 (c0 a multiple of 16).
-template <bool QX>
-__device__ __forceinline__ float4 xload4(const float* xr, int64_t c0, int q) {
-  if constexpr (QX)
-    return *reinterpret_cast<const float4*>(xr + qx_offset(c0, q));
-  else
-    return *reinterpret_cast<const float4*>(xr + c0 + 4 * q);
-}
-template <bool QX>
-__device__ __forceinline__ float xload1(const float* xr, int64_t c) {
-  if constexpr (QX)
-    return xr[qx_offset(c & ~int64_t{15}, static_cast<int>((c >> 2) & 3)) + (c & 3)];
-  else
-    return xr[c];
-}
-
-// Stages the launch's x rows (group blockIdx.y's K columns) into xs, FP8 round trip applied: lane
-// by lane one 16-column segment (act_quant.h), all threads of the block (the caller synchronizes).
-// x4: x's rows and group columns 16-byte aligned (float4 loads).
-__device__ __forceinline__ void stage_quant_x(const LinearArgs& a, bool x4, float* xs) {
-  const int segs = static_cast<int>(quant_segments(a.K)), total = static_cast<int>(a.nrows) * segs;
-  const int64_t row = qx_row(a.K);
-  for (int u0 = 0; u0 < total; u0 += kThreads) {  // the same trip count in every thread (shuffles)
-    const int u = u0 + static_cast<int>(threadIdx.x);
-    const bool live = u < total;  // total and kThreads are multiples of 8: a 128-block's lanes agree
-    const int n = live ? u / segs : 0, j = live ? u % segs : 0;
-    float v[kQuantSeg];
-    load_segment(a.x + n * a.ldx + blockIdx.y * a.K, live ? a.K : 0, j, x4, v);
-    quant_segment_fp8(v);
-    if (live) {
-      float* p = xs + n * row;
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-        *reinterpret_cast<float4*>(p + qx_offset(16 * static_cast<int64_t>(j), q)) =
-            make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
-    }
-  }
-}
-
-// acc[j][n] += w[e] * x[n][e] for e = 0..3, in turn.
-__device__ __forceinline__ float fma4(const float (&w)[4], float4 x, float acc) {
-  acc = fmaf(w[0], x.x, acc);
-  acc = fmaf(w[1], x.y, acc);
-  acc = fmaf(w[2], x.z, acc);
-  return fmaf(w[3], x.w, acc);
-}
 
 // One column position c0 (16 columns, whole, aligned) of the warp's rows, from loaded segments, a
 // quarter (4 columns) at a time: the NB x rows' 4 values, then each row's 4 decoded weights
@@ -222,48 +153,6 @@ __device__ __forceinline__ void batch_scalar(const WeightRef& w, const int64_t (
       }
     }
 }
-
-// Warp sums, the S partials of a row added in warp order (shared memory), outputs stored. Every
-// thread of the block calls it once (a barrier when splits > 1).
-template <int NB, int RPW>
-__device__ __forceinline__ void finish(const LinearArgs& a, int64_t r0, int lane, int warp, int splits,
-                                       float (&acc)[RPW][NB], float (&part)[kWarps][RPW * NB]) {
-#pragma unroll
-  for (int i = 0; i < RPW * NB; ++i) acc[i / NB][i % NB] = warp_sum(acc[i / NB][i % NB]);
-  bool store = true;
-  if (splits > 1) {
-    if (lane == 0) {
-#pragma unroll
-      for (int i = 0; i < RPW * NB; ++i) part[warp][i] = acc[i / NB][i % NB];
-    }
-    __syncthreads();
-    store = warp % splits == 0;
-    if (store) {
-#pragma unroll
-      for (int i = 0; i < RPW * NB; ++i) {
-        float v = part[warp][i];
-        for (int t = 1; t < splits; ++t) v += part[warp + t][i];
-        acc[i / NB][i % NB] = v;
-      }
-    }
-  }
-  if (store) {
-#pragma unroll
-    for (int i = 0; i < RPW * NB; ++i) {
-      const int64_t r = r0 + i / NB;
-      const int n = i % NB;
-      if (lane == i % kWarp && r < a.R && n < a.nrows) {
-        const float v = acc[i / NB][n];
-        a.y[n * a.ldy + blockIdx.y * a.R + r] = a.round_bf16 ? round_bf16(v) : v;
-      }
-    }
-  }
-}
-
-// A block's split-K partials in shared memory: the kernel's only static shared memory, which
-// launch_gemv() counts against the 48 KB default.
-template <int RPW, int NB>
-using Partials = float[kWarps][RPW * NB];
 
 // The block's tile (blockIdx.x: kWarps / splits row groups of RPW rows), each warp its row
 // group's RPW rows over split s's columns (lane by lane as in the header), batch after batch (the
@@ -337,135 +226,6 @@ __global__ void __launch_bounds__(kThreads, (min_blocks<F, NB>()))  // (parenthe
   }
 }
 
-constexpr int kPrefetchSteps = 4;  // warp steps of each row gemv_row_kernel prefetches before pdl_wait
-
-// The 1-row FP8 launches of gemv_row_kernel: one job (a linear_gemv call), or two of the same
-// template arguments (linear_gemvs) whose blocks follow each other: job j's tiles are blocks
-// [first[j], first[j + 1]) of grid.x (grid.y: one job's groups; two jobs have one group each).
-constexpr int kMaxRowJobs = 2;
-struct RowJobs {
-  LinearArgs a[kMaxRowJobs];
-  WeightRef w[kMaxRowJobs];
-  int splits[kMaxRowJobs] = {};
-  bool x4[kMaxRowJobs] = {};
-  unsigned first[kMaxRowJobs + 1] = {};
-  int count = 0;
-};
-
-// The 1-row FP8 form in the probe's shape (scripts/device/probes/gemv_probe.cu; on the H200 it
-// took 5-8% off every decode GEMV against gemv_kernel, PERF v13, e.g. wq_b 23.3 vs 24.6 us): whole
-// segments only (vec_ok), RPW 4, one step a batch, the scale's type a template argument (no branch
-// around each load), weights read with the streaming hint, a segment's 16 x values loaded before
-// its rows' math, the column loop left to the compiler. The same products in the same order as
-// gemv_rows (lane l of split s: segments s * per + l * 16 + m * kStep, one fmaf chain a row). A
-// block's job and tile come from RowJobs; what it sums does not depend on the other job.
-template <bool HW, bool QX, bool SF32>
-__global__ void __launch_bounds__(kThreads, 3) gemv_row_kernel(RowJobs jobs) {
-  constexpr int RPW = 4;
-  __shared__ Partials<RPW, 1> part;
-  PLUMB_DYNAMIC_SHARED(float4, qx_smem);
-  float* xs = reinterpret_cast<float*>(qx_smem);
-  const int job = jobs.count > 1 && blockIdx.x >= jobs.first[1] ? 1 : 0;
-  const LinearArgs& a = jobs.a[job];
-  const WeightRef& w = jobs.w[job];
-  const int splits = jobs.splits[job];
-  const int64_t tile = blockIdx.x - jobs.first[job];
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, s = warp % splits;
-  const int64_t g = blockIdx.y, R = a.R, K = a.K;
-  const int64_t per = ((K + kStep - 1) / kStep + splits - 1) / splits * kStep;
-  const int64_t ce = K < (s + 1) * per ? K : (s + 1) * per;
-  const int64_t r0 = (tile * (kWarps / splits) + warp / splits) * RPW;
-  const float* xr = QX ? xs : a.x + g * K;
-  int64_t base[RPW], srow[RPW];  // each row's first byte and its row of scales
-#pragma unroll
-  for (int j = 0; j < RPW; ++j) {
-    const int64_t r = g * R + (r0 + j < R ? r0 + j : R - 1);
-    base[j] = r * w.cols;
-    srow[j] = (r >> 7) * w.scale_cols;
-  }
-  // No kernel writes the weights: the lane's first kPrefetchSteps segments of each row head for
-  // L2 while the previous kernel finishes (launch.h), everything else waits for it.
-  if (r0 < R) {
-#pragma unroll
-    for (int m = 0; m < kPrefetchSteps; ++m) {
-      const int64_t c = s * per + lane * kSeg + m * kStep;
-#pragma unroll
-      for (int j = 0; j < RPW; ++j)
-        if (c < ce) prefetch_l2(w.data + base[j] + c);
-    }
-  }
-  pdl_wait();
-  pdl_release();
-  if constexpr (QX) {
-    stage_quant_x(a, jobs.x4[job], xs);
-    __syncthreads();
-  }
-  float acc[RPW][1] = {};
-  if (r0 < R) {
-    for (int64_t c = s * per + lane * kSeg; c < ce; c += kStep) {
-      WRaw<WFormat::FP8> raw[RPW];
-#pragma unroll
-      for (int j = 0; j < RPW; ++j) {
-        raw[j].v[0] = load_stream(w.data + base[j] + c);
-        raw[j].sbits = SF32 ? reinterpret_cast<const uint32_t*>(w.scale)[srow[j] + (c >> 7)] : w.scale[srow[j] + (c >> 7)];
-      }
-      float4 xv[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) xv[q] = xload4<QX>(xr, c, q);
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-#pragma unroll
-        for (int j = 0; j < RPW; ++j) {
-          float wv[4];
-          wdecode4<WFormat::FP8, HW>(raw[j], w, q, wv);
-          acc[j][0] = fma4(wv, xv[q], acc[j][0]);
-        }
-    }
-  }
-  finish<1, RPW>(a, r0, lane, warp, splits, acc, part);
-}
-
-// Whether the row form can take a launch: FP8, one x row, whole segments, no bf16 weight
-// rounding. linear_gemv gives it those whose plan has 4 rows a warp (every other 1-row launch goes
-// to gemv_kernel); linear_gemvs' pairs also those of 1 row a warp (a row's order is the plan's
-// splits', not its rows a warp: the same bits, fewer warps).
-bool row_form(const LinearArgs& a, const WeightRef& w, bool vec_ok) {
-  return w.format == WFormat::FP8 && a.nrows == 1 && vec_ok && !a.round_w;
-}
-
-int64_t row_tiles(const LinearArgs& a, int splits) {
-  const int64_t rows_per_tile = static_cast<int64_t>(kWarps / splits) * 4;
-  return (a.R + rows_per_tile - 1) / rows_per_tile;
-}
-
-// jobs.count jobs of the same quant_x and scale type; grid.y the first job's groups (one job
-// only may have several).
-template <bool HW>
-gpuError_t launch_rows(RowJobs& jobs, gpuStream_t s) {
-  for (int j = 0; j < jobs.count; ++j) jobs.first[j + 1] = jobs.first[j] + static_cast<unsigned>(row_tiles(jobs.a[j], jobs.splits[j]));
-  const dim3 grid(jobs.first[jobs.count], static_cast<unsigned>(jobs.a[0].groups));
-  const LinearArgs& a = jobs.a[0];
-  int64_t K = 0;
-  for (int j = 0; j < jobs.count; ++j) K = std::max(K, jobs.a[j].K);
-  const std::size_t smem = a.quant_x ? static_cast<std::size_t>(qx_row(K)) * sizeof(float) : 0;
-  const auto go = [&](auto kernel) {
-#ifdef PLUMB_CUDA
-    if (smem + sizeof(Partials<4, 1>) > 48 * 1024) {
-      const gpuError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-      if (e != gpuSuccess) return e;
-    }
-#endif
-    return launch(kernel, grid, kThreads, smem, s, jobs);
-  };
-  const bool sf32 = jobs.w[0].scale_f32;
-  if (a.quant_x) return sf32 ? go(gemv_row_kernel<HW, true, true>) : go(gemv_row_kernel<HW, true, false>);
-  return sf32 ? go(gemv_row_kernel<HW, false, true>) : go(gemv_row_kernel<HW, false, false>);
-}
-
-struct Plan {
-  int rpw, splits;
-};
-
 // See the header: from the weight's shape and the device, never from N.
 Plan plan_for(const LinearArgs& a, int64_t target_blocks) {
   const int64_t want = target_blocks * kWarps * 3 / 4, steps = (a.K + kStep - 1) / kStep;
@@ -503,6 +263,9 @@ gpuError_t launch_gemv(const LinearArgs& a, const WeightRef& w, Plan p, bool vec
   return launch_gemv<F, NB, 1, HW, QX>(a, w, p.splits, vec_ok, x4, s);
 }
 
+}  // namespace
+
+namespace gemv {
 // The FP8 decode: the hardware conversion where the device has one (the kernel falls back to the
 // integer decode where it does not), unless PLUMB_GPU_FP8_DECODE=int asks for the integer decode
 // (an A/B of the two in one process; both are exact, so the results are the same bits). Read at
@@ -514,6 +277,16 @@ bool fp8_hw_decode() {
 }
 #endif
 
+Setup setup_for(const LinearArgs& a, const WeightRef& w, int64_t target_blocks) {
+  // 16-byte loads need x's rows and group columns 4-float aligned and f32 scales 4-byte aligned
+  // (x staged in shared memory, quant_x, is aligned whatever the input).
+  const bool x_ok = reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.ldx % 4 == 0 && a.K % 4 == 0;
+  const bool scale_ok = !(w.format == WFormat::FP8 && w.scale_f32) || reinterpret_cast<uintptr_t>(w.scale) % 4 == 0;
+  return {plan_for(a, target_blocks), vec16_ok(w.format, a.K) && (x_ok || a.quant_x) && scale_ok, x_ok};
+}
+}  // namespace gemv
+
+namespace {
 template <WFormat F, int NB, bool QX>
 gpuError_t launch_gemv(const LinearArgs& a, const WeightRef& w, Plan p, bool vec_ok, bool x4, gpuStream_t s) {
 #ifndef PLUMB_HIP
@@ -534,41 +307,6 @@ bool gemv_quant_x_ok(const LinearArgs& a) {
   const int64_t rows = a.nrows < kMaxN ? a.nrows : kMaxN;
   return !a.round_w && a.K > 0 && rows * qx_row(a.K) * static_cast<int64_t>(sizeof(float)) <= kQxSmemMax;
 }
-
-namespace {
-// What linear_gemv decides from a job's shape, pointers and the device.
-struct Setup {
-  Plan plan;
-  bool vec_ok, x_ok;
-};
-Setup setup_for(const LinearArgs& a, const WeightRef& w, int64_t target_blocks) {
-  // 16-byte loads need x's rows and group columns 4-float aligned and f32 scales 4-byte aligned
-  // (x staged in shared memory, quant_x, is aligned whatever the input).
-  const bool x_ok = reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.ldx % 4 == 0 && a.K % 4 == 0;
-  const bool scale_ok = !(w.format == WFormat::FP8 && w.scale_f32) || reinterpret_cast<uintptr_t>(w.scale) % 4 == 0;
-  return {plan_for(a, target_blocks), vec16_ok(w.format, a.K) && (x_ok || a.quant_x) && scale_ok, x_ok};
-}
-
-template <bool HW>
-gpuError_t launch_row_jobs(std::span<const GemvJob> jobs, std::span<const Setup> setups, gpuStream_t s) {
-  RowJobs r;
-  r.count = static_cast<int>(jobs.size());
-  for (int j = 0; j < r.count; ++j) {
-    r.a[j] = jobs[j].a;
-    r.w[j] = jobs[j].w;
-    r.splits[j] = setups[j].plan.splits;
-    r.x4[j] = setups[j].x_ok;
-  }
-  return launch_rows<HW>(r, s);
-}
-
-gpuError_t launch_row_jobs(std::span<const GemvJob> jobs, std::span<const Setup> setups, gpuStream_t s) {
-#ifndef PLUMB_HIP
-  if (fp8_hw_decode()) return launch_row_jobs<true>(jobs, setups, s);
-#endif
-  return launch_row_jobs<false>(jobs, setups, s);
-}
-}  // namespace
 
 gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_blocks, gpuStream_t s) {
   if (a.nrows <= 0 || a.R <= 0 || a.groups <= 0) return gpuGetLastError();
@@ -594,27 +332,6 @@ gpuError_t linear_gemv(const LinearArgs& a, const WeightRef& w, int64_t target_b
     });
     if (e != gpuSuccess) return e;
   }
-  return gpuGetLastError();
-}
-
-bool gemvs_one_launch(std::span<const GemvJob> jobs, int64_t target_blocks) {
-  if (jobs.size() != 2 || jobs[0].a.quant_x != jobs[1].a.quant_x || jobs[0].w.scale_f32 != jobs[1].w.scale_f32)
-    return false;
-  for (const GemvJob& j : jobs)
-    if (j.a.R <= 0 || j.a.groups != 1 || (j.a.quant_x && !gemv_quant_x_ok(j.a)) ||
-        !row_form(j.a, j.w, setup_for(j.a, j.w, target_blocks).vec_ok))
-      return false;
-  return true;
-}
-
-gpuError_t linear_gemvs(std::span<const GemvJob> jobs, int64_t target_blocks, gpuStream_t s) {
-  if (gemvs_one_launch(jobs, target_blocks)) {
-    const Setup set[2] = {setup_for(jobs[0].a, jobs[0].w, target_blocks), setup_for(jobs[1].a, jobs[1].w, target_blocks)};
-    const gpuError_t e = launch_row_jobs(jobs, set, s);
-    return e != gpuSuccess ? e : gpuGetLastError();
-  }
-  for (const GemvJob& j : jobs)
-    if (const gpuError_t e = linear_gemv(j.a, j.w, target_blocks, s); e != gpuSuccess) return e;
   return gpuGetLastError();
 }
 
