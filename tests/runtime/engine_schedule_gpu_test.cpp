@@ -150,22 +150,23 @@ std::string differs_under(const LoadOptions& gpu, const char* var, const char* v
 }
 
 // The same schedule with a decode step's rms_norm writing the act_fp8 copy of its output, which
-// the linears and experts that quantize that output read (PLUMB_GPU_ACT_QUANT=norm,
-// GpuBackend::set_norm_act_fp8): every forward's logits bitwise the default run's. Every step here
-// has at most 7 rows, so every norm of the tiny model writes a copy (a stale copy would show).
+// the linears and experts that quantize that output read (the default, GpuBackend::set_norm_act_fp8)
+// against a run without the copies (PLUMB_GPU_ACT_QUANT=fused): every forward's logits bitwise the
+// same. Every step here has at most 7 rows, so every norm of the tiny model writes a copy (a stale
+// copy would show).
 TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithNormActFp8Copies) {
   LoadOptions gpu;
   if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
-  EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_ACT_QUANT", "norm"), "") << "the fast order with the norms' act_fp8 copies";
+  EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_ACT_QUANT", "fused"), "") << "the fast order without the norms' act_fp8 copies";
 }
 
 // The same schedule with wq_a + wkv, a CSA layer's two wq_b and the shared expert's w1 + w3 as one
-// launch each where their GEMVs allow (PLUMB_GPU_LINEAR_PAIRS=on, GpuBackend::set_linear_pairs):
-// every forward's logits bitwise the default run's.
+// launch each where their GEMVs allow (the default, GpuBackend::set_linear_pairs) against a run of
+// one launch each (PLUMB_GPU_LINEAR_PAIRS=off): every forward's logits bitwise the same.
 TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithLinearPairs) {
   LoadOptions gpu;
   if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
-  EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_LINEAR_PAIRS", "on"), "") << "the fast order with linear pairs in one launch";
+  EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_LINEAR_PAIRS", "off"), "") << "the fast order without linear pairs";
 }
 
 }  // namespace

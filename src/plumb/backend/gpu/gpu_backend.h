@@ -188,14 +188,15 @@ class GpuBackend final : public Backend {
   // When on, rms_norm of at most kNormActFp8Rows rows (a decode step's) also writes the act_fp8
   // copy of its output (k::rms_norm_act_fp8_ok's widths), and the linears and routed experts that
   // apply act_fp8 to that output read the copy: no staging in each consumer (4-6 us a GEMV at
-  // B = 1, PERF.md v13) and no launch. PLUMB_GPU_ACT_QUANT=norm at start (an A/B, off until
-  // measured: PERF.md v32). The same values (tests compare bitwise). act_fp8_copy_reads(): the
-  // consumers that read a copy.
+  // B = 1, PERF.md v13) and no launch. On by default (PERF.md v32-v33, measured: -20 to -30 us a
+  // B = 1 step); PLUMB_GPU_ACT_QUANT=fused at start turns it off (an A/B). The same values (tests
+  // compare bitwise). act_fp8_copy_reads(): the consumers that read a copy.
   static constexpr int64_t kNormActFp8Rows = 8;
   void set_norm_act_fp8(bool on) { norm_act_fp8_ = on; }
   // When on, linear_pair() gives two 1-row FP8 GEMVs of one x one launch (k::linear_gemvs): a
-  // decode step's wq_a and wkv, a CSA layer's wq_b and the indexer's, the shared expert's w1 and w3. PLUMB_GPU_LINEAR_PAIRS=on at start
-  // (an A/B, off until measured: PERF.md v33). The same values (tests compare bitwise).
+  // decode step's wq_a and wkv, a CSA layer's wq_b and the indexer's, the shared expert's w1 and
+  // w3. On by default (PERF.md v33, measured: -25 to -38 us a B = 1 step); PLUMB_GPU_LINEAR_PAIRS=off
+  // at start turns it off (an A/B). The same values (tests compare bitwise).
   // linear_pair_launches(): the pairs that took one launch.
   void set_linear_pairs(bool on) { linear_pairs_ = on; }
   int64_t linear_pair_launches() const { return linear_pair_launches_; }
@@ -332,8 +333,8 @@ class GpuBackend final : public Backend {
   bool selected_entries_ = true;       // PLUMB_GPU_ATTN_ENTRIES=chunks / pool: off
   int64_t decoded_entry_calls_ = 0;
   int64_t selected_entry_calls_ = 0;
-  bool norm_act_fp8_ = false;    // PLUMB_GPU_ACT_QUANT=norm
-  bool linear_pairs_ = false;    // PLUMB_GPU_LINEAR_PAIRS=on
+  bool norm_act_fp8_ = true;     // PLUMB_GPU_ACT_QUANT=fused / separate: off
+  bool linear_pairs_ = true;     // PLUMB_GPU_LINEAR_PAIRS=off: off
   int64_t linear_pair_launches_ = 0;
   int64_t act_fp8_copy_reads_ = 0;
   // x's act_fp8 copy (GpuStorage::act_fp8) for a consumer whose 128-blocks are those of x's rows

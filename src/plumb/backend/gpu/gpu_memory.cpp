@@ -199,19 +199,19 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "'on' (the bf16 GEMM's pipelined k-loop where it applies) or 'off' (its synchronous one)");
       c >= 0)
     gemm_pipe_ = c == 0;
-  if (const int c = env_choice("PLUMB_GPU_ACT_QUANT", {"fused", "separate", "norm"},
-                               "'fused' (each decode kernel quantizes as it stages x), 'separate' (a launch "
-                               "before it) or 'norm' (fused, and a decode step's rms_norm writes the quantized copy "
-                               "its consumers read)");
+  if (const int c = env_choice("PLUMB_GPU_ACT_QUANT", {"norm", "fused", "separate"},
+                               "'norm' (the default: a decode step's rms_norm writes the quantized copy its "
+                               "consumers read, the others quantize as they stage x), 'fused' (each decode kernel "
+                               "quantizes as it stages x) or 'separate' (a launch before it)");
       c >= 0) {
-    fused_act_quant_ = c != 1;
-    norm_act_fp8_ = c == 2;
+    fused_act_quant_ = c != 2;
+    norm_act_fp8_ = c == 0;
   }
-  if (const int c = env_choice("PLUMB_GPU_LINEAR_PAIRS", {"off", "on"},
-                               "'off' (each linear its own launch) or 'on' (two 1-row FP8 GEMVs of one x in one "
-                               "launch: wq_a and wkv, wq_b and the indexer's, the shared expert's w1 and w3)");
+  if (const int c = env_choice("PLUMB_GPU_LINEAR_PAIRS", {"on", "off"},
+                               "'on' (the default: two 1-row FP8 GEMVs of one x in one launch: wq_a and wkv, wq_b "
+                               "and the indexer's, the shared expert's w1 and w3) or 'off' (each its own launch)");
       c >= 0)
-    linear_pairs_ = c == 1;
+    linear_pairs_ = c == 0;
   if (const int c = env_choice("PLUMB_GPU_PATH", {"auto", "portable"},
                                "'auto' (FP8 tensor cores where the device has them) or 'portable' (bf16 matrix cores "
                                "on dequantized weights, as on a GPU without FP8)");
