@@ -11,12 +11,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 QUICK='GpuNumerics.*:GpuVersionText.*:GpuOps.CopyRow*:GpuOps.SparseAttentionInvisibleSelectionIsRefused'
 QUICK+=':GpuOps.FullAndHostRoundTrip:GpuOps.RefusesTheBadCallsTheCpuRefuses:GpuOps.WindowUpdate:GpuOps.PagedWrite*'
-QUICK+=':GpuOps.QuantFp8Fp4Hadamard:GpuOps.RopeAndInverse:GpuOps.CompressMultiStepRaggedDecode:GpuOps.RmsNorm*:GpuOps.NormActFp8CopyBitwise'
+QUICK+=':GpuOps.QuantFp8Fp4Hadamard:GpuOps.RopeAndInverse:GpuOps.CompressMultiStepRaggedDecode:GpuOps.RmsNorm*:GpuOps.NormActFp8CopyBitwise:GpuOps.NormRopeIsThreeOps'
 QUICK+=':GpuOps.EmbedRepeatColumns:GpuOps.Route:GpuOps.IndexerTopKWithTies:GpuOps.HcPrePostHead:GpuOps.HcTokensInAGroupEqualAlone:GpuOps.MoeGroupedOddShapes'
 QUICK+=':GpuOps.SparseAttentionPvMmaWithinTheOrderFloor:GpuOps.SparseAttentionMmaWithinTheOrderFloor:GpuOps.SparseAttentionBf16Recent:GpuOps.MoeSmallEveryOption:GpuOps.GemvShapesEveryFormat:GpuOps.MlaAttention'
 QUICK+=':GpuOps.LinearBf16WeightEveryPath:GpuOps.LinearF32MmaIsTheF32Product:GpuOps.LinearFp8TensorCores'
 QUICK+=':GpuOps.MoeTensorCoresEveryOption:GpuOps.MoeGroupedCombineIsTheCpuOrderBitwise:GpuOps.LinearBf16GemmPipelinedIsBitwise:GpuOps.LinearXPartsIsTheF32Product'
-QUICK+=':GpuCpuOrder.RmsNorm:GpuCpuOrder.RouteGate:GpuCpuOrder.MlaAttention:Numerics/GpuCpuOrderShapes.*/faithful'
+QUICK+=':GpuCpuOrder.RmsNorm:GpuCpuOrder.NormRope:GpuCpuOrder.RouteGate:GpuCpuOrder.MlaAttention:Numerics/GpuCpuOrderShapes.*/faithful'
 case ${EMU_FLAVOR:-cuda} in
   cuda) build=scripts/build-emu.sh; BUILD_DIR=${BUILD_DIR:-build-emu} ;;
   hip)

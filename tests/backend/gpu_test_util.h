@@ -187,6 +187,16 @@ class GpuOps : public ::testing::Test {
     return 0;
   }
 
+  // norm_rope() as one launch where its kernel takes the shape (GpuBackend::set_norm_rope); returns
+  // how many calls have taken it so far.
+  int64_t set_norm_rope(bool on) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (dev) return dev->set_norm_rope(on), dev->norm_rope_launches();
+#endif
+    (void)on;
+    return 0;
+  }
+
   // act_fp8 on the GEMV and the grouped experts: applied by the kernels as they stage their input
   // (on, the default) or by a separate quant launch first (off); the same bits either way.
   void set_fused_act_quant(bool on) {

@@ -169,5 +169,14 @@ TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithLinearPairs) {
   EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_LINEAR_PAIRS", "off"), "") << "the fast order without linear pairs";
 }
 
+// The same schedule with each decode step's q, kv and compressed entries through norm_rope's one
+// launch (PLUMB_GPU_NORM_ROPE=on, GpuBackend::set_norm_rope): every forward's logits bitwise the
+// default run's.
+TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithNormRope) {
+  LoadOptions gpu;
+  if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
+  EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_NORM_ROPE", "on"), "") << "the fast order with norm_rope in one launch";
+}
+
 }  // namespace
 }  // namespace plumb::runtime

@@ -293,6 +293,16 @@ class Backend {
   // its negative when `inverse`. x is [N, ...] with positions [N] (i32) for its first dim.
   virtual Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, bool inverse, Round out) = 0;
 
+  // rms_norm(x, weight, eps, math, out), then rope(that, positions, inv_freq, false, out), then,
+  // when quant_cols > 0, quant_fp8(that, quant_cols, quant_block): the same values as the three
+  // ops, which a backend may compute in one pass (the GPU: one launch for a decode step's q, kv
+  // and compressed entries, instead of a norm, two copies and two kernels).
+  virtual Tensor norm_rope(const Tensor& x, const WeightView* weight, float eps, NormMath math, const Tensor& positions,
+                           const Tensor& inv_freq, Round out, int64_t quant_cols = 0, int64_t quant_block = 0) {
+    const Tensor y = rope(rms_norm(x, weight, eps, math, out), positions, inv_freq, false, out);
+    return quant_cols > 0 ? quant_fp8(y, quant_cols, quant_block) : y;
+  }
+
   // ---- simulated quantization (MODEL-SPEC 2.2, 9): round trips of the release's formats
   // FP8 e4m3 with a ue8m0 scale per block of `block` columns over the first `cols` columns of
   // each row (the rest unchanged); a trailing partial block is quantized on its own.

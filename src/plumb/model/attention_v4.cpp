@@ -44,17 +44,9 @@ Tensor ForwardV4::compress(int64_t layer, const Tensor& x, Step& st, bool indexe
   for (const auto& s : st.batch.seqs)
     for (int64_t w = s.start / m; w < (s.start + s.len) / m; ++w) pos.push_back(static_cast<int32_t>(w * m));
   const Tensor positions = be_.from_host(pos.data(), {e.rows()});
-  e = be_.rms_norm(e, &cw.norm, static_cast<float>(cfg_.rms_norm_eps), NormMath::F32, st.R);
-  tap(st, what + ".normed", e);
-  e = be_.rope(e, positions, inv_freq_[layer], false, st.R);
-  tap(st, what + ".roped", e);
-  if (st.faithful) {
-    if (indexer) {
-      e = be_.quant_fp4(be_.hadamard(e, st.R), 32);
-    } else {
-      e = be_.quant_fp8(e, d - rd, 64);
-    }
-  }
+  e = norm_rope(e, &cw.norm, NormMath::F32, positions, inv_freq_[layer], st.faithful && !indexer ? d - rd : 0, st,
+                what, true);
+  if (st.faithful && indexer) e = be_.quant_fp4(be_.hadamard(e, st.R), 32);
   tap(st, what, e);
 
   std::vector<backend::CacheRun> runs;  // each sequence's new entries, in e's order
@@ -92,6 +84,18 @@ Tensor ForwardV4::indexer_select(int64_t layer, const Tensor& x, const Tensor& q
   return sel;
 }
 
+Tensor ForwardV4::norm_rope(const Tensor& x, const WeightView* weight, NormMath math, const Tensor& positions,
+                           const Tensor& inv_freq, int64_t quant_cols, Step& st, const std::string& stage,
+                           bool tap_roped) {
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  if (st.taps && st.taps->enabled()) {  // the stages for their taps; the result is the one op's below
+    const Tensor normed = be_.rms_norm(x, weight, eps, math, st.R);
+    tap(st, stage + ".normed", normed);
+    if (tap_roped) tap(st, stage + ".roped", be_.rope(normed, positions, inv_freq, false, st.R));
+  }
+  return be_.norm_rope(x, weight, eps, math, positions, inv_freq, st.R, quant_cols, 64);
+}
+
 Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   const AttentionWeights& aw = w_.layers[layer].attn;
   const int64_t N = st.batch.rows, Dh = cfg_.head_dim, rd = cfg_.qk_rope_head_dim;
@@ -123,16 +127,12 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
     q = be_.linear(qr, wq_b, fp8);
   q = q.reshaped({N, H, Dh});
   tap(st, st.prefix + "attn.q_b", q);
-  q = be_.rms_norm(q, nullptr, eps, st.faithful ? NormMath::BF16Steps : NormMath::F32, st.R);
-  tap(st, st.prefix + "attn.q.normed", q);
-  q = be_.rope(q, st.positions, freq, false, st.R);
-  Tensor kv = kv_a;
-  tap(st, st.prefix + "attn.kv_a", kv);
-  kv = be_.rms_norm(kv, &aw.kv_norm, eps, NormMath::F32, st.R);
-  tap(st, st.prefix + "attn.kv.normed", kv);
-  kv = be_.rope(kv, st.positions, freq, false, st.R);
-  tap(st, st.prefix + "attn.kv.roped", kv);
-  if (st.faithful) kv = be_.quant_fp8(kv, Dh - rd, 64);  // rope dims stay bf16
+  q = norm_rope(q, nullptr, st.faithful ? NormMath::BF16Steps : NormMath::F32, st.positions, freq, 0, st,
+                st.prefix + "attn.q", false);
+  tap(st, st.prefix + "attn.kv_a", kv_a);
+  // The rope dims stay bf16; the others take the FP8 round trip in faithful.
+  const Tensor kv = norm_rope(kv_a, &aw.kv_norm, NormMath::F32, st.positions, freq, st.faithful ? Dh - rd : 0, st,
+                              st.prefix + "attn.kv", true);
   tap(st, st.prefix + "attn.q", q);
   tap(st, st.prefix + "attn.kv", kv);
 

@@ -48,6 +48,12 @@ class ForwardV4 {
   backend::Tensor compress(int64_t layer, const backend::Tensor& x, Step& st, bool indexer);
   backend::Tensor indexer_select(int64_t layer, const backend::Tensor& x, const backend::Tensor& q_proj, Step& st);
   void tap(const Step& st, const std::string& name, const backend::Tensor& t) const;
+  // rms_norm, RoPE at `positions` and, when quant_cols > 0, the FP8 round trip of the first
+  // quant_cols (64-column blocks) as one backend op (norm_rope). When the taps want data, the
+  // stages `stage`.normed and (tap_roped) `stage`.roped come from the separate ops beside it.
+  backend::Tensor norm_rope(const backend::Tensor& x, const WeightView* weight, backend::NormMath math,
+                            const backend::Tensor& positions, const backend::Tensor& inv_freq, int64_t quant_cols,
+                            Step& st, const std::string& stage, bool tap_roped);
 
   backend::Backend& be_;
   const ModelConfig& cfg_;

@@ -200,6 +200,12 @@ class GpuBackend final : public Backend {
   // linear_pair_launches(): the pairs that took one launch.
   void set_linear_pairs(bool on) { linear_pairs_ = on; }
   int64_t linear_pair_launches() const { return linear_pair_launches_; }
+  // When on, norm_rope() is one launch (k::norm_rope) where its kernel takes the shape: a decode
+  // step's q, kv and compressed entries, instead of a norm, two copies and two kernels.
+  // PLUMB_GPU_NORM_ROPE=on at start (an A/B, off until measured: PERF.md v34). The same values
+  // (tests compare bitwise). norm_rope_launches(): the calls that took the one launch.
+  void set_norm_rope(bool on) { norm_rope_ = on; }
+  int64_t norm_rope_launches() const { return norm_rope_launches_; }
   int64_t act_fp8_copy_reads() const { return act_fp8_copy_reads_; }
   // Whether FP8 linears may take the FP8 tensor cores here: sm_90 with the sm_90a kernel built,
   // unless PLUMB_GPU_PATH=portable (read at start; default auto), under which faithful FP8
@@ -255,6 +261,8 @@ class GpuBackend final : public Backend {
                    PendingGemv* pending = nullptr);
   Tensor rope(const Tensor& x, const Tensor& positions, const Tensor& inv_freq, bool inverse, Round out) override;
   Tensor quant_fp8(const Tensor& x, int64_t cols, int64_t block) override;
+  Tensor norm_rope(const Tensor& x, const WeightView* weight, float eps, NormMath math, const Tensor& positions,
+                   const Tensor& inv_freq, Round out, int64_t quant_cols, int64_t quant_block) override;
   Tensor quant_fp4(const Tensor& x, int64_t block) override;
   Tensor hadamard(const Tensor& x, Round out) override;
 
@@ -336,6 +344,8 @@ class GpuBackend final : public Backend {
   bool norm_act_fp8_ = true;     // PLUMB_GPU_ACT_QUANT=fused / separate: off
   bool linear_pairs_ = true;     // PLUMB_GPU_LINEAR_PAIRS=off: off
   int64_t linear_pair_launches_ = 0;
+  bool norm_rope_ = false;       // PLUMB_GPU_NORM_ROPE=on
+  int64_t norm_rope_launches_ = 0;
   int64_t act_fp8_copy_reads_ = 0;
   // x's act_fp8 copy (GpuStorage::act_fp8) for a consumer whose 128-blocks are those of x's rows
   // of `row` values, or null (also counts the read).

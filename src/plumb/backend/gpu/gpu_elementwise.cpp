@@ -116,6 +116,29 @@ Tensor GpuBackend::quant_fp8(const Tensor& x, int64_t cols, int64_t block) {
   return y;
 }
 
+// One launch where k::norm_rope takes the shape (else the three ops, as the base class).
+Tensor GpuBackend::norm_rope(const Tensor& x, const WeightView* weight, float eps, NormMath math,
+                             const Tensor& positions, const Tensor& inv_freq, Round out, int64_t quant_cols,
+                             int64_t quant_block) {
+  check_rms_norm(x, weight, math);
+  check_rope(x, positions, inv_freq);
+  if (quant_cols > 0) check_quant_fp8(x, quant_cols, quant_block);
+  const bool steps = math == NormMath::BF16Steps;
+  const WeightRef* w = weight ? &this->weight(*weight) : nullptr;
+  const int64_t D = x.dim(-1), F = inv_freq.numel();
+  if (!norm_rope_ || x.numel() == 0 || !k::norm_rope_ok(D, w, steps, F, quant_cols, quant_block))
+    return Backend::norm_rope(x, weight, eps, math, positions, inv_freq, out, quant_cols, quant_block);
+  const float* xp = dev_f32(x, "norm_rope input");
+  const int32_t* pos = dev_i32(positions, "positions");
+  const float* f = dev_f32(inv_freq, "inv_freq");
+  Tensor y = alloc(ElemType::F32, x.shape());
+  check_launch(k::norm_rope(dev_f32(y), xp, vectors(x), x.row_size() / D, D, w, eps, steps, rounds(out),
+                            cpu_order(kNorm), pos, f, F, quant_cols, quant_block, stream_),
+               "norm_rope");
+  ++norm_rope_launches_;
+  return y;
+}
+
 Tensor GpuBackend::quant_fp4(const Tensor& x, int64_t block) {
   check_quant_fp4(x, block);
   Tensor y = copy_of(*this, x, "quant_fp4 input", "quant_fp4 copy");

@@ -150,17 +150,60 @@ __device__ __forceinline__ void act_fp8_row(const float (&v)[PER], int t, int T,
   }
 }
 
+// Row v's norm (d <= PER * T values, T = blockDim.x) into thread t's registers: out[k] is element
+// t + k T (0 past d). Thread t adds the squares of its elements in that order, then block_sum (or,
+// in the CPU's order, thread 0 alone in index order: row_sum_squares); then y = bf16?(w * (x * inv))
+// per element. Every load is issued at once, before the reduction (the serial CPU-order sum
+// first: the loads would only wait for it), so a row costs one memory latency plus the
+// reduction. A weight only when norm_weight_words.
+template <int PER>
+__device__ __forceinline__ void norm_row_regs(const float* v, int di, const WeightRef& w, bool weighted, float eps,
+                                              bool bf16_steps, bool round_out, bool cpu_order, float* scratch,
+                                              float (&out)[PER]) {
+  const int ti = threadIdx.x, Ti = blockDim.x;
+  const float inv_d = 1.0f / static_cast<float>(di);
+  float xv[PER], wv[PER] = {}, ss;
+  if (!cpu_order) {  // every load first
+#pragma unroll
+    for (int k = 0; k < PER; ++k) xv[k] = ti + k * Ti < di ? v[ti + k * Ti] : 0.f;
+    if (weighted) norm_weights<PER>(w, ti, Ti, di, wv);
+    ss = 0.f;
+#pragma unroll
+    for (int k = 0; k < PER; ++k)
+      if (ti + k * Ti < di) {
+        const float p = mul_rn(xv[k], xv[k]);
+        ss = add_rn(ss, bf16_steps ? round_bf16(p) : p);
+      }
+    ss = block_sum(ss, scratch);
+  } else {  // the serial sum first (the loads would only wait for it)
+    ss = row_sum_squares(v, di, bf16_steps, true, scratch);
+#pragma unroll
+    for (int k = 0; k < PER; ++k) xv[k] = ti + k * Ti < di ? v[ti + k * Ti] : 0.f;
+    if (weighted) norm_weights<PER>(w, ti, Ti, di, wv);
+  }
+  if (bf16_steps) {
+    const float var = round_bf16(add_rn(round_bf16(mul_rn(ss, inv_d)), eps));
+    const float inv = round_bf16(1.0f / sqrtf(var));
+#pragma unroll
+    for (int k = 0; k < PER; ++k) out[k] = round_bf16(mul_rn(xv[k], inv));
+  } else {
+    const float inv = 1.0f / sqrtf(add_rn(mul_rn(ss, inv_d), eps));
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+      float p = mul_rn(xv[k], inv);
+      if (weighted) p = mul_rn(wv[k], p);
+      out[k] = maybe_round(p, round_out);
+    }
+  }
+}
+
 // One row of d values per block of T = norm_threads(d) threads (rows past the grid: grid-stride).
-// A row's arithmetic, whatever PER: thread t adds the squares of elements t, t + T, ... in that
-// order, then block_sum (or, in the CPU's order, thread 0 alone in index order); then
-// y = bf16?(w * (x * inv)) per element. PER > 0 (d <= PER * T, a weight only when
-// norm_weight_words): thread t's elements and weights
-// are loaded into registers at once, before the reduction, and the outputs come from them; so a
-// row costs one memory latency (x and the weight together) plus the reduction, where the element
-// loop over memory re-read x and loaded each weight after the previous element's store (the
-// compiler cannot move a load above a store that may alias it: ~PER dependent latencies, each
-// weight element as bytes behind a 64-bit division). PER == 0: any d, through memory as before.
-// qy (and chunk, its shared memory) null: no act_fp8 copy (act_fp8_row).
+// A row's arithmetic, whatever PER, is norm_row_regs'. PER > 0 (d <= PER * T, a weight only when
+// norm_weight_words): the row in registers (norm_row_regs), one memory latency plus the reduction,
+// where the element loop over memory re-read x and loaded each weight after the previous
+// element's store (the compiler cannot move a load above a store that may alias it: ~PER
+// dependent latencies, each weight element as bytes behind a 64-bit division). PER == 0: any d,
+// through memory. qy (and chunk, its shared memory) null: no act_fp8 copy (act_fp8_row).
 template <int PER>
 __device__ __forceinline__ void rms_norm_rows(float* y, const float* x, int64_t rows, int64_t d, const WeightRef& w,
                                               bool has_weight, float eps, bool bf16_steps, bool round_out,
@@ -171,55 +214,22 @@ __device__ __forceinline__ void rms_norm_rows(float* y, const float* x, int64_t 
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* v = x + r * d;
     float* o = y + r * d;
-    float ss, inv;
     if constexpr (PER > 0) {  // 32-bit offsets: d <= PER * T <= 8192
       const int ti = threadIdx.x, Ti = blockDim.x, di = static_cast<int>(d);
-      float xv[PER], wv[PER] = {};
-      if (!cpu_order) {  // every load first
-#pragma unroll
-        for (int k = 0; k < PER; ++k) xv[k] = ti + k * Ti < di ? v[ti + k * Ti] : 0.f;
-        if (weighted) norm_weights<PER>(w, ti, Ti, di, wv);
-        ss = 0.f;
-#pragma unroll
-        for (int k = 0; k < PER; ++k)
-          if (ti + k * Ti < di) {
-            const float p = mul_rn(xv[k], xv[k]);
-            ss = add_rn(ss, bf16_steps ? round_bf16(p) : p);
-          }
-        ss = block_sum(ss, scratch);
-      } else {  // the serial sum first (the loads would only wait for it)
-        ss = row_sum_squares(v, d, bf16_steps, true, scratch);
-#pragma unroll
-        for (int k = 0; k < PER; ++k) xv[k] = ti + k * Ti < di ? v[ti + k * Ti] : 0.f;
-        if (weighted) norm_weights<PER>(w, ti, Ti, di, wv);
-      }
       float out[PER];
-      if (bf16_steps) {
-        const float var = round_bf16(add_rn(round_bf16(mul_rn(ss, inv_d)), eps));
-        inv = round_bf16(1.0f / sqrtf(var));
-#pragma unroll
-        for (int k = 0; k < PER; ++k) out[k] = round_bf16(mul_rn(xv[k], inv));
-      } else {
-        inv = 1.0f / sqrtf(add_rn(mul_rn(ss, inv_d), eps));
-#pragma unroll
-        for (int k = 0; k < PER; ++k) {
-          float p = mul_rn(xv[k], inv);
-          if (weighted) p = mul_rn(wv[k], p);
-          out[k] = maybe_round(p, round_out);
-        }
-      }
+      norm_row_regs<PER>(v, di, w, weighted, eps, bf16_steps, round_out, cpu_order, scratch, out);
 #pragma unroll
       for (int k = 0; k < PER; ++k)
         if (ti + k * Ti < di) o[ti + k * Ti] = out[k];
       if (qy) act_fp8_row<PER>(out, ti, Ti, di, qy + r * d, chunk);
     } else {
-      ss = row_sum_squares(v, d, bf16_steps, cpu_order, scratch);
+      const float ss = row_sum_squares(v, d, bf16_steps, cpu_order, scratch);
       if (bf16_steps) {
         const float var = round_bf16(add_rn(round_bf16(mul_rn(ss, inv_d)), eps));
-        inv = round_bf16(1.0f / sqrtf(var));
+        const float inv = round_bf16(1.0f / sqrtf(var));
         for (int64_t i = threadIdx.x; i < d; i += blockDim.x) o[i] = round_bf16(mul_rn(v[i], inv));
       } else {
-        inv = 1.0f / sqrtf(add_rn(mul_rn(ss, inv_d), eps));
+        const float inv = 1.0f / sqrtf(add_rn(mul_rn(ss, inv_d), eps));
         for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
           float p = mul_rn(v[i], inv);
           if (weighted) p = mul_rn(norm_weight(w, i), p);
@@ -309,6 +319,73 @@ __global__ void quant_kernel(float* y, const float* x, int64_t vecs, int64_t dl,
     const float s = fp4 ? ue8m0_to_f32(ue8m0_scale_for(amax, kFp4Max, fp4_min_amax()))
                         : ue8m0_to_f32(ue8m0_scale_for(amax, kFp8Max, kFp8MinAmax));
     for (int64_t i = lane; i < len; i += kWarp) p[i] = fp4 ? fp4_roundtrip(q[i], s) : fp8_roundtrip(q[i], s);
+  }
+}
+
+// norm_rope's fused row: the FP8 round trip of a row's first qcols values in blocks of qblock
+// (both multiples of kWarp), the row in registers as norm_row_regs leaves it (thread t: elements
+// t + k T). quant_kernel's values: each block's amax (|v|, NaN ignored, from 0) as a warp's max per
+// chunk of kWarp consecutive elements (chunk k T / kWarp + warp), then the max of the block's
+// chunks; its ue8m0 scale; fp8_roundtrip. chunk: PER * T / kWarp floats (the caller's barriers
+// keep a previous row's reads before these writes).
+template <int PER>
+__device__ __forceinline__ void quant_row_fp8(float (&v)[PER], int t, int T, int qcols, int qblock, float* chunk) {
+  const int warps = T / kWarp, warp = t / kWarp;
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    const float m = warp_max(fmaxf(0.f, fabsf(v[k])));
+    if (t % kWarp == 0) chunk[k * warps + warp] = m;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    const int e = t + k * T;
+    if (e >= qcols) continue;
+    const int b0 = e / qblock * qblock, len = qcols - b0 < qblock ? qcols - b0 : qblock;
+    float m = 0.f;
+    for (int c = b0 / kWarp; c < (b0 + len) / kWarp; ++c) m = fmaxf(m, chunk[c]);
+    v[k] = fp8_roundtrip(v[k], ue8m0_to_f32(ue8m0_scale_for(m, kFp8Max, kFp8MinAmax)));
+  }
+}
+
+// rms_norm, rope and quant_blocks (FP8) of a decode step's q, kv or compressed entries in one
+// launch, instead of a norm, two copies and two kernels: one vector of d values a block (T =
+// norm_threads(d) threads, grid-stride), its norm in registers (norm_row_regs), then rope_kernel's
+// rotation of its last 2f values (a pair's two values in adjacent lanes: d is even, so an element
+// of even offset sits in an even lane; its partner by shfl_xor 1; the angle of the vector's row,
+// vector / vecs), then (qcols > 0) quant_row_fp8, then one store. The same operations on the same
+// values as the three kernels, so the same bits.
+template <int PER>
+__global__ void __launch_bounds__(1024, 1) norm_rope_kernel(float* y, const float* x, int64_t rows, int64_t vecs,
+                                                            int d, WeightRef w, bool weighted, float eps,
+                                                            bool bf16_steps, bool r, bool cpu_order,
+                                                            const int32_t* pos, const float* inv_freq, int f,
+                                                            int qcols, int qblock) {
+  pdl_begin();
+  __shared__ float scratch[1024 / 32];
+  __shared__ float chunk[PER * 1024 / 32];
+  const int t = threadIdx.x, T = blockDim.x, rope0 = d - 2 * f;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    float v[PER];
+    norm_row_regs<PER>(x + row * d, d, w, weighted, eps, bf16_steps, r, cpu_order, scratch, v);
+    const float p = static_cast<float>(pos[row / vecs]);
+#pragma unroll
+    for (int k = 0; k < PER; ++k) {
+      const int e = t + k * T;
+      const float other = shfl_xor(v[k], 1);  // every lane: the shuffle takes the whole warp
+      if (e < rope0 || e >= d) continue;
+      const float angle = mul_rn(p, inv_freq[(e - rope0) / 2]);
+      double sd, cd;
+      sincos(static_cast<double>(angle), &sd, &cd);
+      const float c = static_cast<float>(cd), s = static_cast<float>(sd);
+      v[k] = (e - rope0) % 2 == 0 ? maybe_round(sub_rn(mul_rn(v[k], c), mul_rn(other, s)), r)
+                                  : maybe_round(add_rn(mul_rn(other, s), mul_rn(v[k], c)), r);
+    }
+    if (qcols > 0) quant_row_fp8<PER>(v, t, T, qcols, qblock, chunk);
+    float* o = y + row * d;
+#pragma unroll
+    for (int k = 0; k < PER; ++k)
+      if (t + k * T < d) o[t + k * T] = v[k];
   }
 }
 
@@ -411,6 +488,25 @@ gpuError_t rms_norm(float* y, const float* x, int64_t rows, int64_t d, const Wei
   const auto kernel = per == 0 ? &rms_norm_kernel<0> : (per == 4 ? &rms_norm_kernel<4> : &rms_norm_kernel<8>);
   return launch(kernel, grid, threads, 0, s, y, x, rows, d, w, weight != nullptr, eps, bf16_steps, round_bf16,
                 cpu_order);
+}
+
+bool norm_rope_ok(int64_t d, const WeightRef* weight, bool bf16_steps, int64_t f, int64_t qcols, int64_t qblock) {
+  const bool quant_ok = qcols == 0 || (qcols > 0 && qcols <= d && qcols % kWarp == 0 && qblock > 0 && qblock % kWarp == 0);
+  return d > 0 && d % 2 == 0 && f >= 0 && 2 * f <= d && quant_ok && norm_per(d, weight, bf16_steps) > 0;
+}
+
+gpuError_t norm_rope(float* y, const float* x, int64_t rows, int64_t vecs, int64_t d, const WeightRef* weight,
+                     float eps, bool bf16_steps, bool round_bf16, bool cpu_order, const int32_t* pos,
+                     const float* inv_freq, int64_t f, int64_t qcols, int64_t qblock, gpuStream_t s) {
+  if (!norm_rope_ok(d, weight, bf16_steps, f, qcols, qblock)) return gpuErrorNotSupported;
+  if (rows <= 0 || vecs <= 0) return gpuGetLastError();
+  const unsigned grid = static_cast<unsigned>(rows > kMaxBlocks ? kMaxBlocks : rows);
+  const WeightRef w = weight ? *weight : WeightRef{};
+  const bool weighted = weight != nullptr && !bf16_steps;  // the bf16-steps form has no weight
+  return launch(norm_per(d, weight, bf16_steps) == 4 ? &norm_rope_kernel<4> : &norm_rope_kernel<8>, grid,
+                norm_threads(d), 0, s, y, x, rows, vecs, static_cast<int>(d), w, weighted, eps, bf16_steps,
+                round_bf16, cpu_order, pos, inv_freq, static_cast<int>(f), static_cast<int>(qcols),
+                static_cast<int>(qblock));
 }
 
 gpuError_t scale(float* y, const float* x, int64_t n, float v, bool round_bf16, gpuStream_t s) {

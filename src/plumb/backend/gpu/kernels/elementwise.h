@@ -23,6 +23,15 @@ gpuError_t rms_norm(float* y, const float* x, int64_t rows, int64_t d, const Wei
 // Whether rms_norm can write the act_fp8 copy: the kernel that holds a thread's elements in
 // registers (d <= 8192, a norm weight of f32 or bf16 words or none).
 bool rms_norm_act_fp8_ok(int64_t d, const WeightRef* weight, bool bf16_steps);
+// rms_norm (no act_fp8 copy) of `rows` vectors of d values, then rope (not inverse) of each
+// vector's last 2f values at pos[vector / vecs], then (qcols > 0) the FP8 round trip of its first
+// qcols values in blocks of qblock: rms_norm's, rope's and quant_blocks' values in one launch. Only
+// where norm_rope_ok (else gpuErrorNotSupported): rms_norm_act_fp8_ok's widths, d even, qcols and
+// qblock multiples of the warp.
+gpuError_t norm_rope(float* y, const float* x, int64_t rows, int64_t vecs, int64_t d, const WeightRef* weight,
+                     float eps, bool bf16_steps, bool round_bf16, bool cpu_order, const int32_t* pos,
+                     const float* inv_freq, int64_t f, int64_t qcols, int64_t qblock, gpuStream_t s);
+bool norm_rope_ok(int64_t d, const WeightRef* weight, bool bf16_steps, int64_t f, int64_t qcols, int64_t qblock);
 gpuError_t scale(float* y, const float* x, int64_t n, float v, bool round_bf16, gpuStream_t s);
 gpuError_t add(float* y, const float* a, const float* b, int64_t n, bool round_bf16, gpuStream_t s);
 // y [n, count] = columns [begin, begin + count) of x [n, c].
