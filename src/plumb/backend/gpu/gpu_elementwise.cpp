@@ -120,13 +120,15 @@ Tensor GpuBackend::quant_fp8(const Tensor& x, int64_t cols, int64_t block) {
 Tensor GpuBackend::norm_rope(const Tensor& x, const WeightView* weight, float eps, NormMath math,
                              const Tensor& positions, const Tensor& inv_freq, Round out, int64_t quant_cols,
                              int64_t quant_block) {
+  // Switched off: the three ops, which check their own arguments (no checks twice on the way).
+  if (!norm_rope_) return Backend::norm_rope(x, weight, eps, math, positions, inv_freq, out, quant_cols, quant_block);
   check_rms_norm(x, weight, math);
   check_rope(x, positions, inv_freq);
   if (quant_cols > 0) check_quant_fp8(x, quant_cols, quant_block);
   const bool steps = math == NormMath::BF16Steps;
   const WeightRef* w = weight ? &this->weight(*weight) : nullptr;
   const int64_t D = x.dim(-1), F = inv_freq.numel();
-  if (!norm_rope_ || x.numel() == 0 || !k::norm_rope_ok(D, w, steps, F, quant_cols, quant_block))
+  if (x.numel() == 0 || !k::norm_rope_ok(D, w, steps, F, quant_cols, quant_block))
     return Backend::norm_rope(x, weight, eps, math, positions, inv_freq, out, quant_cols, quant_block);
   const float* xp = dev_f32(x, "norm_rope input");
   const int32_t* pos = dev_i32(positions, "positions");

@@ -121,16 +121,12 @@ __device__ __forceinline__ void norm_weights(const WeightRef& w, int t, int T, i
   }
 }
 
-// The act_fp8 copy of a row that rms_norm_rows has in registers (thread t: elements t + k T,
-// k < PER; those past d are 0): each 128-block's amax (|v|, NaN ignored, from 0: quant_kernel's
-// and act_quant.h's), its ue8m0 scale, the FP8 round trip of each element below d into q. T is a
-// multiple of kWarp, so a warp's elements at one k are kWarp consecutive ones, chunk k T / kWarp +
-// warp, and a 128-block is 128 / kWarp whole chunks: a warp's max per chunk, then a block's max
-// of its chunks.
+// The amax of each kWarp consecutive elements of a row held in registers (thread t: elements
+// t + k T, T a multiple of kWarp, so a warp's elements at one k are one such chunk, number
+// k T / kWarp + warp): |v| with NaN ignored, from 0 (quant_kernel's and act_quant.h's), into
+// chunk[k * warps + warp]; then a barrier, after which any thread may read any chunk.
 template <int PER>
-__device__ __forceinline__ void act_fp8_row(const float (&v)[PER], int t, int T, int d, float* q,
-                                            float* chunk /* PER * T / kWarp */) {
-  constexpr int kChunks = 128 / kWarp;
+__device__ __forceinline__ void chunk_amax(const float (&v)[PER], int t, int T, float* chunk) {
   const int warps = T / kWarp, warp = t / kWarp;
 #pragma unroll
   for (int k = 0; k < PER; ++k) {
@@ -138,6 +134,16 @@ __device__ __forceinline__ void act_fp8_row(const float (&v)[PER], int t, int T,
     if (t % kWarp == 0) chunk[k * warps + warp] = m;
   }
   __syncthreads();
+}
+
+// The act_fp8 copy of a row that rms_norm_rows has in registers (thread t: elements t + k T,
+// k < PER; those past d are 0): each 128-block's amax (128 / kWarp whole chunks of chunk_amax,
+// their max), its ue8m0 scale, the FP8 round trip of each element below d into q.
+template <int PER>
+__device__ __forceinline__ void act_fp8_row(const float (&v)[PER], int t, int T, int d, float* q,
+                                            float* chunk /* PER * T / kWarp */) {
+  constexpr int kChunks = 128 / kWarp;
+  chunk_amax<PER>(v, t, T, chunk);
 #pragma unroll
   for (int k = 0; k < PER; ++k) {
     const int e = t + k * T;
@@ -330,13 +336,7 @@ __global__ void quant_kernel(float* y, const float* x, int64_t vecs, int64_t dl,
 // keep a previous row's reads before these writes).
 template <int PER>
 __device__ __forceinline__ void quant_row_fp8(float (&v)[PER], int t, int T, int qcols, int qblock, float* chunk) {
-  const int warps = T / kWarp, warp = t / kWarp;
-#pragma unroll
-  for (int k = 0; k < PER; ++k) {
-    const float m = warp_max(fmaxf(0.f, fabsf(v[k])));
-    if (t % kWarp == 0) chunk[k * warps + warp] = m;
-  }
-  __syncthreads();
+  chunk_amax<PER>(v, t, T, chunk);
 #pragma unroll
   for (int k = 0; k < PER; ++k) {
     const int e = t + k * T;
