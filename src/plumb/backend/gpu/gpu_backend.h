@@ -202,8 +202,8 @@ class GpuBackend final : public Backend {
   int64_t linear_pair_launches() const { return linear_pair_launches_; }
   // When on, norm_rope() is one launch (k::norm_rope) where its kernel takes the shape: a decode
   // step's q, kv and compressed entries, instead of a norm, two copies and two kernels.
-  // PLUMB_GPU_NORM_ROPE=on at start (an A/B, off until measured: PERF.md v34). The same values
-  // (tests compare bitwise). norm_rope_launches(): the calls that took the one launch.
+  // On by default (PERF.md v34, measured: -40 us a B = 1 step); PLUMB_GPU_NORM_ROPE=off at start
+  // turns it off (an A/B). The same values (tests compare bitwise). norm_rope_launches(): the calls that took the one launch.
   void set_norm_rope(bool on) { norm_rope_ = on; }
   int64_t norm_rope_launches() const { return norm_rope_launches_; }
   int64_t act_fp8_copy_reads() const { return act_fp8_copy_reads_; }
@@ -344,7 +344,7 @@ class GpuBackend final : public Backend {
   bool norm_act_fp8_ = true;     // PLUMB_GPU_ACT_QUANT=fused / separate: off
   bool linear_pairs_ = true;     // PLUMB_GPU_LINEAR_PAIRS=off: off
   int64_t linear_pair_launches_ = 0;
-  bool norm_rope_ = false;       // PLUMB_GPU_NORM_ROPE=on
+  bool norm_rope_ = true;        // PLUMB_GPU_NORM_ROPE=off: off
   int64_t norm_rope_launches_ = 0;
   int64_t act_fp8_copy_reads_ = 0;
   // x's act_fp8 copy (GpuStorage::act_fp8) for a consumer whose 128-blocks are those of x's rows

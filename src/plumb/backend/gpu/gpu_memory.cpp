@@ -212,11 +212,11 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "and the indexer's, the shared expert's w1 and w3) or 'off' (each its own launch)");
       c >= 0)
     linear_pairs_ = c == 0;
-  if (const int c = env_choice("PLUMB_GPU_NORM_ROPE", {"off", "on"},
-                               "'off' (rms_norm, rope and quant_fp8 each their own launch) or 'on' (one launch for "
-                               "a decode step's q, kv and compressed entries)");
+  if (const int c = env_choice("PLUMB_GPU_NORM_ROPE", {"on", "off"},
+                               "'on' (the default: one launch for a decode step's q, kv and compressed entries) or "
+                               "'off' (rms_norm, rope and quant_fp8 each their own launch)");
       c >= 0)
-    norm_rope_ = c == 1;
+    norm_rope_ = c == 0;
   if (const int c = env_choice("PLUMB_GPU_PATH", {"auto", "portable"},
                                "'auto' (FP8 tensor cores where the device has them) or 'portable' (bf16 matrix cores "
                                "on dequantized weights, as on a GPU without FP8)");
