@@ -197,16 +197,6 @@ class GpuOps : public ::testing::Test {
     return 0;
   }
 
-  // hc_pre / hc_head / hc_post_pre as one launch where k::hc_mix_one_launch takes them
-  // (GpuBackend::set_hc_one_launch); returns how many calls have taken it so far.
-  int64_t set_hc_one_launch(bool on) {
-#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
-    if (dev) return dev->set_hc_one_launch(on), dev->hc_one_launches();
-#endif
-    (void)on;
-    return 0;
-  }
-
   // act_fp8 on the GEMV and the grouped experts: applied by the kernels as they stage their input
   // (on, the default) or by a separate quant launch first (off); the same bits either way.
   void set_fused_act_quant(bool on) {

@@ -178,14 +178,5 @@ TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithNormRope) {
   EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_NORM_ROPE", "off"), "") << "the fast order without norm_rope's one launch";
 }
 
-// The same schedule with a decode step's mHC mixes in one launch each, hc_post's inside the next
-// hc_pre's (PLUMB_GPU_HC_ONE_LAUNCH=on, GpuBackend::set_hc_one_launch) against the default run:
-// every forward's logits bitwise the same.
-TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithHcOneLaunch) {
-  LoadOptions gpu;
-  if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
-  EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_HC_ONE_LAUNCH", "on"), "") << "the fast order with the mHC mixes in one launch";
-}
-
 }  // namespace
 }  // namespace plumb::runtime

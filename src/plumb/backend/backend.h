@@ -107,11 +107,6 @@ struct HcPreResult {
   Tensor comb;  // [N, hc, hc], row-major (i = input stream, j = output stream)
 };
 
-struct HcPostPreResult {  // hc_post_pre
-  Tensor X;               // [N, hc, D]: the streams after hc_post
-  HcPreResult pre;        // hc_pre of X
-};
-
 // Compressor state of one sequence (MODEL-SPEC 3.4 decode state machine): raw projections a and
 // gate logits z (ape included) for c*ratio slots of c*d channels. Fresh state: kv = 0, score = -inf.
 struct CompressorState {
@@ -321,15 +316,6 @@ class Backend {
   virtual HcPreResult hc_pre(const Tensor& X, const HcParams& p, Round out) = 0;
   virtual Tensor hc_post(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb, Round r) = 0;
   virtual Tensor hc_head(const Tensor& X, const HcParams& p, Round out) = 0;
-  // hc_post(out, X, post, comb, r), then hc_pre of that with p and r: a sublayer's streams and the
-  // next sublayer's mixes, which a backend may compute in one pass (the GPU: one launch for a
-  // decode step's few tokens instead of three).
-  virtual HcPostPreResult hc_post_pre(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb,
-                                      const HcParams& p, Round r) {
-    Tensor Xn = hc_post(out, X, post, comb, r);
-    HcPreResult h = hc_pre(Xn, p, r);
-    return {std::move(Xn), std::move(h)};
-  }
 
   // ---- compressor (MODEL-SPEC 3.4): feeds each sequence's rows of kv and score ([N, c*d], f32,
   // score without ape) through its state; every window closed by a token (pos + 1 = multiple of

@@ -97,21 +97,6 @@ Tensor ForwardV4::ffn(int64_t layer, const Tensor& x, Step& st) {
   return parallel_moe(be_, par_, x, r, experts, {&m.shared.w1, &m.shared.w2, &m.shared.w3}, mp);
 }
 
-backend::HcPreResult ForwardV4::hc_post_pre(const Tensor& out, Tensor& X, const backend::HcPreResult& h,
-                                            const backend::HcParams& next, Step& st, const std::string& stage,
-                                            bool replaceable) {
-  if (st.taps && (st.taps->enabled() || (replaceable && st.taps->replacing()))) {
-    X = be_.hc_post(out, X, h.post, h.comb, st.R);
-    tap(st, st.prefix + stage, X);
-    if (replaceable) X = replaced_by_tap(be_, st.taps, st.prefix + stage, std::move(X));
-    return be_.hc_pre(X, next, st.R);
-  }
-  backend::HcPostPreResult r = be_.hc_post_pre(out, X, h.post, h.comb, next, st.R);
-  X = std::move(r.X);
-  tap(st, st.prefix + stage, X);  // (a mark only: the taps want no data)
-  return std::move(r.pre);
-}
-
 Tensor ForwardV4::forward(std::span<const SequenceStep> batch, const Taps& taps) {
   return forward(batch, all_rows(batch), taps);
 }
@@ -140,32 +125,28 @@ Tensor ForwardV4::forward(std::span<const SequenceStep> batch, std::span<const i
   // 3.1: the residual stream holds hc copies of the embedding.
   Tensor X = be_.repeat_rows(be_.embed(w_.embed, st.ids, st.host_ids), hc);
   tap(st, "embed", X);
-  auto site = [&](const HcWeights& h) {
-    return backend::HcParams{&h.fn, &h.base, &h.scale, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps), eps};
-  };
-  const int64_t layers = cfg_.num_hidden_layers;
-  backend::HcPreResult h;
-  if (layers > 0) h = be_.hc_pre(X, site(w_.layers[0].hc_attn), st.R);
-  for (int64_t l = 0; l < layers; ++l) {
+  for (int64_t l = 0; l < cfg_.num_hidden_layers; ++l) {
     const LayerWeights& L = w_.layers[l];
     st.prefix = fmt::format("layer.{}.", l);
+    auto site = [&](const HcWeights& h) {
+      return backend::HcParams{&h.fn, &h.base, &h.scale, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps), eps};
+    };
+    backend::HcPreResult h = be_.hc_pre(X, site(L.hc_attn), st.R);
     Tensor x = be_.rms_norm(h.y, &L.attn_norm, eps, backend::NormMath::F32, st.R);
     tap(st, st.prefix + "attn_in", x);
     Tensor a = attention(l, x, st);
     tap(st, st.prefix + "attn.out", a);
-    h = hc_post_pre(a, X, h, site(L.hc_ffn), st, "hc_attn", false);
+    X = be_.hc_post(a, X, h.post, h.comb, st.R);
+    tap(st, st.prefix + "hc_attn", X);
 
+    h = be_.hc_pre(X, site(L.hc_ffn), st.R);
     x = be_.rms_norm(h.y, &L.ffn_norm, eps, backend::NormMath::F32, st.R);
     tap(st, st.prefix + "ffn_in", x);
     Tensor f = ffn(l, x, st);
     tap(st, st.prefix + "ffn.out", f);
-    if (l + 1 < layers) {
-      h = hc_post_pre(f, X, h, site(w_.layers[l + 1].hc_attn), st, "hc", true);
-    } else {
-      X = be_.hc_post(f, X, h.post, h.comb, st.R);
-      tap(st, st.prefix + "hc", X);
-      X = replaced_by_tap(be_, st.taps, st.prefix + "hc", std::move(X));
-    }
+    X = be_.hc_post(f, X, h.post, h.comb, st.R);
+    tap(st, st.prefix + "hc", X);
+    X = replaced_by_tap(be_, st.taps, st.prefix + "hc", std::move(X));
   }
   advance(batch);
   if (logit_rows.empty()) return be_.full(backend::ElemType::F32, {0, cfg_.vocab_size}, 0.f);

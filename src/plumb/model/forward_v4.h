@@ -51,12 +51,6 @@ class ForwardV4 {
   // rms_norm, RoPE at `positions` and, when quant_cols > 0, the FP8 round trip of the first
   // quant_cols (64-column blocks) as one backend op (norm_rope). When the taps want data, the
   // stages `stage`.normed and (tap_roped) `stage`.roped come from the separate ops beside it.
-  // hc_post of a sublayer's output `out` into the streams X (replaced), tapped as `stage`, then the
-  // next sublayer's hc_pre (`next`): one backend op (hc_post_pre) unless the taps want data or
-  // (replaceable) may replace the streams, when the two ops run with the tap (and replacement)
-  // between them.
-  backend::HcPreResult hc_post_pre(const backend::Tensor& out, backend::Tensor& X, const backend::HcPreResult& h,
-                                   const backend::HcParams& next, Step& st, const std::string& stage, bool replaceable);
   backend::Tensor norm_rope(const backend::Tensor& x, const WeightView* weight, backend::NormMath math,
                             const backend::Tensor& positions, const backend::Tensor& inv_freq, int64_t quant_cols,
                             Step& st, const std::string& stage, bool tap_roped);

@@ -206,12 +206,6 @@ class GpuBackend final : public Backend {
   // turns it off (an A/B). The same values (tests compare bitwise). norm_rope_launches(): the calls that took the one launch.
   void set_norm_rope(bool on) { norm_rope_ = on; }
   int64_t norm_rope_launches() const { return norm_rope_launches_; }
-  // When on, a decode step's hc_pre, hc_head and hc_post_pre (fast order, fewer than
-  // k::kHcGroupFrom tokens) take one launch each (k::hc_mix_one_launch) instead of two and three.
-  // PLUMB_GPU_HC_ONE_LAUNCH=on at start (an A/B, off until measured: PERF.md v35). The same
-  // values (tests compare bitwise). hc_one_launches(): the calls that took it.
-  void set_hc_one_launch(bool on) { hc_one_launch_ = on; }
-  int64_t hc_one_launches() const { return hc_one_launches_; }
   int64_t act_fp8_copy_reads() const { return act_fp8_copy_reads_; }
   // Whether FP8 linears may take the FP8 tensor cores here: sm_90 with the sm_90a kernel built,
   // unless PLUMB_GPU_PATH=portable (read at start; default auto), under which faithful FP8
@@ -274,8 +268,6 @@ class GpuBackend final : public Backend {
 
   HcPreResult hc_pre(const Tensor& X, const HcParams& p, Round out) override;
   Tensor hc_post(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb, Round r) override;
-  HcPostPreResult hc_post_pre(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb,
-                              const HcParams& p, Round r) override;
   Tensor hc_head(const Tensor& X, const HcParams& p, Round out) override;
 
   Tensor compress(const Tensor& kv, const Tensor& score, const Batch& b, std::span<CompressorState> states,
@@ -354,15 +346,6 @@ class GpuBackend final : public Backend {
   int64_t linear_pair_launches_ = 0;
   bool norm_rope_ = true;        // PLUMB_GPU_NORM_ROPE=off: off
   int64_t norm_rope_launches_ = 0;
-  bool hc_one_launch_ = false;  // PLUMB_GPU_HC_ONE_LAUNCH=on
-  int64_t hc_one_launches_ = 0;
-  Tensor hc_counts_;  // k::hc_mix_one_launch's per-token counters (zero between launches)
-  // The mixes of hc_pre / hc_head / hc_post_pre (gpu_hc.cpp): one launch where it takes them, else
-  // hc_post's and hc_mix's own.
-  // site: fn, base, scale.
-  void hc_mix_launch(const k::HcPostInputs& before, float* X, int64_t N, int64_t hc, int64_t D,
-                     const WeightRef (&site)[3], const HcParams& p, int64_t iters, Round out, float* y, float* post,
-                     float* comb, const char* op);
   int64_t act_fp8_copy_reads_ = 0;
   // x's act_fp8 copy (GpuStorage::act_fp8) for a consumer whose 128-blocks are those of x's rows
   // of `row` values, or null (also counts the read).

@@ -217,11 +217,6 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "'off' (rms_norm, rope and quant_fp8 each their own launch)");
       c >= 0)
     norm_rope_ = c == 0;
-  if (const int c = env_choice("PLUMB_GPU_HC_ONE_LAUNCH", {"off", "on"},
-                               "'off' (a decode step's mHC mixes in two launches, after hc_post's) or 'on' (one "
-                               "launch each, hc_post's inside it)");
-      c >= 0)
-    hc_one_launch_ = c == 1;
   if (const int c = env_choice("PLUMB_GPU_PATH", {"auto", "portable"},
                                "'auto' (FP8 tensor cores where the device has them) or 'portable' (bf16 matrix cores "
                                "on dequantized weights, as on a GPU without FP8)");

@@ -126,9 +126,6 @@ inline T __ldcs(const T* p) {
   return *p;
 }
 
-// A grid's blocks run one after another: an earlier block's writes are visible already.
-inline void __threadfence() {}
-
 // Fibers switch only at barriers, so a read-modify-write is atomic.
 template <class T>
 inline T atomicAdd(T* p, T v) {

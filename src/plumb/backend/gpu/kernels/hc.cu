@@ -177,15 +177,15 @@ __device__ __forceinline__ void warp_sums_to(const float (&acc)[kMaxOut], int n_
 // token's 1.5 MB at B = 1, PERF.md v21); sums k >= n_out are formed on repeated rows and never
 // stored. Each weight element loaded serves the T tokens; a token's own arithmetic (its elements
 // per thread, in order) is the same for every T.
-// load(t, i): token t's element i (a load of X, or hc_decode_kernel's hc_post value).
-template <int NK, int T, bool F32, class Load>
-__device__ __forceinline__ void hc_partial_sums(Load load, int64_t i0, int64_t i1, int64_t W, const WeightRef& fn,
-                                                int n_out, float (&acc)[T][kMaxOut], float (&ss)[T]) {
+template <int NK, int T, bool F32>
+__device__ __forceinline__ void hc_partial_sums(const float* const (&x)[T], int64_t i0, int64_t i1, int64_t W,
+                                                const WeightRef& fn, int n_out, float (&acc)[T][kMaxOut],
+                                                float (&ss)[T]) {
   const float* f32 = reinterpret_cast<const float*>(fn.data);
   for (int64_t i = i0 + threadIdx.x; i < i1; i += kThreads) {
     float v[T];
 #pragma unroll
-    for (int t = 0; t < T; ++t) v[t] = load(t, i);
+    for (int t = 0; t < T; ++t) v[t] = x[t][i];
     float w[NK];
 #pragma unroll
     for (int k = 0; k < NK; ++k) {
@@ -197,30 +197,6 @@ __device__ __forceinline__ void hc_partial_sums(Load load, int64_t i0, int64_t i
       ss[t] += v[t] * v[t];
 #pragma unroll
       for (int k = 0; k < NK; ++k) acc[t][k] += w[k] * v[t];
-    }
-  }
-}
-
-// The end of pass 1's block s for tokens n0 .. n0 + T - 1 (< N): warp sums, warps added in order,
-// into part[(n * S + s) * (kMaxOut + 1) + k] (k = kMaxOut: sum x^2).
-template <int NK, int T>
-__device__ __forceinline__ void store_partials(const float (&acc)[T][kMaxOut], const float (&ss)[T], int n_out,
-                                               int64_t n0, int64_t N, int64_t s, int64_t S,
-                                               float (*red)[kWarps][kMaxOut + 1], float* part) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-#pragma unroll
-  for (int t = 0; t < T; ++t) {
-    const float sst = warp_sum(ss[t]);
-    if (lane == 0) red[t][warp][kMaxOut] = sst;
-    warp_sums_to<NK>(acc[t], n_out, lane, red[t][warp]);  // n_out is uniform over the block: every lane shuffles
-  }
-  __syncthreads();
-  const int k = static_cast<int>(threadIdx.x);
-  if (k < n_out || k == kMaxOut) {
-    for (int t = 0; t < T && n0 + t < N; ++t) {
-      float tot = 0.f;
-      for (int w = 0; w < kWarps; ++w) tot = __fadd_rn(tot, red[t][w][k]);
-      part[((n0 + t) * S + s) * (kMaxOut + 1) + k] = tot;
     }
   }
 }
@@ -251,75 +227,39 @@ __global__ void __launch_bounds__(kThreads) hc_partial_kernel(const float* X, in
 #pragma unroll
     for (int k = 0; k < kMaxOut; ++k) acc[t][k] = 0.f;
   }
-  const auto load = [&](int t, int64_t i) { return x[t][i]; };
   if (fn.format == WFormat::F32)
-    hc_partial_sums<NK, T, true>(load, s * slice, i1, W, fn, n_out, acc, ss);
+    hc_partial_sums<NK, T, true>(x, s * slice, i1, W, fn, n_out, acc, ss);
   else
-    hc_partial_sums<NK, T, false>(load, s * slice, i1, W, fn, n_out, acc, ss);
-  store_partials<NK, T>(acc, ss, n_out, n0, N, s, S, red, part);
-}
-
-// Pass 2's tiled mix (hc <= kTileHc): this thread's kPer columns d0 + k + r * kThreads (< d1) of
-// token x's streams into registers (indices clamped, so the loads issue together), then
-// mix_streams' arithmetic on them.
-__device__ __forceinline__ void load_columns(const float* x, int hc, int64_t D, int64_t d0, int64_t d1,
-                                             float (&xv)[kPer][kTileHc]) {
-  const int k = static_cast<int>(threadIdx.x);
+    hc_partial_sums<NK, T, false>(x, s * slice, i1, W, fn, n_out, acc, ss);
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
 #pragma unroll
-  for (int r = 0; r < kPer; ++r) {
-    const int64_t d = d0 + k + r * kThreads, dc = d < d1 ? d : d1 - 1;
-#pragma unroll
-    for (int i = 0; i < kTileHc; ++i) xv[r][i] = x[(i < hc ? i : hc - 1) * D + dc];
+  for (int t = 0; t < T; ++t) {
+    const float sst = warp_sum(ss[t]);
+    if (lane == 0) red[t][warp][kMaxOut] = sst;
+    warp_sums_to<NK>(acc[t], n_out, lane, red[t][warp]);  // n_out is uniform over the block: every lane shuffles
   }
-}
-__device__ __forceinline__ void mix_columns(const float (&xv)[kPer][kTileHc], const float* pre, int hc, int64_t d0,
-                                            int64_t d1, bool bf16_out, float* yn) {
+  __syncthreads();
   const int k = static_cast<int>(threadIdx.x);
-  float pr[kTileHc];
-#pragma unroll
-  for (int i = 0; i < kTileHc; ++i) pr[i] = i < hc ? pre[i] : 0.f;
-#pragma unroll
-  for (int r = 0; r < kPer; ++r) {
-    const int64_t d = d0 + k + r * kThreads;
-    if (d < d1) {
-      float v = 0.f;
-#pragma unroll
-      for (int i = 0; i < kTileHc; ++i)
-        if (i < hc) v = __fadd_rn(v, __fmul_rn(pr[i], xv[r][i]));
-      yn[d] = bf16_out ? round_bf16(v) : v;
+  if (k < n_out || k == kMaxOut) {
+    for (int t = 0; t < T && n0 + t < N; ++t) {
+      float tot = 0.f;
+      for (int w = 0; w < kWarps; ++w) tot = __fadd_rn(tot, red[t][w][k]);
+      part[((n0 + t) * S + s) * (kMaxOut + 1) + k] = tot;
     }
   }
 }
 
-// Pass 2's inputs beside the token and column block (hc_finish_kernel's arguments).
-struct FinishArgs {
-  const float* X;
-  int hc;
-  int64_t D;
-  WeightRef base, scale;
-  int n_out;
-  int64_t S;
-  float* part;  // read; written by hc_decode_kernel's pass 1
-  int64_t iters;
-  float hc_eps, norm_eps;
-  bool bf16_out;
-  float* y;
-  float* post;
-  float* comb;
-};
-
-// Fast order, pass 2 of token n, columns [c * kDSlice, (c + 1) * kDSlice): adds the token's S
-// partials in order, runs the tail (post, comb and Sinkhorn for column block 0 only: the others
-// need pre alone) and mixes the streams for those columns. Every global load (partials, gate
-// weights, this thread's X values) is issued before the first barrier. sums, pre, C: shared.
-__device__ void finish_columns(const FinishArgs& a, int64_t n, int64_t c, float* sums, float* pre, float* C) {
-  const float* X = a.X;
-  const int hc = a.hc, n_out = a.n_out;
-  const int64_t D = a.D, S = a.S, W = hc * D;
-  const WeightRef &base = a.base, &scale = a.scale;
-  const float* part = a.part;
-  float *y = a.y, *post = a.post, *comb = a.comb;
-  const bool bf16_out = a.bf16_out;
+// Fast order, pass 2: grid (N, Y); block (n, c) adds token n's S partials in order, runs the
+// tail (post, comb and Sinkhorn by column block 0 only: the others need pre alone) and mixes the
+// streams for its kDSlice columns. Every global load (partials, gate weights, this thread's X
+// values) is issued before the first barrier.
+__global__ void __launch_bounds__(kThreads)
+    hc_finish_kernel(const float* X, int hc, int64_t D, WeightRef base, WeightRef scale, int n_out, int64_t S,
+                     const float* part, int64_t iters, float hc_eps, float norm_eps, bool bf16_out, float* y,
+                     float* post, float* comb) {
+  pdl_begin();
+  __shared__ float sums[kMaxOut + 1], pre[kMaxOut], C[kMaxOut];
+  const int64_t n = blockIdx.x, c = blockIdx.y, W = hc * D;
   const bool with_post = post != nullptr && c == 0;
   const int used = with_post ? n_out : hc;
   const int k = static_cast<int>(threadIdx.x);
@@ -328,7 +268,14 @@ __device__ void finish_columns(const FinishArgs& a, int64_t n, int64_t c, float*
   const int64_t d0 = c * kDSlice, d1 = d0 + kDSlice < D ? d0 + kDSlice : D;
   const bool tiled = hc >= 1 && hc <= kTileHc && d1 > d0;  // (else the clamped indices below are not valid)
   float xv[kPer][kTileHc];  // [r][i]: X[n, i, d0 + k + r * kThreads] where i < hc and that column < d1
-  if (tiled) load_columns(x, hc, D, d0, d1, xv);
+  if (tiled) {
+#pragma unroll
+    for (int r = 0; r < kPer; ++r) {
+      const int64_t d = d0 + k + r * kThreads, dc = d < d1 ? d : d1 - 1;
+#pragma unroll
+      for (int i = 0; i < kTileHc; ++i) xv[r][i] = x[(i < hc ? i : hc - 1) * D + dc];
+    }
+  }
   if (k < used || k == kMaxOut) {
     const float* p = part + n * S * (kMaxOut + 1) + k;
     float v[kMaxSlices];  // 1 <= S <= kMaxSlices (hc_slices): all loads out at once, added in slice order
@@ -342,47 +289,33 @@ __device__ void finish_columns(const FinishArgs& a, int64_t n, int64_t c, float*
     sums[k] = t;
   }
   __syncthreads();
-  mix_tail(sums, n, hc, W, g, used, a.iters, a.hc_eps, a.norm_eps, with_post, pre, C, post, comb);
+  mix_tail(sums, n, hc, W, g, used, iters, hc_eps, norm_eps, with_post, pre, C, post, comb);
   float* yn = y + n * D;
-  if (tiled)
-    mix_columns(xv, pre, hc, d0, d1, bf16_out, yn);  // kDSlice = kPer * kThreads: all of this block's columns
-  else
+  if (!tiled) {
     mix_streams(x, pre, hc, D, d0, d1, bf16_out, yn);
-}
-
-// Pass 2 as its own launch: grid (N, Y), block (n, c).
-__global__ void __launch_bounds__(kThreads) hc_finish_kernel(FinishArgs a) {
-  pdl_begin();
-  __shared__ float sums[kMaxOut + 1], pre[kMaxOut], C[kMaxOut];
-  finish_columns(a, blockIdx.x, blockIdx.y, sums, pre, C);
-}
-
-// hc_post's value of one element: post_j * out_d + sum_i C[i * h] * x[i * D] (x: X[n, 0, d], C:
-// comb[n, 0, j]; C transposed, so the sum runs over i), streams added in order, then the rounding.
-__device__ __forceinline__ float post_value(const float* x, const float* C, float post_j, float out_d, int h,
-                                            int64_t D, bool bf16_out) {
-  float acc = 0.f;
-  if (h <= kTileHc) {
-    float cv[kTileHc], xv[kTileHc];  // the loads out at once, then the CPU's chain
-#pragma unroll
-    for (int i = 0; i < kTileHc; ++i) {
-      const int ic = i < h ? i : h - 1;
-      cv[i] = C[ic * h];
-      xv[i] = x[static_cast<int64_t>(ic) * D];
-    }
-#pragma unroll
-    for (int i = 0; i < kTileHc; ++i)
-      if (i < h) acc = __fadd_rn(acc, __fmul_rn(cv[i], xv[i]));
-  } else {
-    for (int i = 0; i < h; ++i) acc = __fadd_rn(acc, __fmul_rn(C[i * h], x[static_cast<int64_t>(i) * D]));
+    return;
   }
-  const float v = __fadd_rn(__fmul_rn(post_j, out_d), acc);
-  return bf16_out ? round_bf16(v) : v;
+  // mix_streams' arithmetic on the values loaded above (kDSlice = kPer * kThreads: they are all
+  // of this block's columns).
+  float pr[kTileHc];
+#pragma unroll
+  for (int i = 0; i < kTileHc; ++i) pr[i] = i < hc ? pre[i] : 0.f;
+#pragma unroll
+  for (int r = 0; r < kPer; ++r) {
+    const int64_t d = d0 + k + r * kThreads;
+    if (d < d1) {
+      float a = 0.f;
+#pragma unroll
+      for (int i = 0; i < kTileHc; ++i)
+        if (i < hc) a = __fadd_rn(a, __fmul_rn(pr[i], xv[r][i]));
+      yn[d] = bf16_out ? round_bf16(a) : a;
+    }
+  }
 }
 
-// y[n, j, d] = post_value of (n, j, d) for every element. I: the index type of the element loop
-// (32 bits where the total allows, which makes the divisions cheap; the offsets are formed in 64
-// bits).
+// y[n, j, d] = post_j * out[n, d] + sum_i C[i][j] * X[n, i, d] (C transposed: the sum runs over
+// i), streams added in order. I: the index type of the element loop (32 bits where the total
+// allows, which makes the divisions cheap; the offsets are formed in 64 bits).
 template <class I>
 __device__ __forceinline__ void hc_post_elements(const float* out, const float* X, const float* post,
                                                  const float* comb, I total, I hc, I D, bool bf16_out, float* y) {
@@ -392,8 +325,23 @@ __device__ __forceinline__ void hc_post_elements(const float* out, const float* 
     const I d = e % D, nj = e / D, j = nj % hc, n = nj / hc;
     const float* x = X + static_cast<int64_t>(n) * h * static_cast<int64_t>(D) + static_cast<int64_t>(d);
     const float* C = comb + static_cast<int64_t>(n) * h * h + static_cast<int64_t>(j);
-    y[static_cast<int64_t>(e)] = post_value(x, C, post[static_cast<int64_t>(nj)], out[static_cast<int64_t>(n) * D + d],
-                                            h, static_cast<int64_t>(D), bf16_out);
+    float acc = 0.f;
+    if (h <= kTileHc) {
+      float cv[kTileHc], xv[kTileHc];  // the loads out at once, then the CPU's chain
+#pragma unroll
+      for (int i = 0; i < kTileHc; ++i) {
+        const int ic = i < h ? i : h - 1;
+        cv[i] = C[ic * h];
+        xv[i] = x[static_cast<int64_t>(ic) * static_cast<int64_t>(D)];
+      }
+#pragma unroll
+      for (int i = 0; i < kTileHc; ++i)
+        if (i < h) acc = __fadd_rn(acc, __fmul_rn(cv[i], xv[i]));
+    } else {
+      for (int i = 0; i < h; ++i) acc = __fadd_rn(acc, __fmul_rn(C[i * h], x[static_cast<int64_t>(i) * D]));
+    }
+    const float v = __fadd_rn(__fmul_rn(post[static_cast<int64_t>(nj)], out[static_cast<int64_t>(n) * D + d]), acc);
+    y[static_cast<int64_t>(e)] = bf16_out ? round_bf16(v) : v;
   }
 }
 
@@ -406,71 +354,6 @@ __global__ void hc_post_kernel(const float* out, const float* X, const float* po
                                static_cast<uint32_t>(D), bf16_out, y);
   else
     hc_post_elements<int64_t>(out, X, post, comb, total, hc, D, bf16_out, y);
-}
-
-// hc_mix_one_launch's kernel: grid (N, S), block (n, s) is pass 1's block (n, s) with T = 1, its
-// elements either loaded (before == nullptr) or formed as hc_post's values and stored to X
-// (post_value, the same thread's elements in the same order: the same sums). The token's last
-// block to finish (count[n]: zero before, zeroed again after) then runs pass 2 for each column
-// block in turn. The other blocks' partials and streams are visible to it: each block fences its
-// writes before it counts itself (the CUDA guide's last-block reduction).
-template <int NK>
-__global__ void __launch_bounds__(kThreads) hc_decode_kernel(HcPostInputs before, float* streams, FinishArgs a,
-                                                             int64_t slice, WeightRef fn, unsigned* count) {
-  pdl_begin();
-  __shared__ float red[1][kWarps][kMaxOut + 1];
-  __shared__ float sums[kMaxOut + 1], pre[kMaxOut], C[kMaxOut];
-  __shared__ bool last;
-  const int64_t n = blockIdx.x, s = blockIdx.y, S = gridDim.y, D = a.D, W = a.hc * D;
-  const int64_t i1 = (s + 1) * slice < W ? (s + 1) * slice : W;
-  float acc[1][kMaxOut], ss[1] = {0.f};
-#pragma unroll
-  for (int k = 0; k < kMaxOut; ++k) acc[0][k] = 0.f;
-  float* X = streams + n * W;  // a.X: written only with `before`
-  if (before.out) {
-    const float *x0 = before.X + n * W, *C0 = before.comb + n * a.hc * a.hc, *out = before.out + n * D;
-    const float* post = before.post + n * a.hc;
-    const auto load = [&](int, int64_t i) {
-      const int64_t j = i / D, d = i - j * D;
-      const float v = post_value(x0 + d, C0 + j, post[j], out[d], a.hc, D, before.bf16_out);
-      X[i] = v;
-      return v;
-    };
-    if (fn.format == WFormat::F32)
-      hc_partial_sums<NK, 1, true>(load, s * slice, i1, W, fn, a.n_out, acc, ss);
-    else
-      hc_partial_sums<NK, 1, false>(load, s * slice, i1, W, fn, a.n_out, acc, ss);
-  } else {
-    const auto load = [&](int, int64_t i) { return X[i]; };
-    if (fn.format == WFormat::F32)
-      hc_partial_sums<NK, 1, true>(load, s * slice, i1, W, fn, a.n_out, acc, ss);
-    else
-      hc_partial_sums<NK, 1, false>(load, s * slice, i1, W, fn, a.n_out, acc, ss);
-  }
-  store_partials<NK, 1>(acc, ss, a.n_out, n, n + 1, s, S, red, a.part);
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(count + n, 1u) == static_cast<unsigned>(S - 1);
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  // Column block 0 as pass 2's block (n, 0) (the tail with post, comb and Sinkhorn), then the other
-  // column blocks' mixes with the pre it left in shared memory: the other blocks of pass 2 form
-  // the same pre from the same sums.
-  finish_columns(a, n, 0, sums, pre, C);
-  const float* x = X;
-  float* yn = a.y + n * D;
-  if (a.hc > kTileHc) {
-    if (kDSlice < D) mix_streams(x, pre, a.hc, D, kDSlice, D, a.bf16_out, yn);
-  } else {
-    for (int64_t d0 = kDSlice; d0 < D; d0 += kDSlice) {
-      const int64_t d1 = d0 + kDSlice < D ? d0 + kDSlice : D;
-      float xv[kPer][kTileHc];
-      load_columns(x, a.hc, D, d0, d1, xv);
-      mix_columns(xv, pre, a.hc, d0, d1, a.bf16_out, yn);
-    }
-  }
-  if (threadIdx.x == 0) count[n] = 0;
 }
 
 }  // namespace
@@ -510,27 +393,8 @@ gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn
                               0, s, X, h, D, fn, no, N, slice, scratch);
   if (e != gpuSuccess) return e;
   const int64_t Y = (D + kDSlice - 1) / kDSlice;
-  const FinishArgs a{X, h, D, base, scale, no, S, scratch, sinkhorn_iters, hc_eps, norm_eps, bf16_out, y, post, comb};
   return launch(hc_finish_kernel, dim3(static_cast<unsigned>(N), static_cast<unsigned>(Y > 0 ? Y : 1)), kThreads, 0, s,
-                a);
-}
-
-bool hc_mix_one_launch_ok(int64_t N, int64_t n_out) { return N >= 1 && N < kHcGroupFrom && n_out <= 24; }
-
-gpuError_t hc_mix_one_launch(const HcPostInputs& before, float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn,
-                             WeightRef base, WeightRef scale, int64_t sinkhorn_iters, float hc_eps, float norm_eps,
-                             bool bf16_out, int64_t slice_width, float* y, float* post, float* comb, float* scratch,
-                             unsigned* count, gpuStream_t s) {
-  const int64_t n_out = post ? hc * (2 + hc) : hc;
-  if (!hc_mix_one_launch_ok(N, n_out)) return gpuErrorNotSupported;
-  const int h = static_cast<int>(hc), no = static_cast<int>(n_out);
-  const int64_t W = hc * D, S = hc_slices(W, slice_width), slice = (W + S - 1) / S;
-  const FinishArgs a{X, h, D, base, scale, no, S, scratch, sinkhorn_iters, hc_eps, norm_eps, bf16_out, y, post, comb};
-  // NK as hc_mix's T = 1 kernels take it (the same sums)
-  const auto kernel = no <= 4 ? hc_decode_kernel<4> : no <= 8 ? hc_decode_kernel<8>
-                      : no <= 15 ? hc_decode_kernel<15> : hc_decode_kernel<24>;
-  return launch(kernel, dim3(static_cast<unsigned>(N), static_cast<unsigned>(S)), kThreads, 0, s, before, X, a, slice,
-                fn, count);
+                X, h, D, base, scale, no, S, scratch, sinkhorn_iters, hc_eps, norm_eps, bf16_out, y, post, comb);
 }
 
 gpuError_t hc_post(const float* out, const float* X, const float* post, const float* comb, int64_t N, int64_t hc,

@@ -29,26 +29,6 @@ gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn
                   float* y, float* post, float* comb, float* scratch, gpuStream_t s);
 int64_t hc_mix_scratch_floats(int64_t N, int64_t hc, int64_t D, int64_t slice);
 
-// hc_post's inputs (below) when hc_mix_one_launch forms the streams itself; out = nullptr: it
-// reads them.
-struct HcPostInputs {
-  const float* out = nullptr;   // [N, D]
-  const float* X = nullptr;     // [N, hc, D]: the streams before
-  const float* post = nullptr;  // [N, hc]
-  const float* comb = nullptr;  // [N, hc, hc]
-  bool bf16_out = false;
-};
-// hc_mix's fast order for a decode step's few tokens in one launch instead of two, where
-// hc_mix_one_launch_ok (else gpuErrorNotSupported): pass 1's blocks as hc_mix's, and each token's
-// last block to finish runs pass 2 (count: N unsigned, zero, left zero). With before.out the
-// streams X are first formed as hc_post(before) and written to X (one launch instead of three).
-// The same values as hc_post then hc_mix (GpuOps.HcOneLaunchIsTheTwoOps).
-bool hc_mix_one_launch_ok(int64_t N, int64_t n_out);
-gpuError_t hc_mix_one_launch(const HcPostInputs& before, float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn,
-                             WeightRef base, WeightRef scale, int64_t sinkhorn_iters, float hc_eps, float norm_eps,
-                             bool bf16_out, int64_t slice, float* y, float* post, float* comb, float* scratch,
-                             unsigned* count, gpuStream_t s);
-
 // y[n, j, d] = post[n, j] * out[n, d] + sum_i comb[n, i, j] * X[n, i, d], then the rounding.
 gpuError_t hc_post(const float* out, const float* X, const float* post, const float* comb, int64_t N, int64_t hc,
                    int64_t D, bool bf16_out, float* y, gpuStream_t s);
