@@ -203,7 +203,8 @@ class GpuBackend final : public Backend {
   // When on, norm_rope() is one launch (k::norm_rope) where its kernel takes the shape: a decode
   // step's q, kv and compressed entries, instead of a norm, two copies and two kernels.
   // On by default (PERF.md v34, measured: -40 us a B = 1 step); PLUMB_GPU_NORM_ROPE=off at start
-  // turns it off (an A/B). The same values (tests compare bitwise). norm_rope_launches(): the calls that took the one launch.
+  // turns it off (an A/B). The same values (tests compare bitwise). norm_rope_launches(): the
+  // calls that took the one launch.
   void set_norm_rope(bool on) { norm_rope_ = on; }
   int64_t norm_rope_launches() const { return norm_rope_launches_; }
   int64_t act_fp8_copy_reads() const { return act_fp8_copy_reads_; }
