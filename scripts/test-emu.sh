@@ -3,7 +3,7 @@
 # emulator"): builds build-emu (scripts/build-emu.sh) and runs, in two gtest shards, the GPU tests
 # that take under two minutes each there (most under one; SparseAttentionMmaWithinTheOrderFloor about
 # three, alone in its shard most of that time): about 5 minutes on 2 cores. EMU_FILTER=<gtest filter> runs
-# others ('Gpu*:*Gpu*': all 68, ~45 minutes on 2 cores); PLUMB_EMU_SHUFFLE=<seed> reorders blocks
+# others ('Gpu*:*Gpu*': all of them, ~45 minutes on 2 cores); PLUMB_EMU_SHUFFLE=<seed> reorders blocks
 # and threads. EMU_FLAVOR=hip: the emulator's HIP flavour instead (scripts/build-emu-hip.sh, into
 # build-emu-hip): the same tests on the kernels compiled as for gfx90a (wave64, the MFMA tile).
 # A check of kernel logic before a device lease, not a substitute for it.
