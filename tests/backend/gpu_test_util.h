@@ -197,6 +197,16 @@ class GpuOps : public ::testing::Test {
     return 0;
   }
 
+  // hc_pre_norm() in two launches where k::hc_mix_norm takes it (GpuBackend::set_hc_norm);
+  // returns how many calls have taken it so far.
+  int64_t set_hc_norm(bool on) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (dev) return dev->set_hc_norm(on), dev->hc_norm_launches();
+#endif
+    (void)on;
+    return 0;
+  }
+
   // act_fp8 on the GEMV and the grouped experts: applied by the kernels as they stage their input
   // (on, the default) or by a separate quant launch first (off); the same bits either way.
   void set_fused_act_quant(bool on) {

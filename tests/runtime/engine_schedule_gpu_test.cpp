@@ -178,5 +178,14 @@ TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithNormRope) {
   EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_NORM_ROPE", "off"), "") << "the fast order without norm_rope's one launch";
 }
 
+// The same schedule with each hc_pre's second pass and the norm after it in one launch
+// (PLUMB_GPU_HC_NORM=on, GpuBackend::set_hc_norm) against the default run: every forward's logits
+// bitwise the same.
+TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithHcNorm) {
+  LoadOptions gpu;
+  if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
+  EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_HC_NORM", "on"), "") << "the fast order with hc_pre's pass 2 and the norm in one";
+}
+
 }  // namespace
 }  // namespace plumb::runtime

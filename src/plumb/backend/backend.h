@@ -316,6 +316,15 @@ class Backend {
   virtual HcPreResult hc_pre(const Tensor& X, const HcParams& p, Round out) = 0;
   virtual Tensor hc_post(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb, Round r) = 0;
   virtual Tensor hc_head(const Tensor& X, const HcParams& p, Round out) = 0;
+  // hc_pre(X, p, out), then rms_norm(y, weight, eps, math, out) of its y: the result's y is the
+  // normed input of the sublayer (post and comb as hc_pre's). A backend may compute both in one
+  // pass (the GPU: the mixes' second launch and the norm as one).
+  virtual HcPreResult hc_pre_norm(const Tensor& X, const HcParams& p, const WeightView* weight, float eps,
+                                  NormMath math, Round out) {
+    HcPreResult h = hc_pre(X, p, out);
+    h.y = rms_norm(h.y, weight, eps, math, out);
+    return h;
+  }
 
   // ---- compressor (MODEL-SPEC 3.4): feeds each sequence's rows of kv and score ([N, c*d], f32,
   // score without ape) through its state; every window closed by a token (pos + 1 = multiple of

@@ -131,16 +131,16 @@ Tensor ForwardV4::forward(std::span<const SequenceStep> batch, std::span<const i
     auto site = [&](const HcWeights& h) {
       return backend::HcParams{&h.fn, &h.base, &h.scale, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps), eps};
     };
-    backend::HcPreResult h = be_.hc_pre(X, site(L.hc_attn), st.R);
-    Tensor x = be_.rms_norm(h.y, &L.attn_norm, eps, backend::NormMath::F32, st.R);
+    backend::HcPreResult h = be_.hc_pre_norm(X, site(L.hc_attn), &L.attn_norm, eps, backend::NormMath::F32, st.R);
+    Tensor x = h.y;  // the normed mix
     tap(st, st.prefix + "attn_in", x);
     Tensor a = attention(l, x, st);
     tap(st, st.prefix + "attn.out", a);
     X = be_.hc_post(a, X, h.post, h.comb, st.R);
     tap(st, st.prefix + "hc_attn", X);
 
-    h = be_.hc_pre(X, site(L.hc_ffn), st.R);
-    x = be_.rms_norm(h.y, &L.ffn_norm, eps, backend::NormMath::F32, st.R);
+    h = be_.hc_pre_norm(X, site(L.hc_ffn), &L.ffn_norm, eps, backend::NormMath::F32, st.R);
+    x = h.y;
     tap(st, st.prefix + "ffn_in", x);
     Tensor f = ffn(l, x, st);
     tap(st, st.prefix + "ffn.out", f);

@@ -207,6 +207,12 @@ class GpuBackend final : public Backend {
   // calls that took the one launch.
   void set_norm_rope(bool on) { norm_rope_ = on; }
   int64_t norm_rope_launches() const { return norm_rope_launches_; }
+  // When on, hc_pre_norm() is two launches (k::hc_mix_norm: pass 1, then pass 2 and the norm in
+  // one block a token) instead of three, where its kernel takes the shape (fast order in both).
+  // PLUMB_GPU_HC_NORM=on at start (an A/B, off until measured: PERF.md v36). The same values
+  // (tests compare bitwise). hc_norm_launches(): the calls that took it.
+  void set_hc_norm(bool on) { hc_norm_ = on; }
+  int64_t hc_norm_launches() const { return hc_norm_launches_; }
   int64_t act_fp8_copy_reads() const { return act_fp8_copy_reads_; }
   // Whether FP8 linears may take the FP8 tensor cores here: sm_90 with the sm_90a kernel built,
   // unless PLUMB_GPU_PATH=portable (read at start; default auto), under which faithful FP8
@@ -269,6 +275,8 @@ class GpuBackend final : public Backend {
 
   HcPreResult hc_pre(const Tensor& X, const HcParams& p, Round out) override;
   Tensor hc_post(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb, Round r) override;
+  HcPreResult hc_pre_norm(const Tensor& X, const HcParams& p, const WeightView* weight, float eps, NormMath math,
+                          Round out) override;
   Tensor hc_head(const Tensor& X, const HcParams& p, Round out) override;
 
   Tensor compress(const Tensor& kv, const Tensor& score, const Batch& b, std::span<CompressorState> states,
@@ -347,6 +355,8 @@ class GpuBackend final : public Backend {
   int64_t linear_pair_launches_ = 0;
   bool norm_rope_ = true;        // PLUMB_GPU_NORM_ROPE=off: off
   int64_t norm_rope_launches_ = 0;
+  bool hc_norm_ = false;  // PLUMB_GPU_HC_NORM=on
+  int64_t hc_norm_launches_ = 0;
   int64_t act_fp8_copy_reads_ = 0;
   // x's act_fp8 copy (GpuStorage::act_fp8) for a consumer whose 128-blocks are those of x's rows
   // of `row` values, or null (also counts the read).

@@ -41,6 +41,30 @@ HcPreResult GpuBackend::hc_pre(const Tensor& X, const HcParams& p, Round out) {
   return r;
 }
 
+HcPreResult GpuBackend::hc_pre_norm(const Tensor& X, const HcParams& p, const WeightView* weight, float eps,
+                                    NormMath math, Round out) {
+  const HcDims d = check_hc_pre(X, p);
+  const int64_t N = d.N, hc = d.hc, D = d.D;
+  const WeightRef* w = weight ? &this->weight(*weight) : nullptr;
+  const bool steps = math == NormMath::BF16Steps;
+  if (!hc_norm_ || N == 0 || cpu_order(kHc) || cpu_order(kNorm) || !k::hc_mix_norm_ok(hc, D, w, steps))
+    return Backend::hc_pre_norm(X, p, weight, eps, math, out);
+  const HcSite s = load_site(*this, p, (2 + hc) * hc, "hc_pre_norm");
+  HcPreResult r{alloc(ElemType::F32, {N, D}), alloc(ElemType::F32, {N, hc}), alloc(ElemType::F32, {N, hc, hc})};
+  check_rms_norm(r.y, weight, math);
+  Tensor scratch = alloc(ElemType::F32, {k::hc_mix_scratch_floats(N, hc, D, k::kHcSlice)});
+  Tensor q;  // the act_fp8 copy of a decode step's rows, as rms_norm writes it (set_norm_act_fp8)
+  if (norm_act_fp8_ && N <= kNormActFp8Rows) q = alloc(ElemType::F32, {N, D});
+  check_launch(k::hc_mix_norm(dev_f32(X, "hc_pre streams"), N, hc, D, s.fn, s.base, s.scale, p.sinkhorn_iters,
+                              p.hc_eps, p.norm_eps, out == Round::BF16, k::kHcSlice, dev_f32(r.post), dev_f32(r.comb),
+                              dev_f32(scratch), w, eps, steps, out == Round::BF16, dev_f32(r.y),
+                              q.defined() ? dev_f32(q) : nullptr, stream()),
+               "hc_pre_norm");
+  static_cast<GpuStorage*>(r.y.storage())->act_fp8 = std::move(q);
+  ++hc_norm_launches_;
+  return r;
+}
+
 Tensor GpuBackend::hc_post(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb, Round rnd) {
   const HcDims d = check_hc_post(out, X, post, comb);
   const int64_t N = d.N, hc = d.hc, D = d.D;

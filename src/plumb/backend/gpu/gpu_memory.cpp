@@ -217,6 +217,11 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "'off' (rms_norm, rope and quant_fp8 each their own launch)");
       c >= 0)
     norm_rope_ = c == 0;
+  if (const int c = env_choice("PLUMB_GPU_HC_NORM", {"off", "on"},
+                               "'off' (hc_pre's mixes and the norm after them in three launches) or 'on' (two: the "
+                               "mixes' second pass and the norm in one)");
+      c >= 0)
+    hc_norm_ = c == 1;
   if (const int c = env_choice("PLUMB_GPU_PATH", {"auto", "portable"},
                                "'auto' (FP8 tensor cores where the device has them) or 'portable' (bf16 matrix cores "
                                "on dequantized weights, as on a GPU without FP8)");

@@ -23,6 +23,9 @@ gpuError_t rms_norm(float* y, const float* x, int64_t rows, int64_t d, const Wei
 // Whether rms_norm can write the act_fp8 copy: the kernel that holds a thread's elements in
 // registers (d <= 8192, a norm weight of f32 or bf16 words or none).
 bool rms_norm_act_fp8_ok(int64_t d, const WeightRef* weight, bool bf16_steps);
+// rms_norm's threads per row (a function of d only): a kernel that norms a row with norm_row.h's
+// functions gives the same bits only with this many threads (hc_mix_norm).
+unsigned norm_threads(int64_t d);
 // rms_norm (no act_fp8 copy) of `rows` vectors of d values, then rope (not inverse) of each
 // vector's last 2f values at pos[vector / vecs], then (qcols > 0) the FP8 round trip of its first
 // qcols values in blocks of qblock: rms_norm's, rope's and quant_blocks' values in one launch. Only

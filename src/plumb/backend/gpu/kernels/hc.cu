@@ -9,6 +9,8 @@
 
 #include "plumb/backend/gpu/gpu_numerics.h"
 #include "plumb/backend/gpu/kernels/cpu_order.h"
+#include "plumb/backend/gpu/kernels/elementwise.h"
+#include "plumb/backend/gpu/kernels/norm_row.h"
 
 namespace plumb::gpu::k {
 namespace {
@@ -249,6 +251,26 @@ __global__ void __launch_bounds__(kThreads) hc_partial_kernel(const float* X, in
   }
 }
 
+// Sum k of token n: its S partials added in slice order, B loads out at once (hc_finish: all of
+// them, 1 <= S <= kMaxSlices by hc_slices; fewer where registers are short).
+template <int B>
+__device__ __forceinline__ float token_sum(const float* part, int64_t n, int64_t S, int k) {
+  static_assert(kMaxSlices % B == 0);
+  const float* p = part + n * S * (kMaxOut + 1) + k;
+  float t = 0.f;
+#pragma unroll
+  for (int s0 = 0; s0 < kMaxSlices; s0 += B) {
+    if (s0 > 0 && s0 >= S) break;
+    float v[B];
+#pragma unroll
+    for (int s = 0; s < B; ++s) v[s] = p[(s0 + s < S ? s0 + s : S - 1) * (kMaxOut + 1)];
+#pragma unroll
+    for (int s = 0; s < B; ++s)
+      if (s0 + s < S) t = __fadd_rn(t, v[s]);
+  }
+  return t;
+}
+
 // Fast order, pass 2: grid (N, Y); block (n, c) adds token n's S partials in order, runs the
 // tail (post, comb and Sinkhorn by column block 0 only: the others need pre alone) and mixes the
 // streams for its kDSlice columns. Every global load (partials, gate weights, this thread's X
@@ -276,18 +298,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int i = 0; i < kTileHc; ++i) xv[r][i] = x[(i < hc ? i : hc - 1) * D + dc];
     }
   }
-  if (k < used || k == kMaxOut) {
-    const float* p = part + n * S * (kMaxOut + 1) + k;
-    float v[kMaxSlices];  // 1 <= S <= kMaxSlices (hc_slices): all loads out at once, added in slice order
-#pragma unroll
-    for (int s = 0; s < kMaxSlices; ++s) v[s] = p[(s < S ? s : S - 1) * (kMaxOut + 1)];
-    float t = 0.f;
-#pragma unroll
-    for (int s = 0; s < kMaxSlices; ++s)
-      if (s < S) t = __fadd_rn(t, v[s]);
-    for (int64_t s = kMaxSlices; s < S; ++s) t = __fadd_rn(t, p[s * (kMaxOut + 1)]);
-    sums[k] = t;
-  }
+  if (k < used || k == kMaxOut) sums[k] = token_sum<kMaxSlices>(part, n, S, k);
   __syncthreads();
   mix_tail(sums, n, hc, W, g, used, iters, hc_eps, norm_eps, with_post, pre, C, post, comb);
   float* yn = y + n * D;
@@ -311,6 +322,70 @@ __global__ void __launch_bounds__(kThreads)
       yn[d] = bf16_out ? round_bf16(a) : a;
     }
   }
+}
+
+// Pass 2 with the rms_norm that follows hc_pre (hc_mix_norm): grid N, one token a block of T =
+// norm_threads(D) threads (hc <= kTileHc, T > kMaxOut). Thread t forms the sums it owns as
+// hc_finish does, then the tail, then mixes columns t + k T (k < PER) with hc_finish's chain; those
+// are the elements norm_row_regs gives thread t of the norm's own launch (same T), so the norm
+// (sum_squares_regs, norm_scale_regs) and its act_fp8 copy (act_fp8_row) run on the mixed values
+// in registers: the same bits as hc_finish, then rms_norm. hc_pre's y is not stored (the norm is
+// its one reader). Every global load (gate and norm weights, this thread's X values, the
+// partials) is issued before the first barrier.
+struct NormArgs {
+  WeightRef w;
+  bool weighted;  // a weight and not bf16 steps (rms_norm_rows)
+  float eps;
+  bool bf16_steps, round_out;
+  float* y;  // [N, D]
+  float* q;  // [N, D] the act_fp8 copy, or null
+};
+template <int PER>
+__global__ void __launch_bounds__(1024, 1)
+    hc_finish_norm_kernel(const float* X, int hc, int64_t D, WeightRef base, WeightRef scale, int n_out, int64_t S,
+                          const float* part, int64_t iters, float hc_eps, float norm_eps, bool bf16_mix, float* post,
+                          float* comb, NormArgs nm) {
+  pdl_begin();
+  __shared__ float sums[kMaxOut + 1], pre[kMaxOut], C[kMaxOut];
+  __shared__ float scratch[1024 / 32], chunk[PER * 1024 / 32];  // block_sum's, act_fp8_row's
+  const int64_t n = blockIdx.x, W = hc * D;
+  const int t = static_cast<int>(threadIdx.x), T = static_cast<int>(blockDim.x), di = static_cast<int>(D);
+  const bool with_post = post != nullptr;
+  const int used = with_post ? n_out : hc;
+  const Gate g = gate_weights(base, scale, hc, used);
+  const float* x = X + n * W;
+  float xv[PER][kTileHc];  // [k][i]: X[n, i, t + k T], the column clamped below D
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    const int d = t + k * T, dc = d < di ? d : di - 1;
+#pragma unroll
+    for (int i = 0; i < kTileHc; ++i) xv[k][i] = x[(i < hc ? i : hc - 1) * D + dc];
+  }
+  float wv[PER] = {};
+  if (nm.weighted) norm_weights<PER>(nm.w, t, T, di, wv);
+  if (t < used || t == kMaxOut) sums[t] = token_sum<16>(part, n, S, t);  // (1,024 threads: 64 registers)
+  __syncthreads();
+  mix_tail(sums, n, hc, W, g, used, iters, hc_eps, norm_eps, with_post, pre, C, post, comb);
+  float pr[kTileHc];
+#pragma unroll
+  for (int i = 0; i < kTileHc; ++i) pr[i] = i < hc ? pre[i] : 0.f;
+  float v[PER];  // hc_pre's y at this thread's columns (0 past D, as norm_row_regs loads it)
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    float a = 0.f;
+#pragma unroll
+    for (int i = 0; i < kTileHc; ++i)
+      if (i < hc) a = __fadd_rn(a, __fmul_rn(pr[i], xv[k][i]));
+    v[k] = t + k * T < di ? (bf16_mix ? round_bf16(a) : a) : 0.f;
+  }
+  const float ss = sum_squares_regs<PER>(v, di, nm.bf16_steps, scratch);
+  float out[PER];
+  norm_scale_regs<PER>(v, wv, ss, di, nm.weighted, nm.eps, nm.bf16_steps, nm.round_out, out);
+  float* o = nm.y + n * D;
+#pragma unroll
+  for (int k = 0; k < PER; ++k)
+    if (t + k * T < di) o[t + k * T] = out[k];
+  if (nm.q) act_fp8_row<PER>(out, t, T, di, nm.q + n * D, chunk);
 }
 
 // y[n, j, d] = post_j * out[n, d] + sum_i C[i][j] * X[n, i, d] (C transposed: the sum runs over
@@ -364,6 +439,22 @@ int64_t hc_slices(int64_t W, int64_t slice) {
   const int64_t s = (W + slice - 1) / slice;
   return s < 1 ? 1 : (s > kMaxSlices ? kMaxSlices : s);
 }
+
+// Pass 1 of the fast order in S slices (hc_slices) into scratch.
+gpuError_t launch_partial(const float* X, int64_t N, int h, int64_t D, const WeightRef& fn, int no, int64_t S,
+                          float* scratch, gpuStream_t s) {
+  const int64_t slice = (h * D + S - 1) / S;
+  // NK: the fewest dot products a thread forms that cover n_out (hc = 4: 4 pre only, 24 with post);
+  // T: tokens a block (kGroup from kHcGroupFrom tokens, up to 24 sums: T x NK accumulators a thread).
+  const int T = N >= kHcGroupFrom && no <= 24 ? kGroup : 1;
+  const auto partial = T > 1 ? (no <= 4 ? hc_partial_kernel<4, kGroup> : no <= 8 ? hc_partial_kernel<8, kGroup>
+                                : no <= 15 ? hc_partial_kernel<15, kGroup> : hc_partial_kernel<24, kGroup>)
+                       : no <= 4 ? hc_partial_kernel<4, 1> : no <= 8 ? hc_partial_kernel<8, 1>
+                       : no <= 15 ? hc_partial_kernel<15, 1> : no <= 24 ? hc_partial_kernel<24, 1>
+                                    : hc_partial_kernel<kMaxOut, 1>;
+  return launch(partial, dim3(static_cast<unsigned>((N + T - 1) / T), static_cast<unsigned>(S)), kThreads, 0, s, X, h, D,
+                fn, no, N, slice, scratch);
+}
 }  // namespace
 
 int64_t hc_mix_scratch_floats(int64_t N, int64_t hc, int64_t D, int64_t slice) {
@@ -380,21 +471,36 @@ gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn
     return launch(hc_mix_cpu_order_kernel, static_cast<unsigned>(N), kThreads, 0, s, X, h, D, fn, base, scale, no,
                   sinkhorn_iters, hc_eps, norm_eps, bf16_out, y, post, comb);
   }
-  const int64_t W = hc * D, S = hc_slices(W, slice_width), slice = (W + S - 1) / S;
-  // NK: the fewest dot products a thread forms that cover n_out (hc = 4: 4 pre only, 24 with post);
-  // T: tokens a block (kGroup from kHcGroupFrom tokens, up to 24 sums: T x NK accumulators a thread).
-  const int T = N >= kHcGroupFrom && no <= 24 ? kGroup : 1;
-  const auto partial = T > 1 ? (no <= 4 ? hc_partial_kernel<4, kGroup> : no <= 8 ? hc_partial_kernel<8, kGroup>
-                                : no <= 15 ? hc_partial_kernel<15, kGroup> : hc_partial_kernel<24, kGroup>)
-                       : no <= 4 ? hc_partial_kernel<4, 1> : no <= 8 ? hc_partial_kernel<8, 1>
-                       : no <= 15 ? hc_partial_kernel<15, 1> : no <= 24 ? hc_partial_kernel<24, 1>
-                                    : hc_partial_kernel<kMaxOut, 1>;
-  const gpuError_t e = launch(partial, dim3(static_cast<unsigned>((N + T - 1) / T), static_cast<unsigned>(S)), kThreads,
-                              0, s, X, h, D, fn, no, N, slice, scratch);
+  const int64_t S = hc_slices(hc * D, slice_width);
+  const gpuError_t e = launch_partial(X, N, h, D, fn, no, S, scratch, s);
   if (e != gpuSuccess) return e;
   const int64_t Y = (D + kDSlice - 1) / kDSlice;
   return launch(hc_finish_kernel, dim3(static_cast<unsigned>(N), static_cast<unsigned>(Y > 0 ? Y : 1)), kThreads, 0, s,
                 X, h, D, base, scale, no, S, scratch, sinkhorn_iters, hc_eps, norm_eps, bf16_out, y, post, comb);
+}
+
+bool hc_mix_norm_ok(int64_t hc, int64_t D, const WeightRef* norm_weight, bool bf16_steps) {
+  return hc >= 1 && hc <= kTileHc && hc * (2 + hc) <= kHcMaxOut && rms_norm_act_fp8_ok(D, norm_weight, bf16_steps) &&
+         norm_threads(D) > kMaxOut;
+}
+
+gpuError_t hc_mix_norm(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn, WeightRef base, WeightRef scale,
+                       int64_t sinkhorn_iters, float hc_eps, float hc_norm_eps, bool bf16_mix, int64_t slice_width,
+                       float* post, float* comb, float* scratch, const WeightRef* norm_weight, float eps,
+                       bool bf16_steps, bool round_out, float* y, float* act_fp8, gpuStream_t s) {
+  if (N <= 0) return gpuGetLastError();
+  if (!hc_mix_norm_ok(hc, D, norm_weight, bf16_steps)) return gpuErrorNotSupported;
+  const int h = static_cast<int>(hc), no = static_cast<int>(post ? hc * (2 + hc) : hc);
+  const int64_t S = hc_slices(hc * D, slice_width);
+  const gpuError_t e = launch_partial(X, N, h, D, fn, no, S, scratch, s);
+  if (e != gpuSuccess) return e;
+  const unsigned threads = norm_threads(D);
+  const NormArgs nm{norm_weight ? *norm_weight : WeightRef{}, norm_weight != nullptr && !bf16_steps, eps, bf16_steps,
+                    round_out, y, act_fp8};
+  // PER as rms_norm's kernel takes it (4 values a thread up to D = 4,096, else 8)
+  const auto kernel = (D + threads - 1) / threads <= 4 ? &hc_finish_norm_kernel<4> : &hc_finish_norm_kernel<8>;
+  return launch(kernel, static_cast<unsigned>(N), threads, 0, s, X, h, D, base, scale, no, S, scratch, sinkhorn_iters,
+                hc_eps, hc_norm_eps, bf16_mix, post, comb, nm);
 }
 
 gpuError_t hc_post(const float* out, const float* X, const float* post, const float* comb, int64_t N, int64_t hc,

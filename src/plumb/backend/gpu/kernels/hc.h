@@ -29,6 +29,19 @@ gpuError_t hc_mix(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn
                   float* y, float* post, float* comb, float* scratch, gpuStream_t s);
 int64_t hc_mix_scratch_floats(int64_t N, int64_t hc, int64_t D, int64_t slice);
 
+// hc_mix's fast order (post and comb non-null: hc_pre) with the rms_norm of its y after it
+// (norm_weight, eps, bf16_steps, round_out as k::rms_norm's) in two launches instead of three:
+// pass 1 as hc_mix's, then pass 2 and the norm in one block a token. y: the norm's output [N, D];
+// act_fp8 (or null): its act_fp8 copy, as k::rms_norm writes it. hc_pre's own y is not written.
+// The same values as hc_mix then rms_norm (GpuOps.HcPreNormIsTheTwoOps). Where hc_mix_norm_ok
+// (else gpuErrorNotSupported): at most kTileHc (4) streams, rms_norm's register widths
+// (rms_norm_act_fp8_ok) of more than 35 threads (D > 140).
+bool hc_mix_norm_ok(int64_t hc, int64_t D, const WeightRef* norm_weight, bool bf16_steps);
+gpuError_t hc_mix_norm(const float* X, int64_t N, int64_t hc, int64_t D, WeightRef fn, WeightRef base, WeightRef scale,
+                       int64_t sinkhorn_iters, float hc_eps, float hc_norm_eps, bool bf16_mix, int64_t slice,
+                       float* post, float* comb, float* scratch, const WeightRef* norm_weight, float eps,
+                       bool bf16_steps, bool round_out, float* y, float* act_fp8, gpuStream_t s);
+
 // y[n, j, d] = post[n, j] * out[n, d] + sum_i comb[n, i, j] * X[n, i, d], then the rounding.
 gpuError_t hc_post(const float* out, const float* X, const float* post, const float* comb, int64_t N, int64_t hc,
                    int64_t D, bool bf16_out, float* y, gpuStream_t s);

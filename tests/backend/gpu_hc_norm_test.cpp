@@ -1,0 +1,75 @@
+// hc_pre, then rms_norm of its y (Backend::hc_pre_norm) on the GPU in two launches (k::hc_mix_norm,
+// GpuBackend::set_hc_norm, PLUMB_GPU_HC_NORM=on) against the same backend's hc_pre and rms_norm.
+// The fused launch keeps pass 2's arithmetic and the norm's own element mapping and functions
+// (norm_row.h), so every check is bitwise: the normed y, post, comb and the norm's act_fp8 copy,
+// with the count of calls that took the two launches (a fused path that never runs cannot pass).
+#include "gpu_test_util.h"
+#include "op_weights.h"
+
+namespace plumb::test {
+namespace {
+
+using backend::NormMath;
+
+struct HcNormCase {
+  int64_t N, hc, D;
+  int weight;  // 0 none, 1 bf16, 2 f32, 3 fp8 (the fused kernel takes none of an fp8 weight)
+  NormMath math;
+  Round out;
+  bool fused;  // whether k::hc_mix_norm takes it
+};
+
+// A decode step's mixes (V4-Flash: 4 streams of 4,096; 1 to 8 rows take the act_fp8 copy, 9 do
+// not), a prefill's (70 tokens: pass 1's 4-token groups), 8 values a thread (7,168), a partial
+// last thread's columns (1,000), the fewest threads it takes (64: D 160 and 256) and 2 and 3
+// streams; then what it leaves to the separate ops: 32 threads (D 128), 5 streams, an FP8 weight.
+std::vector<HcNormCase> hc_norm_cases() {
+  const NormMath F32 = NormMath::F32, Steps = NormMath::BF16Steps;
+  return {{1, 4, 4096, 1, F32, Round::BF16, true},  {1, 4, 4096, 2, F32, Round::None, true},
+          {3, 4, 4096, 0, Steps, Round::BF16, true}, {8, 4, 4096, 1, F32, Round::BF16, true},
+          {9, 4, 1000, 2, F32, Round::None, true},   {70, 4, 512, 1, F32, Round::BF16, true},
+          {2, 4, 7168, 1, F32, Round::BF16, true},   {2, 2, 256, 0, F32, Round::None, true},
+          {2, 3, 160, 1, F32, Round::BF16, true},    {1, 4, 128, 1, F32, Round::BF16, false},
+          {1, 5, 256, 1, F32, Round::None, false},   {1, 4, 4096, 3, F32, Round::BF16, false}};
+}
+
+std::string case_name(const HcNormCase& c) {
+  return "N " + std::to_string(c.N) + " hc " + std::to_string(c.hc) + " D " + std::to_string(c.D) + " weight " +
+         std::to_string(c.weight) + (c.math == NormMath::BF16Steps ? " bf16 steps" : "") +
+         (c.out == Round::BF16 ? " bf16 out" : "");
+}
+
+TEST_F(GpuOps, HcPreNormIsTheTwoOps) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+  if (!dev) GTEST_SKIP() << "GPU ops on the CPU backend";
+  const auto copy_of = [](const Tensor& y) { return static_cast<gpu::GpuStorage*>(y.storage())->act_fp8; };
+  for (const HcNormCase& c : hc_norm_cases()) {
+    const std::string what = case_name(c);
+    const HcWeights w(*this, c.D, c.hc);
+    const NormWeights nw(rnd(c.D, 0.1f));
+    const WeightView views[] = {nw.bf16.view(), nw.f32.view(), nw.fp8.view()};
+    const WeightView* weight = c.weight == 0 ? nullptr : &views[c.weight - 1];
+    const Tensor X = up(*gpu, rnd(c.N * c.hc * c.D), {c.N, c.hc, c.D});
+    set_hc_norm(false);
+    const backend::HcPreResult h = gpu->hc_pre(X, w.site, c.out);
+    const Tensor ref = gpu->rms_norm(h.y, weight, 1e-6f, c.math, c.out);
+    const backend::HcPreResult off = gpu->hc_pre_norm(X, w.site, weight, 1e-6f, c.math, c.out);
+    const int64_t before = set_hc_norm(true);
+    const backend::HcPreResult on = gpu->hc_pre_norm(X, w.site, weight, 1e-6f, c.math, c.out);
+    EXPECT_EQ(set_hc_norm(false) - before, c.fused ? 1 : 0) << ctx(what + ": two launches");
+    const std::vector<float> y = host(*gpu, ref);
+    expect_bitwise(what + ": switched off: y", host(*gpu, off.y), y);
+    expect_bitwise(what + ": y", host(*gpu, on.y), y);
+    expect_bitwise(what + ": post", host(*gpu, on.post), host(*gpu, h.post));
+    expect_bitwise(what + ": comb", host(*gpu, on.comb), host(*gpu, h.comb));
+    ASSERT_EQ(copy_of(on.y).defined(), copy_of(ref).defined()) << ctx(what + ": whether the act_fp8 copy was written");
+    if (copy_of(ref).defined())
+      expect_bitwise(what + ": the act_fp8 copy", host(*gpu, copy_of(on.y)), host(*gpu, copy_of(ref)));
+  }
+#else
+  GTEST_SKIP() << "no GPU backend built";
+#endif
+}
+
+}  // namespace
+}  // namespace plumb::test
