@@ -158,9 +158,6 @@ TEST_F(GpuOps, NormActFp8CopyBitwise) {
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
   if (!dev) GTEST_SKIP() << "GPU ops on the CPU backend";
   using backend::NormMath;
-  const auto copy_of = [](const Tensor& y) {
-    return static_cast<gpu::GpuStorage*>(y.storage())->act_fp8;
-  };
   for (int64_t D : {96, 160, 256, 1000, 1024, 1536, 4096, 7168, 8192}) {
     const NormWeights nw(rnd(D, 0.1f));
     const WeightView vb = nw.bf16.view(), vf = nw.f32.view(), v8 = nw.fp8.view();
@@ -193,11 +190,11 @@ TEST_F(GpuOps, NormActFp8CopyBitwise) {
         set_norm_act_fp8(true);
         const Tensor y = gpu->rms_norm(up(*gpu, in, {N, D}), f.w, 1e-6f, f.math, f.r);
         set_norm_act_fp8(false);
-        ASSERT_FALSE(copy_of(plain_y).defined()) << ctx(what + ": a copy with the switch off");
-        ASSERT_EQ(copy_of(y).defined(), expect_copy) << ctx(what + ": whether the norm wrote the act_fp8 copy");
+        ASSERT_FALSE(act_fp8_copy_of(plain_y).defined()) << ctx(what + ": a copy with the switch off");
+        ASSERT_EQ(act_fp8_copy_of(y).defined(), expect_copy) << ctx(what + ": whether the norm wrote the act_fp8 copy");
         expect_bitwise(what + ": the output with and without the copy", host(*gpu, y), host(*gpu, plain_y));
         if (!expect_copy) continue;
-        expect_bitwise(what + ": the copy vs quant_fp8 of the output", host(*gpu, copy_of(y)),
+        expect_bitwise(what + ": the copy vs quant_fp8 of the output", host(*gpu, act_fp8_copy_of(y)),
                        host(*gpu, gpu->quant_fp8(plain_y, D, 128)));
         if (D != 1024 && D != 1000) continue;
         // The consumers on the GEMV (Auto takes the FP8 tensor cores from 2 rows on Hopper, which
@@ -223,7 +220,7 @@ TEST_F(GpuOps, NormActFp8CopyBitwise) {
         set_norm_act_fp8(false);
         const Tensor other = up(*gpu, rnd(D), {1, D});
         gpu->copy_rows(z, 0, other, 0, 1);
-        EXPECT_FALSE(copy_of(z).defined()) << ctx(what + ": the copy after copy_rows");
+        EXPECT_FALSE(act_fp8_copy_of(z).defined()) << ctx(what + ": the copy after copy_rows");
         const OwnedWeight w1 = bf16_weight({64, D}, rnd(64 * D, 0.05f));
         const WeightView v1 = w1.view();
         const LinearOpts act{1, true, Round::None};
@@ -237,7 +234,7 @@ TEST_F(GpuOps, NormActFp8CopyBitwise) {
         set_norm_act_fp8(false);
         const std::vector<int64_t> from{0}, to{N - 1};
         gpu->copy_row_runs(u, from, to, 1);
-        EXPECT_FALSE(copy_of(u).defined()) << ctx(what + ": the copy after copy_row_runs");
+        EXPECT_FALSE(act_fp8_copy_of(u).defined()) << ctx(what + ": the copy after copy_row_runs");
         expect_bitwise(what + ": a linear after copy_row_runs", host(*gpu, gpu->linear(u, v1, act)),
                        host(*gpu, gpu->linear(up(*gpu, host(*gpu, u), {N, D}), v1, act)));
         EXPECT_EQ(set_norm_act_fp8(false), reads) << ctx(what + ": reads of a copy after copy_row_runs");

@@ -43,7 +43,6 @@ std::string case_name(const HcNormCase& c) {
 TEST_F(GpuOps, HcPreNormIsTheTwoOps) {
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
   if (!dev) GTEST_SKIP() << "GPU ops on the CPU backend";
-  const auto copy_of = [](const Tensor& y) { return static_cast<gpu::GpuStorage*>(y.storage())->act_fp8; };
   for (const HcNormCase& c : hc_norm_cases()) {
     const std::string what = case_name(c);
     const HcWeights w(*this, c.D, c.hc);
@@ -63,9 +62,10 @@ TEST_F(GpuOps, HcPreNormIsTheTwoOps) {
     expect_bitwise(what + ": y", host(*gpu, on.y), y);
     expect_bitwise(what + ": post", host(*gpu, on.post), host(*gpu, h.post));
     expect_bitwise(what + ": comb", host(*gpu, on.comb), host(*gpu, h.comb));
-    ASSERT_EQ(copy_of(on.y).defined(), copy_of(ref).defined()) << ctx(what + ": whether the act_fp8 copy was written");
-    if (copy_of(ref).defined())
-      expect_bitwise(what + ": the act_fp8 copy", host(*gpu, copy_of(on.y)), host(*gpu, copy_of(ref)));
+    ASSERT_EQ(act_fp8_copy_of(on.y).defined(), act_fp8_copy_of(ref).defined())
+        << ctx(what + ": whether the act_fp8 copy was written");
+    if (act_fp8_copy_of(ref).defined())
+      expect_bitwise(what + ": the act_fp8 copy", host(*gpu, act_fp8_copy_of(on.y)), host(*gpu, act_fp8_copy_of(ref)));
   }
 #else
   GTEST_SKIP() << "no GPU backend built";

@@ -38,6 +38,13 @@ namespace plumb::test {
 using backend::Backend;
 using backend::Round;
 using backend::Shape;
+
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+// The act_fp8 copy a GPU norm wrote beside its output y (GpuStorage::act_fp8; undefined if none).
+inline backend::Tensor act_fp8_copy_of(const backend::Tensor& y) {
+  return static_cast<gpu::GpuStorage*>(y.storage())->act_fp8;
+}
+#endif
 using backend::Tensor;
 
 // The GPU backend's linear paths a test can force (GpuBackend::LinearPath).

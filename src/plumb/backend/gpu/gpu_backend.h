@@ -358,6 +358,9 @@ class GpuBackend final : public Backend {
   bool hc_norm_ = false;  // PLUMB_GPU_HC_NORM=on
   int64_t hc_norm_launches_ = 0;
   int64_t act_fp8_copy_reads_ = 0;
+  // The act_fp8 copy a norm of `rows` rows of D values writes beside its output (set_norm_act_fp8:
+  // a decode step's few rows, at k::rms_norm_act_fp8_ok's widths), or an empty tensor.
+  Tensor norm_copy_buffer(int64_t rows, int64_t D, const WeightRef* weight, bool bf16_steps);
   // x's act_fp8 copy (GpuStorage::act_fp8) for a consumer whose 128-blocks are those of x's rows
   // of `row` values, or null (also counts the read).
   const float* act_fp8_copy(const Tensor& x, int64_t row);

@@ -53,6 +53,12 @@ Tensor GpuBackend::repeat_rows(const Tensor& x, int64_t copies) {
   return y;
 }
 
+Tensor GpuBackend::norm_copy_buffer(int64_t rows, int64_t D, const WeightRef* weight, bool bf16_steps) {
+  if (norm_act_fp8_ && rows > 0 && rows <= kNormActFp8Rows && k::rms_norm_act_fp8_ok(D, weight, bf16_steps))
+    return alloc(ElemType::F32, {rows, D});
+  return {};
+}
+
 Tensor GpuBackend::rms_norm(const Tensor& x, const WeightView* weight, float eps, NormMath math, Round out) {
   check_rms_norm(x, weight, math);
   const int64_t D = x.dim(-1), rows = D == 0 ? 0 : x.numel() / D;
@@ -60,9 +66,7 @@ Tensor GpuBackend::rms_norm(const Tensor& x, const WeightView* weight, float eps
   const WeightRef* w = weight ? &this->weight(*weight) : nullptr;
   Tensor y = alloc(ElemType::F32, x.shape());
   const bool steps = math == NormMath::BF16Steps;
-  Tensor q;  // the act_fp8 copy of a decode step's rows (set_norm_act_fp8)
-  if (norm_act_fp8_ && rows > 0 && rows <= kNormActFp8Rows && k::rms_norm_act_fp8_ok(D, w, steps))
-    q = alloc(ElemType::F32, {rows, D});
+  Tensor q = norm_copy_buffer(rows, D, w, steps);
   check_launch(k::rms_norm(dev_f32(y), xp, rows, D, w, eps, steps, rounds(out), cpu_order(kNorm),
                            q.defined() ? dev_f32(q) : nullptr, stream_),
                "rms_norm");

@@ -53,8 +53,7 @@ HcPreResult GpuBackend::hc_pre_norm(const Tensor& X, const HcParams& p, const We
   HcPreResult r{alloc(ElemType::F32, {N, D}), alloc(ElemType::F32, {N, hc}), alloc(ElemType::F32, {N, hc, hc})};
   check_rms_norm(r.y, weight, math);
   Tensor scratch = alloc(ElemType::F32, {k::hc_mix_scratch_floats(N, hc, D, k::kHcSlice)});
-  Tensor q;  // the act_fp8 copy of a decode step's rows, as rms_norm writes it (set_norm_act_fp8)
-  if (norm_act_fp8_ && N <= kNormActFp8Rows) q = alloc(ElemType::F32, {N, D});
+  Tensor q = norm_copy_buffer(N, D, w, steps);  // as rms_norm writes it
   check_launch(k::hc_mix_norm(dev_f32(X, "hc_pre streams"), N, hc, D, s.fn, s.base, s.scale, p.sinkhorn_iters,
                               p.hc_eps, p.norm_eps, out == Round::BF16, k::kHcSlice, dev_f32(r.post), dev_f32(r.comb),
                               dev_f32(scratch), w, eps, steps, out == Round::BF16, dev_f32(r.y),

@@ -271,6 +271,26 @@ __device__ __forceinline__ float token_sum(const float* part, int64_t n, int64_t
   return t;
 }
 
+// Pass 2's tiled mix (hc <= kTileHc): column dc's stream values of token x into registers (the
+// indices clamped, so that the loads issue together), pre into registers (0 past hc), and
+// mix_streams' arithmetic on a column so held: sum_i pre_i X[i] in stream order, then the rounding.
+__device__ __forceinline__ void load_column(const float* x, int hc, int64_t D, int64_t dc, float (&xv)[kTileHc]) {
+#pragma unroll
+  for (int i = 0; i < kTileHc; ++i) xv[i] = x[(i < hc ? i : hc - 1) * D + dc];
+}
+__device__ __forceinline__ void pre_regs(const float* pre, int hc, float (&pr)[kTileHc]) {
+#pragma unroll
+  for (int i = 0; i < kTileHc; ++i) pr[i] = i < hc ? pre[i] : 0.f;
+}
+__device__ __forceinline__ float mix_column(const float (&pr)[kTileHc], const float (&xv)[kTileHc], int hc,
+                                            bool bf16_out) {
+  float a = 0.f;
+#pragma unroll
+  for (int i = 0; i < kTileHc; ++i)
+    if (i < hc) a = __fadd_rn(a, __fmul_rn(pr[i], xv[i]));
+  return bf16_out ? round_bf16(a) : a;
+}
+
 // Fast order, pass 2: grid (N, Y); block (n, c) adds token n's S partials in order, runs the
 // tail (post, comb and Sinkhorn by column block 0 only: the others need pre alone) and mixes the
 // streams for its kDSlice columns. Every global load (partials, gate weights, this thread's X
@@ -293,9 +313,8 @@ __global__ void __launch_bounds__(kThreads)
   if (tiled) {
 #pragma unroll
     for (int r = 0; r < kPer; ++r) {
-      const int64_t d = d0 + k + r * kThreads, dc = d < d1 ? d : d1 - 1;
-#pragma unroll
-      for (int i = 0; i < kTileHc; ++i) xv[r][i] = x[(i < hc ? i : hc - 1) * D + dc];
+      const int64_t d = d0 + k + r * kThreads;
+      load_column(x, hc, D, d < d1 ? d : d1 - 1, xv[r]);
     }
   }
   if (k < used || k == kMaxOut) sums[k] = token_sum<kMaxSlices>(part, n, S, k);
@@ -306,28 +325,20 @@ __global__ void __launch_bounds__(kThreads)
     mix_streams(x, pre, hc, D, d0, d1, bf16_out, yn);
     return;
   }
-  // mix_streams' arithmetic on the values loaded above (kDSlice = kPer * kThreads: they are all
-  // of this block's columns).
+  // The values loaded above (kDSlice = kPer * kThreads: they are all of this block's columns).
   float pr[kTileHc];
-#pragma unroll
-  for (int i = 0; i < kTileHc; ++i) pr[i] = i < hc ? pre[i] : 0.f;
+  pre_regs(pre, hc, pr);
 #pragma unroll
   for (int r = 0; r < kPer; ++r) {
     const int64_t d = d0 + k + r * kThreads;
-    if (d < d1) {
-      float a = 0.f;
-#pragma unroll
-      for (int i = 0; i < kTileHc; ++i)
-        if (i < hc) a = __fadd_rn(a, __fmul_rn(pr[i], xv[r][i]));
-      yn[d] = bf16_out ? round_bf16(a) : a;
-    }
+    if (d < d1) yn[d] = mix_column(pr, xv[r], hc, bf16_out);
   }
 }
 
 // Pass 2 with the rms_norm that follows hc_pre (hc_mix_norm): grid N, one token a block of T =
 // norm_threads(D) threads (hc <= kTileHc, T > kMaxOut). Thread t forms the sums it owns as
-// hc_finish does, then the tail, then mixes columns t + k T (k < PER) with hc_finish's chain; those
-// are the elements norm_row_regs gives thread t of the norm's own launch (same T), so the norm
+// hc_finish does, then the tail, then mixes columns t + k T (k < PER) with hc_finish's mix_column;
+// those are the elements norm_row_regs gives thread t of the norm's own launch (same T), so the norm
 // (sum_squares_regs, norm_scale_regs) and its act_fp8 copy (act_fp8_row) run on the mixed values
 // in registers: the same bits as hc_finish, then rms_norm. hc_pre's y is not stored (the norm is
 // its one reader). Every global load (gate and norm weights, this thread's X values, the
@@ -356,28 +367,17 @@ __global__ void __launch_bounds__(1024, 1)
   const float* x = X + n * W;
   float xv[PER][kTileHc];  // [k][i]: X[n, i, t + k T], the column clamped below D
 #pragma unroll
-  for (int k = 0; k < PER; ++k) {
-    const int d = t + k * T, dc = d < di ? d : di - 1;
-#pragma unroll
-    for (int i = 0; i < kTileHc; ++i) xv[k][i] = x[(i < hc ? i : hc - 1) * D + dc];
-  }
+  for (int k = 0; k < PER; ++k) load_column(x, hc, D, t + k * T < di ? t + k * T : di - 1, xv[k]);
   float wv[PER] = {};
   if (nm.weighted) norm_weights<PER>(nm.w, t, T, di, wv);
   if (t < used || t == kMaxOut) sums[t] = token_sum<16>(part, n, S, t);  // (1,024 threads: 64 registers)
   __syncthreads();
   mix_tail(sums, n, hc, W, g, used, iters, hc_eps, norm_eps, with_post, pre, C, post, comb);
   float pr[kTileHc];
-#pragma unroll
-  for (int i = 0; i < kTileHc; ++i) pr[i] = i < hc ? pre[i] : 0.f;
+  pre_regs(pre, hc, pr);
   float v[PER];  // hc_pre's y at this thread's columns (0 past D, as norm_row_regs loads it)
 #pragma unroll
-  for (int k = 0; k < PER; ++k) {
-    float a = 0.f;
-#pragma unroll
-    for (int i = 0; i < kTileHc; ++i)
-      if (i < hc) a = __fadd_rn(a, __fmul_rn(pr[i], xv[k][i]));
-    v[k] = t + k * T < di ? (bf16_mix ? round_bf16(a) : a) : 0.f;
-  }
+  for (int k = 0; k < PER; ++k) v[k] = t + k * T < di ? mix_column(pr, xv[k], hc, bf16_mix) : 0.f;
   const float ss = sum_squares_regs<PER>(v, di, nm.bf16_steps, scratch);
   float out[PER];
   norm_scale_regs<PER>(v, wv, ss, di, nm.weighted, nm.eps, nm.bf16_steps, nm.round_out, out);
