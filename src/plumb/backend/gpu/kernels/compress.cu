@@ -23,6 +23,25 @@ constexpr int64_t kMaxSortBytes = 40 * 1024;  // the top-k sort buffer's share o
 __device__ float flat_at(const WeightRef& w, int64_t i) { return weight_at(w, i / w.cols, i % w.cols); }
 
 // ---- compressor
+// A window's slots are read kSlotChunk at a time, all loads of a chunk before any use of them:
+// each serial loop below (max, sum, pooled sum, the shift) was one global round trip a slot, and
+// a decode step's closing CSA window took 10.9-11.9 us (ncu, PERF.md v37). The uses run in slot
+// order, so every value is the one the slot-at-a-time loops computed.
+constexpr int kSlotChunk = 8;
+template <class Load, class Use>
+__device__ __forceinline__ void for_slots(int64_t n, Load load, Use use) {
+  using V = decltype(load(int64_t{0}));
+  for (int64_t j0 = 0; j0 < n; j0 += kSlotChunk) {
+    V v[kSlotChunk];
+#pragma unroll
+    for (int u = 0; u < kSlotChunk; ++u)
+      if (j0 + u < n) v[u] = load(j0 + u);
+#pragma unroll
+    for (int u = 0; u < kSlotChunk; ++u)
+      if (j0 + u < n) use(j0 + u, v[u]);
+  }
+}
+
 // Thread ch owns output channel ch and the state channels it reads: ch, plus d + ch with
 // overlap. Every step of the CPU's per-token machine (write the slot, pool a closed window, shift
 // the current window into the previous one) touches only those channels, so threads run the
@@ -47,26 +66,25 @@ __global__ void compress_kernel(CompressArgs a) {
     // Slots in the CPU's order: overlap takes channel ch of [0, m) then d + ch of [m, 2m).
     const int64_t n = a.overlap ? 2 * m : m;
     auto at = [&](int64_t j) { return j * C + (j < m ? ch : d + ch); };
+    auto score = [&](int64_t j) { return s.score[at(j)]; };
     float mx = -INFINITY;
-    for (int64_t j = 0; j < n; ++j) {
-      const float z = s.score[at(j)];
-      mx = mx < z ? z : mx;  // std::max(mx, z)
-    }
+    for_slots(n, score, [&](int64_t, float z) { mx = mx < z ? z : mx; });  // std::max(mx, z)
     float sum = 0.f;
-    for (int64_t j = 0; j < n; ++j) sum = __fadd_rn(sum, exp_cr(s.score[at(j)] - mx));
+    for_slots(n, score, [&](int64_t, float z) { sum = __fadd_rn(sum, exp_cr(z - mx)); });
     float acc = 0.f;
-    for (int64_t j = 0; j < n; ++j)
-      acc = __fadd_rn(acc, __fmul_rn(s.kv[at(j)], exp_cr(s.score[at(j)] - mx) / sum));
+    for_slots(n, [&](int64_t j) { return float2{s.score[at(j)], s.kv[at(j)]}; },
+              [&](int64_t, float2 zv) { acc = __fadd_rn(acc, __fmul_rn(zv.y, exp_cr(zv.x - mx) / sum)); });
     a.out[entry * d + ch] = a.round_out ? round_bf16(acc) : acc;
     ++entry;
-    if (a.overlap) {  // the current window becomes the previous one
-      for (int64_t j = 0; j < m; ++j)
-        for (int k = 0; k < n_own; ++k) {
-          const int64_t cc = ch + k * d;
-          s.kv[j * C + cc] = s.kv[(m + j) * C + cc];
-          s.score[j * C + cc] = s.score[(m + j) * C + cc];
-        }
-    }
+    if (a.overlap)  // the current window becomes the previous one (rows m.. to rows ..m: disjoint)
+      for (int k = 0; k < n_own; ++k) {
+        const int64_t cc = ch + k * d;
+        for_slots(m, [&](int64_t j) { return float2{s.kv[(m + j) * C + cc], s.score[(m + j) * C + cc]}; },
+                  [&](int64_t j, float2 v) {
+                    s.kv[j * C + cc] = v.x;
+                    s.score[j * C + cc] = v.y;
+                  });
+      }
   }
 }
 
@@ -226,22 +244,51 @@ __global__ void __launch_bounds__(kThreads) indexer_score_kernel(IndexerArgs a, 
       terms[le * (H + 1) + h] = rnd(__fmul_rn(rnd(__fmul_rn(relu, a.relu_scale)), w[h]));
     }
     __syncthreads();
-    for (int64_t le = threadIdx.x; le < ents; le += blockDim.x) {
-      float acc = 0.f;
-      for (int64_t h = 0; h < H; ++h) acc = __fadd_rn(acc, terms[le * (H + 1) + h]);
-      a.scores[row * a.max_n + e0 + le] = rnd(acc);
-    }
+    for (int64_t le = threadIdx.x; le < ents; le += blockDim.x)
+      a.scores[row * a.max_n + e0 + le] = rnd(fold_in_order(0.f, terms + le * (H + 1), 0, H, sum_fold));
     __syncthreads();  // the keys and terms are rewritten by the next stride
   }
 }
 
-// Pass 2, one block per query row: a radix select (8 passes of 8 bits over the 64-bit rank keys
-// of the row's scores) finds the k-th largest key, the k keys at or above it are gathered into
-// shared memory and bitonic-sorted in descending order.
-__global__ void __launch_bounds__(kThreads) indexer_select_kernel(IndexerArgs a, int64_t sort_n) {
+// The digit of the k_rem-th largest key among those counted in hist (256 bins): the digit dgt with
+// above(dgt) < k_rem <= above(dgt) + hist[dgt], where above(dgt) counts the keys of larger digits.
+// The block (kThreads >= 256 threads) forms every bin's above() at once, a suffix sum in 8
+// doubling steps (a serial walk of the 256 bins by one thread was ~4 us a radix pass, 8 passes a
+// row: PERF.md v37), and the bin that holds the key sets prefix and k_rem.
+__device__ void pick_digit(const uint32_t* hist, uint32_t (&scan)[2][256], int shift, uint64_t pre, uint64_t& prefix,
+                           int64_t& k_rem) {
+  const int t = threadIdx.x;
+  int cur = 0;
+  if (t < 256) scan[0][t] = t < 255 ? hist[t + 1] : 0;  // the bins above t, summed below
+  __syncthreads();
+  for (int o = 1; o < 256; o <<= 1) {
+    if (t < 256) scan[cur ^ 1][t] = scan[cur][t] + (t + o < 256 ? scan[cur][t + o] : 0);
+    cur ^= 1;
+    __syncthreads();
+  }
+  const int64_t want = k_rem;
+  __syncthreads();  // every thread has read k_rem before the one below writes it
+  if (t < 256) {
+    const int64_t above = scan[cur][t];
+    if (above < want && want <= above + hist[t]) {
+      prefix = pre | (static_cast<uint64_t>(t) << shift);
+      k_rem = want - above;
+    }
+  }
+  __syncthreads();
+}
+
+// Pass 2, one block per query row: the k largest rank keys, in descending order. When the row
+// has at most K entries every one is selected (the k-th largest key is the smallest: any key is
+// > 0); otherwise a radix select (8 passes of 8 bits over the 64-bit keys) finds the k-th largest.
+// The k keys at or above it are gathered into shared memory and bitonic-sorted, descending, over
+// the next power of two at or above k (the pads are 0, below every key).
+__global__ void __launch_bounds__(kThreads) indexer_select_kernel(IndexerArgs a) {
+  static_assert(kThreads >= 256, "pick_digit takes a thread a bin");
   pdl_begin();
-  PLUMB_DYNAMIC_SHARED(uint64_t, sbuf);  // sort buffer [sort_n]
+  PLUMB_DYNAMIC_SHARED(uint64_t, sbuf);  // sort buffer [the power of two at or above K]
   __shared__ uint32_t hist[256];
+  __shared__ uint32_t scan[2][256];
   __shared__ uint64_t prefix;
   __shared__ int64_t k_rem;
   __shared__ uint32_t n_sel;
@@ -258,7 +305,7 @@ __global__ void __launch_bounds__(kThreads) indexer_select_kernel(IndexerArgs a,
     prefix = 0;
     k_rem = k;
   }
-  for (int shift = 56; shift >= 0; shift -= 8) {
+  for (int shift = 56; k < n && shift >= 0; shift -= 8) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
     __syncthreads();
     const uint64_t hi_mask = shift == 56 ? 0 : ~((uint64_t{1} << (shift + 8)) - 1);
@@ -268,23 +315,15 @@ __global__ void __launch_bounds__(kThreads) indexer_select_kernel(IndexerArgs a,
       if ((key & hi_mask) == pre) atomicAdd(&hist[(key >> shift) & 0xFFu], 1u);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      int64_t above = 0;  // keys matching the prefix with a larger digit
-      for (int dgt = 255; dgt >= 0; --dgt) {
-        if (above + hist[dgt] >= k_rem) {
-          prefix = pre | (static_cast<uint64_t>(dgt) << shift);
-          k_rem -= above;
-          break;
-        }
-        above += hist[dgt];
-      }
-    }
-    __syncthreads();
+    pick_digit(hist, scan, shift, pre, prefix, k_rem);
   }
-  const uint64_t kth = prefix;  // the k-th largest key itself: exactly k keys are >= it
+  __syncthreads();
+  const uint64_t kth = prefix;  // the k-th largest key itself (0 when all are taken): exactly k keys are >= it
 
+  int64_t sn = 1;  // the sort's length: the power of two at or above k (<= sbuf's)
+  while (sn < k) sn <<= 1;
   if (threadIdx.x == 0) n_sel = 0;
-  for (int64_t i = threadIdx.x; i < sort_n; i += blockDim.x) sbuf[i] = 0;
+  for (int64_t i = threadIdx.x; i < sn; i += blockDim.x) sbuf[i] = 0;
   __syncthreads();
   for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
     const uint64_t key = rank_key(score[e], e);
@@ -292,9 +331,9 @@ __global__ void __launch_bounds__(kThreads) indexer_select_kernel(IndexerArgs a,
   }
   __syncthreads();
   // Bitonic sort, descending.
-  for (int64_t size = 2; size <= sort_n; size <<= 1) {
+  for (int64_t size = 2; size <= sn; size <<= 1) {
     for (int64_t stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int64_t i = threadIdx.x; i < sort_n; i += blockDim.x) {
+      for (int64_t i = threadIdx.x; i < sn; i += blockDim.x) {
         const int64_t j = i ^ stride;
         if (j > i) {
           const uint64_t x = sbuf[i], y = sbuf[j];
@@ -354,11 +393,15 @@ gpuError_t indexer_topk(const IndexerArgs& a, gpuStream_t s) {
   if (a.N > 0 && a.K > 0) {
     if (a.max_n > 0) {
       // Entries per scoring group: up to kIndexerMaxEntries beside the row's q (the host checks one
-      // fits). Groups a row: all of them in one block at a prefill's many rows, side by side at a
-      // decode step's few (about kIndexerTargetBlocks blocks in all).
+      // fits); fewer when the rows' entries are few, down to those whose heads give each thread a
+      // dot (a decode step's 129 entries in 9 groups of 16 left each thread 4 dots in a row and
+      // the device 9 blocks: 25 us, ncu, PERF.md v37). Groups a row: all of them in one block at a
+      // prefill's many rows, side by side at a decode step's few (about kIndexerTargetBlocks
+      // blocks in all).
       const int64_t q_bytes = indexer_q_bytes(a.H, a.di), entry_bytes = indexer_entry_bytes(a.H, a.di);
-      const int64_t per_block =
-          std::max<int64_t>(1, std::min(kIndexerMaxEntries, (static_cast<int64_t>(kSmemBytes) - q_bytes) / entry_bytes));
+      const int64_t fit = std::min(kIndexerMaxEntries, (static_cast<int64_t>(kSmemBytes) - q_bytes) / entry_bytes);
+      const int64_t spread = (a.N * a.max_n + kIndexerTargetBlocks - 1) / kIndexerTargetBlocks;
+      const int64_t per_block = std::max<int64_t>(1, std::min(fit, std::max(spread, kThreads / std::max<int64_t>(1, a.H))));
       const int64_t groups = (a.max_n + per_block - 1) / per_block;
       const int64_t ys = std::min({groups, std::max<int64_t>(1, (kIndexerTargetBlocks + a.N - 1) / a.N), int64_t{65535}});
       const dim3 grid(static_cast<unsigned>(a.N), static_cast<unsigned>(ys));
@@ -366,9 +409,8 @@ gpuError_t indexer_topk(const IndexerArgs& a, gpuStream_t s) {
       const gpuError_t e = launch(indexer_score_kernel, grid, kThreads, smem, s, a, per_block);
       if (e != gpuSuccess) return e;
     }
-    const int64_t sort_n = pow2_at_least(a.K);
     return launch(indexer_select_kernel, static_cast<unsigned>(a.N), kThreads,
-                  static_cast<std::size_t>(sort_n) * sizeof(uint64_t), s, a, sort_n);
+                  static_cast<std::size_t>(pow2_at_least(a.K)) * sizeof(uint64_t), s, a);
   }
   return gpuGetLastError();
 }

@@ -42,7 +42,7 @@ PLUMB_HD int64_t staged_floats(int64_t G, int64_t Dh) { return (G + kTile) * pad
 
 // Static shared memory of the kernel (block maxima, reductions, the tile's row pointers, the
 // heads' score pointers and denominators), with room for alignment.
-constexpr std::size_t kStaticBytes = sizeof(float) * (kMaxGroup * kMaxProbBlocks + kMaxWarps) +
+constexpr std::size_t kStaticBytes = sizeof(float) * (kMaxGroup * kMaxProbBlocks + kMaxWarps) + sizeof(BlockedParts) +
                                      kTile * (sizeof(float*) + sizeof(uint8_t*)) +
                                      kMaxGroup * (sizeof(float*) + sizeof(float)) + 64;
 
@@ -183,6 +183,7 @@ __global__ void __launch_bounds__(kThreads) sparse_attention_kernel(SparseAttnAr
   PLUMB_DYNAMIC_SHARED(float, smem);  // q [G][Dp], the tile [kTile][Dp], then the scores [G][max_cand] unless a.scratch
   __shared__ float red[kMaxWarps];
   __shared__ float bmax[kMaxGroup][kMaxProbBlocks];
+  __shared__ BlockedParts parts;  // blocked_softmax's, one head at a time
   __shared__ const float* tf[kTile];
   __shared__ const uint8_t* te[kTile];
   __shared__ float* scp[kMaxGroup];  // each head's scores (shared or scratch memory)
@@ -210,7 +211,7 @@ __global__ void __launch_bounds__(kThreads) sparse_attention_kernel(SparseAttnAr
   for (int g = 0; g < G; ++g) {
     const int64_t h = h0 + g;
     const float sink = weight_at(a.sink, h / a.sink.cols, h % a.sink.cols);
-    const float l = nb > 0 ? blocked_softmax(a, c, sink, sc(g), bmax[g], nb) : plain_softmax(a, c, sink, sc(g), red);
+    const float l = nb > 0 ? blocked_softmax(a, c, sink, sc(g), bmax[g], nb, parts) : plain_softmax(a, c, sink, sc(g), red);
     if (threadIdx.x == 0) lsum[g] = l;  // every thread has the same l
   }
   // (pv_pass's first stage_tile barrier orders the probabilities and maxima before their use)

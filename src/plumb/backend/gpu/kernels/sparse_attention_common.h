@@ -7,6 +7,7 @@
 // batches) compute every value in the same order, so either is bitwise the CPU's.
 #include "plumb/backend/gpu/kernels/attention.h"
 #include "plumb/backend/gpu/kernels/block_reduce.h"
+#include "plumb/backend/gpu/kernels/cpu_order.h"
 #include "plumb/backend/index_row.h"
 
 namespace plumb::gpu::k::attn {
@@ -150,45 +151,51 @@ struct PvSum {
   }
 };
 
+// Shared memory of blocked_softmax: per softmax block its running max, its sum of e_j and its
+// alpha (the factor that carries the denominator over from the block before).
+struct BlockedParts {
+  float max[kMaxProbBlocks], sum[kMaxProbBlocks], alpha[kMaxProbBlocks];
+};
+
 // sc holds the scores (-inf for a skipped slot). Every block's running max goes to bmax, the
 // scores become e_j = exp(s_j - m_b) (then bf16 with bf16_probs), and each thread gets
 // l = sum over blocks of (l * alpha_b + sum e_j) + exp(sink - m), in the CPU's order. A block
 // without a candidate keeps m (alpha = 1) and adds 0, as the CPU's skipping it does.
-// es (null: none): shared memory for the row's nc scores, which the serial loops (the block
-// maxima, the sums in candidate order) then read instead of sc: from global memory, each of them
-// was a chain of round trips (~20 us for 640 candidates, PERF.md v22).
+// Each block's max, sum and alpha depend only on that block's values, so thread b forms block
+// b's (serially, in candidate order) and only the nb-step chain over the blocks is left to every
+// thread: the chain over all nc candidates was a CSA row's 640 steps (PERF.md v37).
+// es (null: none): shared memory for the row's nc scores, which the serial loops then read
+// instead of sc: from global memory, each of them was a chain of round trips (~20 us for 640
+// candidates, PERF.md v22).
 __device__ inline float blocked_softmax(const SparseAttnArgs& a, const RowCtx& c, float sink, float* sc, float* bmax,
-                                        int64_t nb, float* es = nullptr) {
+                                        int64_t nb, BlockedParts& p, float* es = nullptr) {
   if (es) {
     for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) es[j] = sc[j];
     __syncthreads();
   }
   const float* v = es ? es : sc;
-  for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
-    float mx = -INFINITY;
-    for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) mx = fmaxf(mx, v[j]);
-    bmax[b] = mx;
-  }
+  for (int64_t b = threadIdx.x; b < nb; b += blockDim.x)
+    p.max[b] = fold_in_order(-INFINITY, v, first_cand(a, c, b), first_cand(a, c, b + 1), max_fold);
   __syncthreads();
   if (threadIdx.x == 0)
-    for (int64_t b = 1; b < nb; ++b) bmax[b] = fmaxf(bmax[b - 1], bmax[b]);
+    for (int64_t b = 1; b < nb; ++b) p.max[b] = fmaxf(p.max[b - 1], p.max[b]);
   __syncthreads();
+  for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) bmax[b] = p.max[b];
   for (int64_t b = 0; b < nb; ++b)
     for (int64_t j = first_cand(a, c, b) + threadIdx.x; j < first_cand(a, c, b + 1); j += blockDim.x) {
-      const float e = exp_cr(v[j] - bmax[b]);
+      const float e = exp_cr(v[j] - p.max[b]);
       sc[j] = e;
       if (es) es[j] = e;  // (only this thread reads and writes es[j] until the barrier)
     }
   __syncthreads();
-  float l = 0.f, m = -INFINITY;
-  for (int64_t b = 0; b < nb; ++b) {
-    float bs = 0.f;
-#pragma unroll 8
-    for (int64_t j = first_cand(a, c, b); j < first_cand(a, c, b + 1); ++j) bs = __fadd_rn(bs, v[j]);
-    l = __fadd_rn(__fmul_rn(l, exp_cr(m - bmax[b])), bs);
-    m = bmax[b];
+  for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
+    p.sum[b] = fold_in_order(0.f, v, first_cand(a, c, b), first_cand(a, c, b + 1), sum_fold);
+    p.alpha[b] = exp_cr((b > 0 ? p.max[b - 1] : -INFINITY) - p.max[b]);
   }
-  l = __fadd_rn(l, exp_cr(sink - m));
+  __syncthreads();
+  float l = 0.f;
+  for (int64_t b = 0; b < nb; ++b) l = __fadd_rn(__fmul_rn(l, p.alpha[b]), p.sum[b]);
+  l = __fadd_rn(l, exp_cr(sink - p.max[nb - 1]));
   if (a.bf16_probs) {
     __syncthreads();  // every thread has summed the unrounded values
     for (int64_t j = threadIdx.x; j < c.nc; j += blockDim.x) sc[j] = round_bf16(sc[j]);
@@ -213,10 +220,7 @@ __device__ inline float plain_softmax(const SparseAttnArgs& a, const RowCtx& c, 
     if (es) es[j] = e;
   }
   __syncthreads();
-  const float* v = es ? es : sc;
-  float sum = 0.f;
-#pragma unroll 8
-  for (int64_t j = 0; j < c.nc; ++j) sum = __fadd_rn(sum, v[j]);
+  float sum = fold_in_order(0.f, es ? es : sc, 0, c.nc, sum_fold);
   sum = __fadd_rn(sum, exp_cr(sink - mx));  // the sink: a logit with a zero value
   __syncthreads();  // every thread has summed the unrounded values
   if (a.bf16_probs)

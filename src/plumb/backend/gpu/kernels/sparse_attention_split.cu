@@ -67,7 +67,8 @@ static_assert(kSmemBytes / pv_smem_bytes(1, 1) <= kCandIndex, "a candidate index
 constexpr int kSoftmaxThreads = 64;  // one head's softmax: a wavefront of 64, two warps of 32
 // The most candidates whose scores a softmax block stages in shared memory (beside block_max's
 // floats): the rest of what a kernel may use without an opt-in.
-constexpr int64_t kSoftmaxStagedMax = (kSmemBytes - (kSoftmaxThreads / 32) * sizeof(float)) / sizeof(float);
+constexpr int64_t kSoftmaxStagedMax =
+    (kSmemBytes - (kSoftmaxThreads / 32) * sizeof(float) - sizeof(BlockedParts)) / sizeof(float);
 
 // Both scores kernels' tile step: after a barrier (the previous tile's dots are done with tf, te
 // and the staged rows), candidates j0 .. j0 + n - 1 of the row into tf / te (shared), the first
@@ -223,6 +224,7 @@ std::size_t row_scores_smem(int64_t Dh) { return static_cast<std::size_t>(kCands
 __global__ void __launch_bounds__(kSoftmaxThreads) softmax_kernel(SparseAttnArgs a) {
   pdl_begin();
   __shared__ float red[kSoftmaxThreads / 32];  // block_max: a float a warp (32 or 64 lanes)
+  __shared__ BlockedParts parts;
   PLUMB_DYNAMIC_SHARED(float, es);
   const int64_t row = a.row0 + blockIdx.x / a.H, h = blockIdx.x % a.H;
   if (a.row_seq[row] < 0) return;
@@ -232,7 +234,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads) softmax_kernel(SparseAttnArgs
   const int64_t nb = prob_blocks(a, c);
   const float sink = weight_at(a.sink, h / a.sink.cols, h % a.sink.cols);
   float* e = a.max_cand <= kSoftmaxStagedMax ? es : nullptr;
-  const float l = nb > 0 ? blocked_softmax(a, c, sink, sc, t.bmax, nb, e) : plain_softmax(a, c, sink, sc, red, e);
+  const float l = nb > 0 ? blocked_softmax(a, c, sink, sc, t.bmax, nb, parts, e) : plain_softmax(a, c, sink, sc, red, e);
   if (threadIdx.x == 0) *t.l = l;
 }
 
