@@ -283,8 +283,8 @@ __device__ void pick_digit(const uint32_t* hist, uint32_t (&scan)[2][256], int s
 // > 0); otherwise a radix select (8 passes of 8 bits over the 64-bit keys) finds the k-th largest.
 // The k keys at or above it are gathered into shared memory and bitonic-sorted, descending, over
 // the next power of two at or above k (the pads are 0, below every key).
+static_assert(kThreads >= 256, "pick_digit takes a thread a bin");
 __global__ void __launch_bounds__(kThreads) indexer_select_kernel(IndexerArgs a) {
-  static_assert(kThreads >= 256, "pick_digit takes a thread a bin");
   pdl_begin();
   PLUMB_DYNAMIC_SHARED(uint64_t, sbuf);  // sort buffer [the power of two at or above K]
   __shared__ uint32_t hist[256];
