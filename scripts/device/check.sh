@@ -126,18 +126,27 @@ if [[ " $STEPS " == *" determinism "* ]]; then
   done
 fi
 if [[ " $STEPS " == *" sanitize "* ]]; then
-  # compute-sanitizer's four tools on one short forward per architecture, both reduction orders.
+  # compute-sanitizer's four tools on one short forward per architecture, both reduction orders;
+  # every run side by side (each a process on the CPUs, under SANITIZE_TIMEOUT), results in order.
   cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   g=tests/data/golden
+  declare -A cs_pids=()
+  runs=()
   for f in "v4 $g/v4/tiny-b $g/v4/tiny-b/prompt_17.ids.npy" "v3 $g/v3/tiny-a $g/v3/tiny-a/prompt_7.ids.npy"; do
     read -r name model ids <<< "$f"
     for order in ${SANITIZE_ORDERS:-cpu fast}; do
       for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}; do
-        PLUMB_GPU_ORDER=$order timeout 240 $cs --tool $tool --error-exitcode 9 plumb logits --model "$model" --ids "$ids" \
-          --numerics faithful --backend cuda --out /tmp/cs.npy > "$OUT/cs-$name-$order-$tool.log" 2>&1
-        summary+=("sanitize $name $order $tool rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/cs-$name-$order-$tool.log")")
+        run=$name-$order-$tool
+        PLUMB_GPU_ORDER=$order timeout "${SANITIZE_TIMEOUT:-240}" $cs --tool $tool --error-exitcode 9 plumb logits \
+          --model "$model" --ids "$ids" --numerics faithful --backend cuda --out "/tmp/cs-$run.npy" > "$OUT/cs-$run.log" 2>&1 &
+        cs_pids[$run]=$!
+        runs+=("$run")
       done
     done
+  done
+  for run in "${runs[@]}"; do
+    wait "${cs_pids[$run]}"
+    summary+=("sanitize ${run//-/ } rc=$? $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/cs-$run.log")")
   done
 fi
 if [[ " $STEPS " == *" sanitize-ops "* ]]; then

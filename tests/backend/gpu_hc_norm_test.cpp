@@ -1,5 +1,6 @@
-// hc_pre, then rms_norm of its y (Backend::hc_pre_norm) on the GPU in two launches (k::hc_mix_norm,
-// GpuBackend::set_hc_norm, PLUMB_GPU_HC_NORM=on) against the same backend's hc_pre and rms_norm.
+// hc_pre, then rms_norm of its y (Backend::hc_pre_norm), and hc_head, then rms_norm
+// (Backend::hc_head_norm), on the GPU in two launches (k::hc_mix_norm, GpuBackend::set_hc_norm,
+// PLUMB_GPU_HC_NORM=on) against the same backend's separate ops.
 // The fused launch keeps pass 2's arithmetic and the norm's own element mapping and functions
 // (norm_row.h), so every check is bitwise: the normed y, post, comb and the norm's act_fp8 copy,
 // with the count of calls that took the two launches (a fused path that never runs cannot pass).
@@ -66,6 +67,37 @@ TEST_F(GpuOps, HcPreNormIsTheTwoOps) {
         << ctx(what + ": whether the act_fp8 copy was written");
     if (act_fp8_copy_of(ref).defined())
       expect_bitwise(what + ": the act_fp8 copy", host(*gpu, act_fp8_copy_of(on.y)), host(*gpu, act_fp8_copy_of(ref)));
+  }
+#else
+  GTEST_SKIP() << "no GPU backend built";
+#endif
+}
+
+// The head's form: no post, no comb, hc mixes a token (the same cases; the fused kernel takes
+// the same shapes).
+TEST_F(GpuOps, HcHeadNormIsTheTwoOps) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+  if (!dev) GTEST_SKIP() << "GPU ops on the CPU backend";
+  for (const HcNormCase& c : hc_norm_cases()) {
+    const std::string what = "head " + case_name(c);
+    const HcWeights w(*this, c.D, c.hc);
+    const NormWeights nw(rnd(c.D, 0.1f));
+    const WeightView views[] = {nw.bf16.view(), nw.f32.view(), nw.fp8.view()};
+    const WeightView* weight = c.weight == 0 ? nullptr : &views[c.weight - 1];
+    const Tensor X = up(*gpu, rnd(c.N * c.hc * c.D), {c.N, c.hc, c.D});
+    set_hc_norm(false);
+    const Tensor ref = gpu->rms_norm(gpu->hc_head(X, w.head, c.out), weight, 1e-6f, c.math, c.out);
+    const Tensor off = gpu->hc_head_norm(X, w.head, weight, 1e-6f, c.math, c.out);
+    const int64_t before = set_hc_norm(true);
+    const Tensor on = gpu->hc_head_norm(X, w.head, weight, 1e-6f, c.math, c.out);
+    EXPECT_EQ(set_hc_norm(false) - before, c.fused ? 1 : 0) << ctx(what + ": two launches");
+    const std::vector<float> y = host(*gpu, ref);
+    expect_bitwise(what + ": switched off: y", host(*gpu, off), y);
+    expect_bitwise(what + ": y", host(*gpu, on), y);
+    ASSERT_EQ(act_fp8_copy_of(on).defined(), act_fp8_copy_of(ref).defined())
+        << ctx(what + ": whether the act_fp8 copy was written");
+    if (act_fp8_copy_of(ref).defined())
+      expect_bitwise(what + ": the act_fp8 copy", host(*gpu, act_fp8_copy_of(on)), host(*gpu, act_fp8_copy_of(ref)));
   }
 #else
   GTEST_SKIP() << "no GPU backend built";

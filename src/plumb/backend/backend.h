@@ -325,6 +325,12 @@ class Backend {
     h.y = rms_norm(h.y, weight, eps, math, out);
     return h;
   }
+  // hc_head(X, p, out), then rms_norm(..., weight, eps, math, out): the head's normed input. A
+  // backend may compute both in one pass (the GPU, as hc_pre_norm).
+  virtual Tensor hc_head_norm(const Tensor& X, const HcParams& p, const WeightView* weight, float eps, NormMath math,
+                              Round out) {
+    return rms_norm(hc_head(X, p, out), weight, eps, math, out);
+  }
 
   // ---- compressor (MODEL-SPEC 3.4): feeds each sequence's rows of kv and score ([N, c*d], f32,
   // score without ape) through its state; every window closed by a token (pos + 1 = multiple of

@@ -154,7 +154,7 @@ Tensor ForwardV4::forward(std::span<const SequenceStep> batch, std::span<const i
   X = gather_rows(be_, X, logit_rows);
   const backend::HcParams head_site{&w_.hc_head.fn, &w_.hc_head.base, &w_.hc_head.scale, 0,
                                     static_cast<float>(cfg_.hc_eps), eps};
-  Tensor y = be_.rms_norm(be_.hc_head(X, head_site, st.R), &w_.norm, eps, backend::NormMath::F32, st.R);
+  Tensor y = be_.hc_head_norm(X, head_site, &w_.norm, eps, backend::NormMath::F32, st.R);
   tap(st, "final_norm", y);
   Tensor logits = be_.linear(y, w_.head, {});  // f32 head (MODEL-SPEC 2.3)
   tap(st, "logits", logits);

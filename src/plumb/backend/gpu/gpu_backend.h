@@ -207,8 +207,9 @@ class GpuBackend final : public Backend {
   // calls that took the one launch.
   void set_norm_rope(bool on) { norm_rope_ = on; }
   int64_t norm_rope_launches() const { return norm_rope_launches_; }
-  // When on, hc_pre_norm() is two launches (k::hc_mix_norm: pass 1, then pass 2 and the norm in
-  // one block a token) instead of three, where its kernel takes the shape (fast order in both).
+  // When on, hc_pre_norm() and hc_head_norm() are two launches (k::hc_mix_norm: pass 1, then pass
+  // 2 and the norm in one block a token) instead of three, where its kernel takes the shape (fast
+  // order in both).
   // PLUMB_GPU_HC_NORM=on at start (an A/B, off until measured: PERF.md v36). The same values
   // (tests compare bitwise). hc_norm_launches(): the calls that took it.
   void set_hc_norm(bool on) { hc_norm_ = on; }
@@ -278,6 +279,8 @@ class GpuBackend final : public Backend {
   HcPreResult hc_pre_norm(const Tensor& X, const HcParams& p, const WeightView* weight, float eps, NormMath math,
                           Round out) override;
   Tensor hc_head(const Tensor& X, const HcParams& p, Round out) override;
+  Tensor hc_head_norm(const Tensor& X, const HcParams& p, const WeightView* weight, float eps, NormMath math,
+                      Round out) override;
 
   Tensor compress(const Tensor& kv, const Tensor& score, const Batch& b, std::span<CompressorState> states,
                   const CompressorParams& p, Round out) override;
@@ -361,6 +364,12 @@ class GpuBackend final : public Backend {
   // The act_fp8 copy a norm of `rows` rows of D values writes beside its output (set_norm_act_fp8:
   // a decode step's few rows, at k::rms_norm_act_fp8_ok's widths), or an empty tensor.
   Tensor norm_copy_buffer(int64_t rows, int64_t D, const WeightRef* weight, bool bf16_steps);
+  // hc_pre_norm's and hc_head_norm's one pass (k::hc_mix_norm; post and comb null for the head),
+  // its y with the act_fp8 copy attached, where it applies (hc_norm_ on, the fast order, a shape
+  // its kernel takes; else the caller runs the two ops).
+  bool hc_mix_norm_applies(const HcDims& d, const WeightView* weight, NormMath math);
+  Tensor hc_mix_norm(const Tensor& X, const HcDims& d, const HcParams& p, const WeightView* weight, float eps,
+                     NormMath math, Round out, float* post, float* comb, const char* op);
   // x's act_fp8 copy (GpuStorage::act_fp8) for a consumer whose 128-blocks are those of x's rows
   // of `row` values, or null (also counts the read).
   const float* act_fp8_copy(const Tensor& x, int64_t row);

@@ -41,27 +41,44 @@ HcPreResult GpuBackend::hc_pre(const Tensor& X, const HcParams& p, Round out) {
   return r;
 }
 
-HcPreResult GpuBackend::hc_pre_norm(const Tensor& X, const HcParams& p, const WeightView* weight, float eps,
-                                    NormMath math, Round out) {
-  const HcDims d = check_hc_pre(X, p);
+bool GpuBackend::hc_mix_norm_applies(const HcDims& d, const WeightView* weight, NormMath math) {
+  return hc_norm_ && d.N > 0 && !cpu_order(kHc) && !cpu_order(kNorm) &&
+         k::hc_mix_norm_ok(d.hc, d.D, weight ? &this->weight(*weight) : nullptr, math == NormMath::BF16Steps);
+}
+
+Tensor GpuBackend::hc_mix_norm(const Tensor& X, const HcDims& d, const HcParams& p, const WeightView* weight, float eps,
+                               NormMath math, Round out, float* post, float* comb, const char* op) {
   const int64_t N = d.N, hc = d.hc, D = d.D;
   const WeightRef* w = weight ? &this->weight(*weight) : nullptr;
   const bool steps = math == NormMath::BF16Steps;
-  if (!hc_norm_ || N == 0 || cpu_order(kHc) || cpu_order(kNorm) || !k::hc_mix_norm_ok(hc, D, w, steps))
-    return Backend::hc_pre_norm(X, p, weight, eps, math, out);
-  const HcSite s = load_site(*this, p, (2 + hc) * hc, "hc_pre_norm");
-  HcPreResult r{alloc(ElemType::F32, {N, D}), alloc(ElemType::F32, {N, hc}), alloc(ElemType::F32, {N, hc, hc})};
-  check_rms_norm(r.y, weight, math);
+  const HcSite s = load_site(*this, p, post ? (2 + hc) * hc : hc, op);
+  Tensor y = alloc(ElemType::F32, {N, D});
+  check_rms_norm(y, weight, math);
   Tensor scratch = alloc(ElemType::F32, {k::hc_mix_scratch_floats(N, hc, D, k::kHcSlice)});
   Tensor q = norm_copy_buffer(N, D, w, steps);  // as rms_norm writes it
-  check_launch(k::hc_mix_norm(dev_f32(X, "hc_pre streams"), N, hc, D, s.fn, s.base, s.scale, p.sinkhorn_iters,
-                              p.hc_eps, p.norm_eps, out == Round::BF16, k::kHcSlice, dev_f32(r.post), dev_f32(r.comb),
-                              dev_f32(scratch), w, eps, steps, out == Round::BF16, dev_f32(r.y),
-                              q.defined() ? dev_f32(q) : nullptr, stream()),
-               "hc_pre_norm");
-  static_cast<GpuStorage*>(r.y.storage())->act_fp8 = std::move(q);
+  check_launch(k::hc_mix_norm(dev_f32(X, "hc streams"), N, hc, D, s.fn, s.base, s.scale, p.sinkhorn_iters, p.hc_eps,
+                              p.norm_eps, out == Round::BF16, k::kHcSlice, post, comb, dev_f32(scratch), w, eps, steps,
+                              out == Round::BF16, dev_f32(y), q.defined() ? dev_f32(q) : nullptr, stream()),
+               op);
+  static_cast<GpuStorage*>(y.storage())->act_fp8 = std::move(q);
   ++hc_norm_launches_;
+  return y;
+}
+
+HcPreResult GpuBackend::hc_pre_norm(const Tensor& X, const HcParams& p, const WeightView* weight, float eps,
+                                    NormMath math, Round out) {
+  const HcDims d = check_hc_pre(X, p);
+  if (!hc_mix_norm_applies(d, weight, math)) return Backend::hc_pre_norm(X, p, weight, eps, math, out);
+  HcPreResult r{Tensor{}, alloc(ElemType::F32, {d.N, d.hc}), alloc(ElemType::F32, {d.N, d.hc, d.hc})};
+  r.y = hc_mix_norm(X, d, p, weight, eps, math, out, dev_f32(r.post), dev_f32(r.comb), "hc_pre_norm");
   return r;
+}
+
+Tensor GpuBackend::hc_head_norm(const Tensor& X, const HcParams& p, const WeightView* weight, float eps, NormMath math,
+                                Round out) {
+  const HcDims d = check_hc_head(X, p);
+  if (!hc_mix_norm_applies(d, weight, math)) return Backend::hc_head_norm(X, p, weight, eps, math, out);
+  return hc_mix_norm(X, d, p, weight, eps, math, out, nullptr, nullptr, "hc_head_norm");
 }
 
 Tensor GpuBackend::hc_post(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb, Round rnd) {
