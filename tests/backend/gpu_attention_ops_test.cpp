@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <vector>
@@ -463,7 +464,8 @@ TEST_F(GpuOps, SparseAttentionInvisibleSelectionIsRefused) {
 }
 
 // paged_write on the GPU writes the CPU's pool bitwise (scattered tables, blocks of 1, 3, 64 and
-// 256), f32 rows and every encoded format (their bytes compared as words).
+// 256), f32 rows and every encoded format (their bytes compared as words), special values
+// among the random ones.
 TEST_F(GpuOps, PagedWriteEncoded) {
   const int64_t D = 512;
   std::vector<backend::KvRowSpec> specs = entry_formats(64);
@@ -481,6 +483,8 @@ TEST_F(GpuOps, PagedWriteEncoded) {
       std::vector<float> src = rnd(rows * D);
       for (int64_t i = 0; i < rows * D; i += 97) src[i] *= 1e-30f;  // tiny values: subnormal codes
       for (int64_t i = 0; i < D; ++i) src[3 * D + i] = 0.f;           // an all-zero row: the amax floor
+      // what a block's amax skips or takes whatever the order: -0, NaN, an infinity
+      src[5] = -0.f, src[D + 7] = std::numeric_limits<float>::quiet_NaN(), src[2 * D + 9] = -INFINITY;
       std::vector<int32_t> pools[2];
       Backend* bes[2] = {gpu.get(), cpu.get()};
       for (int i = 0; i < 2; ++i) {

@@ -67,9 +67,21 @@ PLUMB_HD uint8_t kv_block_scale(const float* x, int64_t n, float qmax, float min
   return gpu::ue8m0_scale_for(amax, qmax, min_amax);
 }
 
+// The scale blocks of an fp8 (its nope values) or fp4 row: values a block, the format's largest
+// magnitude, its amax floor; the encoders below and the GPU's value-parallel one use it.
+struct KvScaleRule {
+  int64_t block;
+  float qmax, min_amax;
+};
+PLUMB_HD KvScaleRule kv_scale_rule(KvRowFormat f) {
+  return f == KvRowFormat::FP8 ? KvScaleRule{kKvFp8Block, gpu::kFp8Max, gpu::kFp8MinAmax}
+                               : KvScaleRule{kKvFp4Block, gpu::kFp4Max, gpu::fp4_min_amax()};
+}
+
 // One fp8 (nope) block of n <= 64 values: codes into `codes`, the scale byte returned.
 PLUMB_HD uint8_t kv_encode_fp8_block(const float* x, int64_t n, uint8_t* codes) {
-  const uint8_t sb = kv_block_scale(x, n, gpu::kFp8Max, gpu::kFp8MinAmax);
+  const KvScaleRule r = kv_scale_rule(KvRowFormat::FP8);
+  const uint8_t sb = kv_block_scale(x, n, r.qmax, r.min_amax);
   const float s = gpu::ue8m0_to_f32(sb);
   for (int64_t i = 0; i < n; ++i) codes[i] = gpu::fp8_code(x[i], s);
   return sb;
@@ -78,7 +90,8 @@ PLUMB_HD uint8_t kv_encode_fp8_block(const float* x, int64_t n, uint8_t* codes) 
 // One fp4 block of n <= 32 values starting at an even index: nibbles or-ed into `packed`
 // (zeroed by the caller), the scale byte returned.
 PLUMB_HD uint8_t kv_encode_fp4_block(const float* x, int64_t n, uint8_t* packed) {
-  const uint8_t sb = kv_block_scale(x, n, gpu::kFp4Max, gpu::fp4_min_amax());
+  const KvScaleRule r = kv_scale_rule(KvRowFormat::FP4);
+  const uint8_t sb = kv_block_scale(x, n, r.qmax, r.min_amax);
   const float s = gpu::ue8m0_to_f32(sb);
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t nib = gpu::fp4_code(x[i], s);

@@ -134,6 +134,12 @@ inline T atomicAdd(T* p, T v) {
   return old;
 }
 template <class T>
+inline T atomicMax(T* p, T v) {
+  const T old = *p;
+  if (v > old) *p = v;
+  return old;
+}
+template <class T>
 inline T atomicCAS(T* p, T compare, T v) {
   const T old = *p;
   if (old == compare) *p = v;
