@@ -8,6 +8,8 @@
 //   warm P   the warming kernel's own time with P blocks (how few SMs can fill L2 at HBM rate)
 //   overlap  a 1-block latency-bound kernel of ~30 us on one stream beside the warming kernel (P
 //            blocks) on another, then the read: the pair's time and the read's after it
+//   bulk     the read after a spin of 10 / 20 / 40 us beside cp.async.bulk.prefetch.L2 from 1-16
+//            blocks of 32 threads (Hopper's bulk prefetch: no registers held, nothing to wait for)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -44,6 +46,16 @@ __global__ void warm_kernel(const uint4* w, int64_t n16, uint32_t* sink) {
     for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
   if (acc == 0x12345679u) *sink = acc;
+}
+
+// The Hopper warmer: cp.async.bulk.prefetch.L2 (one instruction a chunk of `chunk` bytes, no
+// registers held, no completion to wait for), the range split over the grid's threads.
+__global__ void bulk_prefetch_kernel(const uint8_t* w, int64_t bytes, int64_t chunk) {
+  const int64_t threads = int64_t{gridDim.x} * blockDim.x;
+  for (int64_t off = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * chunk; off < bytes; off += threads * chunk) {
+    const uint32_t n = static_cast<uint32_t>(bytes - off < chunk ? bytes - off : chunk);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(w + off), "r"(n) : "memory");
+  }
 }
 
 // A latency-bound stand-in: one block that waits about `ns` nanoseconds.
@@ -145,5 +157,37 @@ int main() {
     std::printf(" %.1f / %.1f |\n", median(pair), median(after));
   }
   std::printf("\n(warm read: after the P=%d warmer; spin alone is ~30 us)\n", pblocks[2]);
+  // Bulk prefetch (B blocks of 32 threads, 64 KB a chunk) beside a spin of T us, then the read.
+  const int bblocks[] = {1, 4, 16};
+  const int spins[] = {10, 20, 40};
+  std::printf("\n| weight | bulk prefetch blocks | read after it beside a spin of 10 / 20 / 40 us (us) | spin+prefetch pair at 20 us |\n|---|---:|---|---:|\n");
+  for (const Shape& sh : shapes) {
+    const int64_t n16 = sh.bytes / 16, copies = std::max<int64_t>(2, pool / sh.bytes);
+    auto copy = [&](int64_t k) { return buf + (k % copies) * sh.bytes; };
+    for (int bb : bblocks) {
+      std::vector<float> rd[3], pair;
+      float ms = 0;
+      for (int it = 0; it < 13; ++it)
+        for (int si = 0; si < 3; ++si) {
+          const uint8_t* v = copy(it * 3 + si);
+          CK(cudaEventRecord(e0, s0));
+          CK(cudaStreamWaitEvent(s1, e0));
+          spin_kernel<<<1, 32, 0, s0>>>(spins[si] * 1000, sink);
+          bulk_prefetch_kernel<<<bb, 32, 0, s1>>>(v, sh.bytes, 65536);
+          CK(cudaEventRecord(j1, s1));
+          CK(cudaStreamWaitEvent(s0, j1));
+          CK(cudaEventRecord(e1, s0));
+          read_kernel<<<read_blocks, kThreads, 0, s0>>>(reinterpret_cast<const uint4*>(v), n16, sink);
+          CK(cudaEventRecord(e2, s0));
+          CK(cudaEventSynchronize(e2));
+          CK(cudaEventElapsedTime(&ms, e1, e2));
+          if (it >= 3) rd[si].push_back(ms * 1e3f);
+          CK(cudaEventElapsedTime(&ms, e0, e1));
+          if (it >= 3 && si == 1) pair.push_back(ms * 1e3f);
+        }
+      std::printf("| %s | %d | %.1f / %.1f / %.1f | %.1f |\n", sh.name, bb, median(rd[0]), median(rd[1]), median(rd[2]),
+                  median(pair));
+    }
+  }
   return 0;
 }
