@@ -218,8 +218,8 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
       c >= 0)
     norm_rope_ = c == 0;
   if (const int c = env_choice("PLUMB_GPU_HC_NORM", {"off", "on"},
-                               "'off' (hc_pre's mixes and the norm after them in three launches) or 'on' (two: the "
-                               "mixes' second pass and the norm in one)");
+                               "'off' (hc_pre's or hc_head's mixes and the norm after them in three launches) or "
+                               "'on' (two: the mixes' second pass and the norm in one)");
       c >= 0)
     hc_norm_ = c == 1;
   if (const int c = env_choice("PLUMB_GPU_PATH", {"auto", "portable"},
