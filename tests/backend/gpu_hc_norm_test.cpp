@@ -41,32 +41,53 @@ std::string case_name(const HcNormCase& c) {
          (c.out == Round::BF16 ? " bf16 out" : "");
 }
 
+// One case's inputs: the mixes' weights (w.site for hc_pre, w.head for hc_head), the norm's
+// weight as the case names it (null: none) and the streams X on the GPU.
+struct HcNormInputs {
+  HcNormInputs(GpuOps& t, const HcNormCase& c)
+      : w(t, c.D, c.hc),
+        nw(t.rnd(c.D, 0.1f)),
+        views{nw.bf16.view(), nw.f32.view(), nw.fp8.view()},
+        weight(c.weight == 0 ? nullptr : &views[c.weight - 1]),
+        X(t.up(*t.gpu, t.rnd(c.N * c.hc * c.D), {c.N, c.hc, c.D})) {}
+  HcNormInputs(const HcNormInputs&) = delete;  // weight points into views
+  HcWeights w;
+  NormWeights nw;
+  WeightView views[3];
+  const WeightView* weight;
+  Tensor X;
+};
+
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+// The normed y with the switch off and on against the separate ops' ref, and the act_fp8 copy.
+void expect_normed_same(GpuOps& t, const std::string& what, const Tensor& off, const Tensor& on, const Tensor& ref) {
+  Backend& gpu = *t.gpu;
+  const std::vector<float> y = host(gpu, ref);
+  t.expect_bitwise(what + ": switched off: y", host(gpu, off), y);
+  t.expect_bitwise(what + ": y", host(gpu, on), y);
+  ASSERT_EQ(act_fp8_copy_of(on).defined(), act_fp8_copy_of(ref).defined())
+      << t.ctx(what + ": whether the act_fp8 copy was written");
+  if (act_fp8_copy_of(ref).defined())
+    t.expect_bitwise(what + ": the act_fp8 copy", host(gpu, act_fp8_copy_of(on)), host(gpu, act_fp8_copy_of(ref)));
+}
+#endif
+
 TEST_F(GpuOps, HcPreNormIsTheTwoOps) {
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
   if (!dev) GTEST_SKIP() << "GPU ops on the CPU backend";
   for (const HcNormCase& c : hc_norm_cases()) {
     const std::string what = case_name(c);
-    const HcWeights w(*this, c.D, c.hc);
-    const NormWeights nw(rnd(c.D, 0.1f));
-    const WeightView views[] = {nw.bf16.view(), nw.f32.view(), nw.fp8.view()};
-    const WeightView* weight = c.weight == 0 ? nullptr : &views[c.weight - 1];
-    const Tensor X = up(*gpu, rnd(c.N * c.hc * c.D), {c.N, c.hc, c.D});
+    const HcNormInputs in(*this, c);
     set_hc_norm(false);
-    const backend::HcPreResult h = gpu->hc_pre(X, w.site, c.out);
-    const Tensor ref = gpu->rms_norm(h.y, weight, 1e-6f, c.math, c.out);
-    const backend::HcPreResult off = gpu->hc_pre_norm(X, w.site, weight, 1e-6f, c.math, c.out);
+    const backend::HcPreResult h = gpu->hc_pre(in.X, in.w.site, c.out);
+    const Tensor ref = gpu->rms_norm(h.y, in.weight, 1e-6f, c.math, c.out);
+    const backend::HcPreResult off = gpu->hc_pre_norm(in.X, in.w.site, in.weight, 1e-6f, c.math, c.out);
     const int64_t before = set_hc_norm(true);
-    const backend::HcPreResult on = gpu->hc_pre_norm(X, w.site, weight, 1e-6f, c.math, c.out);
+    const backend::HcPreResult on = gpu->hc_pre_norm(in.X, in.w.site, in.weight, 1e-6f, c.math, c.out);
     EXPECT_EQ(set_hc_norm(false) - before, c.fused ? 1 : 0) << ctx(what + ": two launches");
-    const std::vector<float> y = host(*gpu, ref);
-    expect_bitwise(what + ": switched off: y", host(*gpu, off.y), y);
-    expect_bitwise(what + ": y", host(*gpu, on.y), y);
     expect_bitwise(what + ": post", host(*gpu, on.post), host(*gpu, h.post));
     expect_bitwise(what + ": comb", host(*gpu, on.comb), host(*gpu, h.comb));
-    ASSERT_EQ(act_fp8_copy_of(on.y).defined(), act_fp8_copy_of(ref).defined())
-        << ctx(what + ": whether the act_fp8 copy was written");
-    if (act_fp8_copy_of(ref).defined())
-      expect_bitwise(what + ": the act_fp8 copy", host(*gpu, act_fp8_copy_of(on.y)), host(*gpu, act_fp8_copy_of(ref)));
+    expect_normed_same(*this, what, off.y, on.y, ref);
   }
 #else
   GTEST_SKIP() << "no GPU backend built";
@@ -80,24 +101,14 @@ TEST_F(GpuOps, HcHeadNormIsTheTwoOps) {
   if (!dev) GTEST_SKIP() << "GPU ops on the CPU backend";
   for (const HcNormCase& c : hc_norm_cases()) {
     const std::string what = "head " + case_name(c);
-    const HcWeights w(*this, c.D, c.hc);
-    const NormWeights nw(rnd(c.D, 0.1f));
-    const WeightView views[] = {nw.bf16.view(), nw.f32.view(), nw.fp8.view()};
-    const WeightView* weight = c.weight == 0 ? nullptr : &views[c.weight - 1];
-    const Tensor X = up(*gpu, rnd(c.N * c.hc * c.D), {c.N, c.hc, c.D});
+    const HcNormInputs in(*this, c);
     set_hc_norm(false);
-    const Tensor ref = gpu->rms_norm(gpu->hc_head(X, w.head, c.out), weight, 1e-6f, c.math, c.out);
-    const Tensor off = gpu->hc_head_norm(X, w.head, weight, 1e-6f, c.math, c.out);
+    const Tensor ref = gpu->rms_norm(gpu->hc_head(in.X, in.w.head, c.out), in.weight, 1e-6f, c.math, c.out);
+    const Tensor off = gpu->hc_head_norm(in.X, in.w.head, in.weight, 1e-6f, c.math, c.out);
     const int64_t before = set_hc_norm(true);
-    const Tensor on = gpu->hc_head_norm(X, w.head, weight, 1e-6f, c.math, c.out);
+    const Tensor on = gpu->hc_head_norm(in.X, in.w.head, in.weight, 1e-6f, c.math, c.out);
     EXPECT_EQ(set_hc_norm(false) - before, c.fused ? 1 : 0) << ctx(what + ": two launches");
-    const std::vector<float> y = host(*gpu, ref);
-    expect_bitwise(what + ": switched off: y", host(*gpu, off), y);
-    expect_bitwise(what + ": y", host(*gpu, on), y);
-    ASSERT_EQ(act_fp8_copy_of(on).defined(), act_fp8_copy_of(ref).defined())
-        << ctx(what + ": whether the act_fp8 copy was written");
-    if (act_fp8_copy_of(ref).defined())
-      expect_bitwise(what + ": the act_fp8 copy", host(*gpu, act_fp8_copy_of(on)), host(*gpu, act_fp8_copy_of(ref)));
+    expect_normed_same(*this, what, off, on, ref);
   }
 #else
   GTEST_SKIP() << "no GPU backend built";
