@@ -366,10 +366,11 @@ class GpuBackend final : public Backend {
   Tensor norm_copy_buffer(int64_t rows, int64_t D, const WeightRef* weight, bool bf16_steps);
   // hc_pre_norm's and hc_head_norm's one pass (k::hc_mix_norm; post and comb null for the head),
   // its y with the act_fp8 copy attached, where it applies (hc_norm_ on, the fast order, a shape
-  // its kernel takes; else the caller runs the two ops).
-  bool hc_mix_norm_applies(const HcDims& d, const WeightView* weight, NormMath math);
-  Tensor hc_mix_norm(const Tensor& X, const HcDims& d, const HcParams& p, const WeightView* weight, float eps,
-                     NormMath math, Round out, float* post, float* comb, const char* op);
+  // its kernel takes; else the caller runs the two ops). w: the norm weight's device copy (null
+  // for none), looked up once by the caller (weight() fingerprints the view's bytes).
+  bool hc_mix_norm_applies(const HcDims& d, const WeightRef* w, NormMath math);
+  Tensor hc_mix_norm(const Tensor& X, const HcDims& d, const HcParams& p, const WeightView* weight, const WeightRef* w,
+                     float eps, NormMath math, Round out, float* post, float* comb, const char* op);
   // x's act_fp8 copy (GpuStorage::act_fp8) for a consumer whose 128-blocks are those of x's rows
   // of `row` values, or null (also counts the read).
   const float* act_fp8_copy(const Tensor& x, int64_t row);

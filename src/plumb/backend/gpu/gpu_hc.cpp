@@ -41,15 +41,15 @@ HcPreResult GpuBackend::hc_pre(const Tensor& X, const HcParams& p, Round out) {
   return r;
 }
 
-bool GpuBackend::hc_mix_norm_applies(const HcDims& d, const WeightView* weight, NormMath math) {
+bool GpuBackend::hc_mix_norm_applies(const HcDims& d, const WeightRef* w, NormMath math) {
   return hc_norm_ && d.N > 0 && !cpu_order(kHc) && !cpu_order(kNorm) &&
-         k::hc_mix_norm_ok(d.hc, d.D, weight ? &this->weight(*weight) : nullptr, math == NormMath::BF16Steps);
+         k::hc_mix_norm_ok(d.hc, d.D, w, math == NormMath::BF16Steps);
 }
 
-Tensor GpuBackend::hc_mix_norm(const Tensor& X, const HcDims& d, const HcParams& p, const WeightView* weight, float eps,
-                               NormMath math, Round out, float* post, float* comb, const char* op) {
+Tensor GpuBackend::hc_mix_norm(const Tensor& X, const HcDims& d, const HcParams& p, const WeightView* weight,
+                               const WeightRef* w, float eps, NormMath math, Round out, float* post, float* comb,
+                               const char* op) {
   const int64_t N = d.N, hc = d.hc, D = d.D;
-  const WeightRef* w = weight ? &this->weight(*weight) : nullptr;
   const bool steps = math == NormMath::BF16Steps;
   const HcSite s = load_site(*this, p, post ? (2 + hc) * hc : hc, op);
   Tensor y = alloc(ElemType::F32, {N, D});
@@ -68,17 +68,19 @@ Tensor GpuBackend::hc_mix_norm(const Tensor& X, const HcDims& d, const HcParams&
 HcPreResult GpuBackend::hc_pre_norm(const Tensor& X, const HcParams& p, const WeightView* weight, float eps,
                                     NormMath math, Round out) {
   const HcDims d = check_hc_pre(X, p);
-  if (!hc_mix_norm_applies(d, weight, math)) return Backend::hc_pre_norm(X, p, weight, eps, math, out);
+  const WeightRef* w = weight ? &this->weight(*weight) : nullptr;
+  if (!hc_mix_norm_applies(d, w, math)) return Backend::hc_pre_norm(X, p, weight, eps, math, out);
   HcPreResult r{Tensor{}, alloc(ElemType::F32, {d.N, d.hc}), alloc(ElemType::F32, {d.N, d.hc, d.hc})};
-  r.y = hc_mix_norm(X, d, p, weight, eps, math, out, dev_f32(r.post), dev_f32(r.comb), "hc_pre_norm");
+  r.y = hc_mix_norm(X, d, p, weight, w, eps, math, out, dev_f32(r.post), dev_f32(r.comb), "hc_pre_norm");
   return r;
 }
 
 Tensor GpuBackend::hc_head_norm(const Tensor& X, const HcParams& p, const WeightView* weight, float eps, NormMath math,
                                 Round out) {
   const HcDims d = check_hc_head(X, p);
-  if (!hc_mix_norm_applies(d, weight, math)) return Backend::hc_head_norm(X, p, weight, eps, math, out);
-  return hc_mix_norm(X, d, p, weight, eps, math, out, nullptr, nullptr, "hc_head_norm");
+  const WeightRef* w = weight ? &this->weight(*weight) : nullptr;
+  if (!hc_mix_norm_applies(d, w, math)) return Backend::hc_head_norm(X, p, weight, eps, math, out);
+  return hc_mix_norm(X, d, p, weight, w, eps, math, out, nullptr, nullptr, "hc_head_norm");
 }
 
 Tensor GpuBackend::hc_post(const Tensor& out, const Tensor& X, const Tensor& post, const Tensor& comb, Round rnd) {
