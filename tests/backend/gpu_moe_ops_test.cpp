@@ -322,18 +322,9 @@ TEST_F(GpuOps, MoeActQuantFusedBitwise) {
   }
 }
 
-// The grouped experts on the bf16 tensor cores (kernels/moe_mma.cu: FP4 weights under act_fp8,
-// D and I multiples of 128) against the CPU reference, within the act_fp8 MoE tolerance (its
-// operands are exact bf16, only the order of the sums differs): one token; several, with slots
-// routed outside [0, E); 40 slots over 4 experts (more than the MMA's 8 columns: an expert's slots
-// in turns); weights of magnitude ~6, whose 32-blocks get ue8m0 scale codes of 128 (the fast
-// decode) and above (the decode through f32) in the same warps; the V4-Flash dims. Every act_fp8
-// option of the SwiGLU epilogue, the V3 release's among them.
-TEST_F(GpuOps, MoeTensorCoresEveryOption) {
-  if (moe_mma_calls() < 0)
-    GTEST_SKIP() << "the tensor-core form is a CUDA GpuBackend path (not HIP's; PLUMB_GPU_OPS_ON_CPU runs no GPU "
-                    "backend)";
-  auto check = [&](const std::string& what, const Bar& tol, auto&& op) { this->check(what + " (tensor cores)", tol, op); };
+// Every act_fp8 option of the SwiGLU epilogue, the V3 release's among them: the options of the
+// tensor-core form (kernels/moe_mma.cu).
+std::vector<backend::MoeParams> mma_params() {
   std::vector<backend::MoeParams> act;
   for (float limit : {0.f, 10.f, 0.5f})
     for (bool cs : {true, false})
@@ -342,20 +333,40 @@ TEST_F(GpuOps, MoeTensorCoresEveryOption) {
     p.act_fp8 = true;
     act.push_back(p);
   }
-  struct Case {
-    MoeCase c;
-    bool skip_ids;
-    float amp;
-  };
-  const Case cases[] = {
+  return act;
+}
+
+// The tensor-core form's small cases (FP4 weights, D and I multiples of 128): one token; several,
+// with slots routed outside [0, E); 40 slots over 4 experts (more than the MMA's 8 columns: an
+// expert's slots in turns); weights of magnitude ~6, whose 32-blocks get ue8m0 scale codes of 128
+// (the fast decode) and above (the decode through f32) in the same warps.
+struct MmaCase {
+  MoeCase c;
+  bool skip_ids;
+  float amp;
+};
+std::vector<MmaCase> mma_cases() {
+  return {
       {{1, 256, 128, 8, 2, 2, "fp4", "moe fp4 one token"}, false, 0.05f},
       {{3, 384, 256, 8, 3, 4, "fp4", "moe fp4 D 384 I 256, skipped ids"}, true, 0.05f},
       {{20, 256, 128, 4, 2, 4, "fp4", "moe fp4 40 slots over 4 experts"}, false, 0.05f},
       {{4, 256, 256, 8, 2, 3, "fp4", "moe fp4 weights ~6 (scale codes 128 and above: both decodes)"}, true, 6.f},
   };
+}
+constexpr const char* kNoMmaForm =
+    "the tensor-core form is a CUDA GpuBackend path (not HIP's; PLUMB_GPU_OPS_ON_CPU runs no GPU backend)";
+
+// The grouped experts on the bf16 tensor cores (kernels/moe_mma.cu: FP4 weights under act_fp8,
+// D and I multiples of 128) against the CPU reference, within the act_fp8 MoE tolerance (its
+// operands are exact bf16, only the order of the sums differs): mma_cases() and the V4-Flash dims,
+// every option of mma_params().
+TEST_F(GpuOps, MoeTensorCoresEveryOption) {
+  if (moe_mma_calls() < 0) GTEST_SKIP() << kNoMmaForm;
+  auto check = [&](const std::string& what, const Bar& tol, auto&& op) { this->check(what + " (tensor cores)", tol, op); };
+  const std::vector<backend::MoeParams> act = mma_params();
   set_moe_mma(true);  // below the default's token threshold too
   const int64_t before = moe_mma_calls();
-  for (const Case& k : cases) run_moe_case(*this, k.c, act, check, k.skip_ids, k.amp);
+  for (const MmaCase& k : mma_cases()) run_moe_case(*this, k.c, act, check, k.skip_ids, k.amp);
   run_moe_case(*this, {2, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, {act.front(), act.back()}, check);
   EXPECT_GT(moe_mma_calls(), before) << ctx("the tensor-core form never ran");
   set_moe_mma(std::nullopt);
@@ -371,6 +382,52 @@ TEST_F(GpuOps, MoeTensorCoresEveryOption) {
     EXPECT_EQ(moe_mma_calls() > calls, N >= least) << ctx("the default form at " + std::to_string(N) + " tokens");
   }
 #endif
+}
+
+// Every shape of the tensor-core form's kernels (GpuBackend::set_moe_mma_shape: 1, 2, 4 or 8 row
+// tiles a block walks, 2 or 4 rounds in flight a lane) against the (1, 2) form, bitwise, on one
+// case's options: each shape sums each output in the same order.
+template <class Fixture>
+void expect_shapes_bitwise(Fixture& t, const MoeCase& c, const std::vector<backend::MoeParams>& params,
+                           bool skip_ids = false, float amp = 0.05f) {
+  auto shapes_vs_default = [&](const std::string& what, const Bar&, auto&& op) {
+    t.set_moe_mma_shape(1, 2);
+    const std::vector<float> ref = host(*t.gpu, op(*t.gpu));
+    for (int tiles : {1, 2, 4, 8})
+      for (int depth : {2, 4}) {
+        if (tiles == 1 && depth == 2) continue;
+        t.set_moe_mma_shape(tiles, depth);
+        t.expect_bitwise(what + " (tensor cores, " + std::to_string(tiles) + " tiles, depth " + std::to_string(depth) +
+                             ") vs (1, 2)",
+                         host(*t.gpu, op(*t.gpu)), ref);
+      }
+    t.set_moe_mma_shape(gpu::GpuBackend::kMoeMmaTiles, gpu::GpuBackend::kMoeMmaDepth);
+  };
+  t.set_moe_mma(true);
+  const int64_t before = t.moe_mma_calls();
+  run_moe_case(t, c, params, shapes_vs_default, skip_ids, amp);
+  EXPECT_GT(t.moe_mma_calls(), before) << t.ctx("the tensor-core form never ran");
+  t.set_moe_mma(std::nullopt);
+}
+
+// The shapes on mma_cases() (D 384's 12 down tiles take 4 a block for 8; their warps have at most
+// one round of K a tile, so some quarters none) and D = I = 1024 (every quarter 2 rounds a tile,
+// the pipeline running on across tiles: an order changed in the MMAs or the quarters' sum shows in
+// the down projection; in up's it mostly vanishes in h's FP8 round trip).
+TEST_F(GpuOps, MoeTensorCoresShapesBitwise) {
+  if (moe_mma_calls() < 0) GTEST_SKIP() << kNoMmaForm;
+  const std::vector<backend::MoeParams> act = mma_params();
+  for (const MmaCase& k : mma_cases()) expect_shapes_bitwise(*this, k.c, act, k.skip_ids, k.amp);
+  expect_shapes_bitwise(*this, {4, 1024, 1024, 8, 2, 3, "fp4", "moe fp4 D 1024 I 1024"}, {act.front(), act.back()});
+}
+
+// The same at the V4-Flash dims, 2 and 9 tokens (8 and 4 rounds a tile: the pipeline's steady
+// state, its ring across tiles), one option (the shapes differ before the epilogue). On the GPU
+// only: a run is 20-50 s on the emulator (scripts/test-emu.sh leaves it out; ~10 minutes).
+TEST_F(GpuOps, MoeTensorCoresShapesBitwiseRealDims) {
+  if (moe_mma_calls() < 0) GTEST_SKIP() << kNoMmaForm;
+  for (int64_t N : {2, 9})
+    expect_shapes_bitwise(*this, {N, 4096, 2048, 256, 6, 2, "fp4", "moe V4-Flash dims"}, {mma_params().front()});
 }
 
 TEST_F(GpuOps, MoeRealDims) {

@@ -234,6 +234,14 @@ class GpuOps : public ::testing::Test {
 #endif
     (void)on;
   }
+  // Its kernels' shape (GpuBackend::set_moe_mma_shape): row tiles a block walks and rounds in
+  // flight a lane (GpuBackend::kMoeMmaTiles, kMoeMmaDepth: the default).
+  void set_moe_mma_shape(int tiles, int depth) {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    if (dev) dev->set_moe_mma_shape(tiles, depth);
+#endif
+    (void)tiles, (void)depth;
+  }
   int64_t moe_mma_calls() const {
 #if defined(PLUMB_WITH_CUDA)
     if (dev) return dev->moe_mma_calls();

@@ -136,6 +136,13 @@ class GpuBackend final : public Backend {
   enum class MoeMma { Auto, On, Off };
   static constexpr int64_t kMoeMmaMinTokens = 16;
   void set_moe_mma(MoeMma m) { moe_mma_ = m; }
+  // Its up and down kernels' shape (GroupedMoeArgs::mma_tiles, mma_depth): row tiles a block walks
+  // (1, 2, 4 or 8) and rounds of 128 columns in flight a lane (2 or 4). Every shape gives the same
+  // bits (tests compare them); the default 4 tiles, 2 rounds (PERF.md v39, H100: B = 32 step
+  // -0.3 ms against 1 tile). PLUMB_GPU_MOE_TILES and PLUMB_GPU_MOE_DEPTH at start: the A/B. Another
+  // shape fails the launch.
+  static constexpr int kMoeMmaTiles = 4, kMoeMmaDepth = 2;
+  void set_moe_mma_shape(int tiles, int depth) { moe_mma_tiles_ = tiles, moe_mma_depth_ = depth; }
   // The FP8 tensor-core GEMM's large tiles from 128 rows of x (default), or its small tiles at
   // every size (PLUMB_GPU_FP8_TILES=small at start: the A/B; tests compare the two bitwise).
   void set_fp8_large_tiles(bool on) { fp8_large_tiles_ = on; }
@@ -396,6 +403,7 @@ class GpuBackend final : public Backend {
   const float* act_fp8_copy(const Tensor& x, int64_t row);
   bool fused_act_quant_ = true;  // PLUMB_GPU_ACT_QUANT=separate: act_fp8 by its own launch (A/B)
   MoeMma moe_mma_ = MoeMma::Auto;  // PLUMB_GPU_MOE_MMA
+  int moe_mma_tiles_ = kMoeMmaTiles, moe_mma_depth_ = kMoeMmaDepth;  // PLUMB_GPU_MOE_TILES, _DEPTH
   bool fp8_large_tiles_ = true;    // PLUMB_GPU_FP8_TILES
   bool gemm_pipe_ = true;          // PLUMB_GPU_GEMM_PIPE
   int64_t gemm_pipe_calls_ = 0;

@@ -192,6 +192,16 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "built), 'on' (at any token count) or 'off'");
       c >= 0)
     moe_mma_ = c == 0 ? MoeMma::Auto : c == 1 ? MoeMma::On : MoeMma::Off;
+  if (const int c = env_choice("PLUMB_GPU_MOE_TILES", {"1", "2", "4", "8"},
+                               "the row tiles a tensor-core expert block takes: '1', '2', '4' (the default) or '8' "
+                               "(fewer where they do not divide the rows)");
+      c >= 0)
+    moe_mma_tiles_ = 1 << c;
+  if (const int c = env_choice("PLUMB_GPU_MOE_DEPTH", {"2", "4"},
+                               "'2' (the default: a tensor-core expert lane keeps 2 rounds of weights in flight) or "
+                               "'4'");
+      c >= 0)
+    moe_mma_depth_ = 2 << c;
   if (const int c = env_choice("PLUMB_GPU_FP8_TILES", {"auto", "small"},
                                "'auto' (the FP8 GEMM's 128 x 128 tiles from 128 rows) or 'small' (64 x 64 always)");
       c >= 0)

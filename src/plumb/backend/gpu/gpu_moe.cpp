@@ -180,6 +180,7 @@ Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTa
     a.xb = static_cast<uint16_t*>(dev_ptr(xb));
     a.hb = static_cast<uint16_t*>(dev_ptr(hb));
     a.groups = dev_i32(groups);
+    a.mma_tiles = moe_mma_tiles_, a.mma_depth = moe_mma_depth_;
     check_launch(k::grouped_moe_mma_experts(a, stream_), "moe grouped experts (tensor cores)");
     ++moe_mma_calls_;
   } else {

@@ -37,6 +37,9 @@ struct GroupedMoeArgs {
   uint16_t* xb = nullptr;      // device [N, D]: x as bf16, each 8 columns permuted (moe_mma.cu)
   uint16_t* hb = nullptr;      // device [N*K, I]: h likewise
   int32_t* groups = nullptr;   // device [grouped_moe_mma_group_ints(N*K, E)]: the slots by expert
+  // Its kernels' shape (moe_mma.cu): row tiles a block walks (1, 2, 4 or 8; fewer where they do
+  // not divide the projection's rows) and rounds of 128 columns in flight a lane (2 or 4).
+  int mma_tiles = 1, mma_depth = 2;
 };
 
 // h and ys for every slot: up projection + SwiGLU (+ the act-quant of h), down projection.

@@ -33,11 +33,16 @@
 // Launches: prep (x staged as bf16 by N blocks, its act_fp8 round trip applied as stage() does in
 // moe_grouped.cu, and the slots grouped by expert in one more block), up, prep of h, down; the
 // combine is moe_grouped.cu's. A warp takes every 4th round of its rows' K columns (4 warps a
-// tile, summed in a fixed order through shared memory): up has 16 rows of w1 (warps 0-3) and w3
-// (warps 4-7) a block, down 32 rows of w2. The weights go through registers, two rounds (64 bytes
-// a lane) in flight while the previous two are decoded. (A block's whole tile copied into shared
-// memory with cp.async from its start bought 3% of up's time on the H100, lost at B <= 16, and
-// was removed: PERF.md v20.)
+// tile, summed in a fixed order through shared memory): up's tile is 16 rows of w1 (warps 0-3) and
+// w3 (warps 4-7), down's 32 rows of w2. A block walks Tiles such tiles of its expert (1, 2, 4 or 8,
+// GroupedMoeArgs::mma_tiles; fewer where they do not divide the rows: the most that do), each
+// warp's loads running on from one tile into the next, so that fewer, longer blocks pay the chain
+// of dependent loads before their first weights (groups, expert, table, data) and the drain of
+// the pipeline at their end less often. The weights go through registers, Depth rounds (32 bytes
+// a lane each) in flight (mma_depth: 2, while the previous two are decoded; or 4, a ring). Every
+// shape sums each output in the same order, so all give the same bits. (A block's whole tile
+// copied into shared memory with cp.async from its start bought 3% of up's time on the H100, lost
+// at B <= 16, and was removed: PERF.md v20.)
 #include "plumb/backend/gpu/gpu_numerics.h"
 #include "plumb/backend/gpu/kernels/act_quant.h"
 #include "plumb/backend/gpu/kernels/launch.h"
@@ -51,10 +56,10 @@ namespace {
 constexpr int kThreads = 256;                      // 8 warps of 32 (the MMA fragments are 32 lanes')
 constexpr int kRound = 128;                        // columns of a round: 4 lanes x one 32-weight chunk
 constexpr int kCols = 8;                           // the MMA's n: slots a turn
-constexpr int kUpRows = 16;       // up: rows of w1 and of w3 a block
-constexpr int kDownRows = 32;     // down: rows of w2 a block
+constexpr int kUpRows = 16;       // up: rows of w1 and of w3 a tile
+constexpr int kDownRows = 32;     // down: rows of w2 a tile
 
-// The partial tiles of a block's 8 warps: [warp][row][column], padded.
+// The partial tiles of a block's 8 warps for one row tile: [warp][row][column], padded.
 using Partials = float[8][kUpRows][kCols + 1];
 
 // GroupedMoeArgs::groups (gmax = min(slots, E)): [0] the number of groups G; [1, 1 + gmax) each
@@ -210,47 +215,83 @@ __device__ __forceinline__ void load_b(const uint16_t* xr, uint4 (&xq)[4]) {
   for (int wd = 0; wd < 4; ++wd) xq[wd] = xr ? *reinterpret_cast<const uint4*>(xr + 8 * wd) : make_uint4(0u, 0u, 0u, 0u);
 }
 
-// The warp's 16 x 8 tile over rounds q, q + 4, ... of K, rows row0 + g and
-// row0 + g + 8 of w, two rounds (64 bytes a lane) in flight while the previous two are decoded;
-// B column g from the staged row col (null: zeros, a column with no slot); c: the accumulators
-// (rows g, g + 8; columns 2t, 2t + 1). Tiles are whole: w's rows (I or D) are multiples of 128.
-__device__ void warp_tile(const WeightRef& w, int64_t row0, int K, int q, const uint16_t* col, float (&c)[4]) {
-  const int lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4, t = lane % 4, nr = warp_rounds(K, q);
-  const int64_t row_bytes = K / 2, ra = row0 + g, rb = ra + 8;
-  auto load = [&](int i, Fp4Chunk (&b)[2][2]) {  // rounds i, i + 1 of this warp's
+// A warp's place in its walk of rounds: round `round` (of nr) of its tile `tile`.
+struct Step {
+  int tile = 0, round = 0;
+  __device__ __forceinline__ bool next(int nr) {  // true: on to the next tile
+    if (++round < nr) return false;
+    round = 0, ++tile;
+    return true;
+  }
+};
+
+// The warp's Tiles tiles of 16 x 8, tile k rows row0 + k stride + g and + g + 8 of w, each over
+// rounds q, q + 4, ... of K: one walk of Tiles x nr rounds, tile by tile, through one pipeline, so
+// the loads of a tile's first rounds are in flight while the previous tile's last are decoded.
+// Depth rounds in flight a lane: Depth 2 two buffers of 2 rounds, one decoded while the other
+// loads; Depth 4 a ring of 5 single rounds (three buffers of 2 rounds spilled at the 128 registers
+// of 2 blocks an SM; two of 4 would hold more). B column g from the staged row col (null: zeros, a
+// column with no slot). At a tile's last round the accumulators (rows g, g + 8; columns 2t,
+// 2t + 1) go to red[k][warp] and restart from zero: each tile's sums are those of a one-tile walk,
+// whatever Tiles and Depth. Tiles are whole: w's rows (I or D) are multiples of 128.
+template <int Tiles, int Depth>
+__device__ void warp_tiles(const WeightRef& w, int64_t row0, int64_t stride, int K, int q, const uint16_t* col,
+                           Partials (&red)[Tiles]) {
+  constexpr int kBufRounds = Depth == 2 ? 2 : 1, kBufs = Depth / kBufRounds + 1;  // rounds a buffer, buffers
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32, g = lane / 4,
+            t = lane % 4, nr = warp_rounds(K, q);
+  float c[4] = {0.f, 0.f, 0.f, 0.f};
+  auto flush = [&](int k) {
+    red[k][warp][g][2 * t] = c[0], red[k][warp][g][2 * t + 1] = c[1];
+    red[k][warp][g + 8][2 * t] = c[2], red[k][warp][g + 8][2 * t + 1] = c[3];
+    c[0] = c[1] = c[2] = c[3] = 0.f;
+  };
+  if (nr == 0) {  // a quarter past K's rounds: zero partials
+    for (int k = 0; k < Tiles; ++k) flush(k);
+    return;
+  }
+  const int64_t row_bytes = K / 2;
+  Step ls, rs;  // the next round to load, to run
+  const uint8_t *data = w.data + (row0 + g) * row_bytes, *scale = w.scale + (row0 + g) * w.scale_cols;  // ls's row g
+  auto load = [&](Fp4Chunk (&b)[kBufRounds][2]) {
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int64_t gi = static_cast<int64_t>(q + kQuarters * (i + rr)) * 4 + t;  // the lane's chunk
+    for (int rr = 0; rr < kBufRounds; ++rr) {
+      const int64_t gi = static_cast<int64_t>(q + kQuarters * ls.round) * 4 + t;  // the lane's chunk
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t r = h ? rb : ra;
+      for (int h = 0; h < 2; ++h) {  // rows g, g + 8
         Fp4Chunk ch{make_uint4(0u, 0u, 0u, 0u), 127u};
-        if (i + rr < nr) {
-          ch.v = load_stream(w.data + r * row_bytes + gi * 16);
-          ch.code = w.scale[r * w.scale_cols + gi];
+        if (ls.tile < Tiles) {
+          ch.v = load_stream(data + 8 * h * row_bytes + gi * 16);
+          ch.code = scale[8 * h * w.scale_cols + gi];
         }
         b[rr][h] = ch;
       }
+      if (ls.next(nr)) data += stride * row_bytes, scale += stride * w.scale_cols;
     }
   };
-  auto run = [&](int i, const Fp4Chunk (&b)[2][2]) {
+  auto run = [&](const Fp4Chunk (&b)[kBufRounds][2]) {
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      if (i + rr >= nr) break;
+    for (int rr = 0; rr < kBufRounds; ++rr) {
+      if (rs.tile >= Tiles) break;
       uint4 xq[4];
-      load_b(col ? col + static_cast<int64_t>(q + kQuarters * (i + rr)) * kRound + 32 * t : nullptr, xq);
+      load_b(col ? col + static_cast<int64_t>(q + kQuarters * rs.round) * kRound + 32 * t : nullptr, xq);
       mma_round(b[rr][0], b[rr][1], xq, c);
+      const int k = rs.tile;
+      if (rs.next(nr)) flush(k);
     }
   };
-  Fp4Chunk x0[2][2], x1[2][2];
-  if (nr > 0) load(0, x0);
+  Fp4Chunk buf[kBufs][kBufRounds][2];
+#pragma unroll
+  for (int i = 0; i + 1 < kBufs; ++i) load(buf[i]);
+  const int n = Tiles * nr;
 #pragma unroll 1
-  for (int i = 0; i < nr; i += 4) {
-    if (i + 2 < nr) load(i + 2, x1);
-    run(i, x0);
-    if (i + 2 >= nr) break;
-    if (i + 4 < nr) load(i + 4, x0);
-    run(i + 2, x1);
+  for (int i = 0; i < n; i += kBufs * kBufRounds) {
+#pragma unroll
+    for (int j = 0; j < kBufs; ++j) {  // load into the buffer the previous step decoded, decode buffer j
+      if (i + kBufRounds * j >= n) break;
+      load(buf[(j + kBufs - 1) % kBufs]);
+      run(buf[j]);
+    }
   }
 }
 
@@ -259,14 +300,15 @@ __device__ __forceinline__ float quarter_sum(const Partials& red, int w0, int i,
   return ((red[w0][i][j] + red[w0 + 1][i][j]) + red[w0 + 2][i][j]) + red[w0 + 3][i][j];
 }
 
-// The loop both projections run in block (x, y) for the warp's 16-row tile: rows row0 + g and
-// row0 + g + 8 of weight(expert), every 4th round of K from the warp's quarter; group y's slots
-// go in turns of up to 8. Per turn, every warp computes its tile (B column g
-// from col(slot) of its lane's column's slot, zeros without one) into red, and after the barrier
-// store(i, j, slot) runs in threads (i, j) = (tid / 8, tid % 8) for the turn's slots (i < rows).
-template <class Weight, class Col, class Store>
-__device__ __forceinline__ void group_turns(const GroupedMoeArgs& a, Partials& red, int rows, int64_t row0, int K,
-                                            Weight weight, Col col, Store store) {
+// The loop both projections run in block (x, y) for the warp's Tiles tiles of 16 rows: rows
+// row0 + k stride + g and + g + 8 of weight(expert) in tile k, every 4th round of K from the
+// warp's quarter; group y's slots go in turns of up to 8. Per turn, every warp walks its tiles (B
+// column g from col(slot) of its lane's column's slot, zeros without one) into red, and after the
+// barrier store(k, i, j, slot) runs in threads (i, j) = (tid / 8, tid % 8) for each tile k and
+// the turn's slots (i < rows).
+template <int Tiles, int Depth, class Weight, class Col, class Store>
+__device__ __forceinline__ void group_turns(const GroupedMoeArgs& a, Partials (&red)[Tiles], int rows, int64_t row0,
+                                            int64_t stride, int K, Weight weight, Col col, Store store) {
   const Groups gr{a.groups, group_max(a)};
   const int64_t y = blockIdx.y;
   if (y >= gr.count()) return;
@@ -276,54 +318,78 @@ __device__ __forceinline__ void group_turns(const GroupedMoeArgs& a, Partials& r
   for (int64_t c0 = begin; c0 < end; c0 += kCols) {
     const int64_t ncols = end - c0 < kCols ? end - c0 : kCols;
     const uint16_t* b = lane / 4 < ncols ? col(gr.slot(c0 + lane / 4)) : nullptr;
-    float c[4] = {0.f, 0.f, 0.f, 0.f};
-    warp_tile(w, row0, K, q, b, c);
-    const int g = lane / 4, t = lane % 4;
-    red[warp][g][2 * t] = c[0], red[warp][g][2 * t + 1] = c[1];
-    red[warp][g + 8][2 * t] = c[2], red[warp][g + 8][2 * t + 1] = c[3];
+    warp_tiles<Tiles, Depth>(w, row0, stride, K, q, b, red);
     __syncthreads();
     const int i = static_cast<int>(threadIdx.x) / kCols, j = static_cast<int>(threadIdx.x) % kCols;
-    if (i < rows && j < ncols) store(i, j, gr.slot(c0 + j));
+    if (i < rows && j < ncols)
+      for (int k = 0; k < Tiles; ++k) store(k, i, j, gr.slot(c0 + j));
     __syncthreads();
   }
 }
 #endif
 
-// grid (I / 16, gmax): block (x, y) is rows 16x .. of w1 (warps 0-3) and w3 (warps 4-7) of group
-// y's expert.
+// grid (I / (16 Tiles), gmax): block (x, y) is rows 16 Tiles x .. (Tiles tiles of 16) of w1 (warps
+// 0-3) and w3 (warps 4-7) of group y's expert, Depth rounds in flight a lane.
+template <int Tiles, int Depth>
 __global__ void __launch_bounds__(kThreads, 2) up_mma_kernel(GroupedMoeArgs a) {
   pdl_begin();
 #ifdef PLUMB_MMA_BF16
-  __shared__ Partials red;
+  __shared__ Partials red[Tiles];
   const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kUpRows;
-  group_turns(
-      a, red, kUpRows, row0, static_cast<int>(a.D),
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kUpRows * Tiles;
+  group_turns<Tiles, Depth>(
+      a, red, kUpRows, row0, kUpRows, static_cast<int>(a.D),
       [&](int32_t e) -> const WeightRef& { return a.table[3 * e + warp / kQuarters]; },
       [&](int64_t slot) { return a.xb + slot / a.K * a.D; },
-      [&](int i, int j, int64_t s) {
-        a.h[s * a.I + row0 + i] = grouped_swiglu(a, s, quarter_sum(red, 0, i, j), quarter_sum(red, 4, i, j));
+      [&](int k, int i, int j, int64_t s) {
+        a.h[s * a.I + row0 + kUpRows * k + i] =
+            grouped_swiglu(a, s, quarter_sum(red[k], 0, i, j), quarter_sum(red[k], 4, i, j));
       });
 #endif
 }
 
-// grid (D / 32, gmax): block (x, y) is rows 32x .. of w2 of group y's expert (warps 0-3 the first
-// 16, 4-7 the next).
+// grid (D / (32 Tiles), gmax): block (x, y) is rows 32 Tiles x .. (Tiles tiles of 32) of w2 of
+// group y's expert (warps 0-3 the first 16 of a tile, 4-7 the next), Depth rounds in flight a lane.
+template <int Tiles, int Depth>
 __global__ void __launch_bounds__(kThreads, 2) down_mma_kernel(GroupedMoeArgs a) {
   pdl_begin();
 #ifdef PLUMB_MMA_BF16
-  __shared__ Partials red;
+  __shared__ Partials red[Tiles];
   const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows;
-  group_turns(
-      a, red, kDownRows, row0 + kUpRows * (warp / kQuarters), static_cast<int>(a.I),
+  const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kDownRows * Tiles;
+  group_turns<Tiles, Depth>(
+      a, red, kDownRows, row0 + kUpRows * (warp / kQuarters), kDownRows, static_cast<int>(a.I),
       [&](int32_t e) -> const WeightRef& { return a.table[3 * e + 2]; },
       [&](int64_t slot) { return a.hb + slot * a.I; },
-      [&](int i, int j, int64_t s) {
-        const float v = quarter_sum(red, kQuarters * (i / kUpRows), i % kUpRows, j);
-        a.ys[s * a.D + row0 + i] = a.round_bf16 ? round_bf16(v) : v;
+      [&](int k, int i, int j, int64_t s) {
+        const float v = quarter_sum(red[k], kQuarters * (i / kUpRows), i % kUpRows, j);
+        a.ys[s * a.D + row0 + kDownRows * k + i] = a.round_bf16 ? round_bf16(v) : v;
       });
 #endif
+}
+
+// The up (or down) kernel's instance for Tiles tiles (1, 2, 4 or 8) and depth (2 or 4).
+using MmaKernel = void (*)(GroupedMoeArgs);
+template <int Tiles>
+MmaKernel mma_kernel(bool up, int depth) {
+  if (up) return depth == 4 ? up_mma_kernel<Tiles, 4> : up_mma_kernel<Tiles, 2>;
+  return depth == 4 ? down_mma_kernel<Tiles, 4> : down_mma_kernel<Tiles, 2>;
+}
+MmaKernel mma_kernel(bool up, int tiles, int depth) {
+  switch (tiles) {
+    case 8: return mma_kernel<8>(up, depth);
+    case 4: return mma_kernel<4>(up, depth);
+    case 2: return mma_kernel<2>(up, depth);
+    default: return mma_kernel<1>(up, depth);
+  }
+}
+
+// The tiles a block of a launch of `row_tiles` tiles takes: the most, up to `want`, that divide
+// them (a power of two; every block a whole walk).
+int block_tiles(int64_t row_tiles, int want) {
+  int t = want;
+  while (row_tiles % t != 0) t /= 2;
+  return t;
 }
 
 }  // namespace
@@ -345,16 +411,21 @@ int64_t grouped_moe_mma_group_ints(int64_t slots, int64_t E) { return 2 + 2 * (s
 gpuError_t grouped_moe_mma_experts(const GroupedMoeArgs& a, gpuStream_t s) {
   const int64_t S = a.N * a.K;
   if (S <= 0) return gpuGetLastError();
-  if (!grouped_moe_mma_ok(a) || !a.xb || !a.hb || !a.groups) return gpuErrorNotSupported;
+  const bool shape = (a.mma_tiles == 1 || a.mma_tiles == 2 || a.mma_tiles == 4 || a.mma_tiles == 8) &&
+                     (a.mma_depth == 2 || a.mma_depth == 4);
+  if (!grouped_moe_mma_ok(a) || !shape || !a.xb || !a.hb || !a.groups) return gpuErrorNotSupported;
   const unsigned gmax = static_cast<unsigned>(S < a.E ? S : a.E);
+  const int up = block_tiles(a.I / kUpRows, a.mma_tiles), down = block_tiles(a.D / kDownRows, a.mma_tiles);
   gpuError_t e = launch(prep_kernel, static_cast<unsigned>(a.N + 1), kThreads, 0, s, a, a.x, a.N, a.D, a.quant_x,
                         false, a.xb);
   if (e == gpuSuccess)
-    e = launch(up_mma_kernel, dim3(static_cast<unsigned>(a.I / kUpRows), gmax), kThreads, 0, s, a);
+    e = launch(mma_kernel(true, up, a.mma_depth), dim3(static_cast<unsigned>(a.I / (kUpRows * up)), gmax), kThreads, 0,
+               s, a);
   if (e == gpuSuccess)
     e = launch(prep_kernel, static_cast<unsigned>(S), kThreads, 0, s, a, a.h, S, a.I, true, true, a.hb);
   if (e == gpuSuccess)
-    e = launch(down_mma_kernel, dim3(static_cast<unsigned>(a.D / kDownRows), gmax), kThreads, 0, s, a);
+    e = launch(mma_kernel(false, down, a.mma_depth), dim3(static_cast<unsigned>(a.D / (kDownRows * down)), gmax),
+               kThreads, 0, s, a);
   return e;
 }
 
