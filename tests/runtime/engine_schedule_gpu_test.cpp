@@ -187,14 +187,5 @@ TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithHcNorm) {
   EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_HC_NORM", "on"), "") << "the fast order with hc_pre's pass 2 and the norm in one";
 }
 
-// The same schedule with each layer's L2 hints warming their weights from a second stream
-// (PLUMB_GPU_PREFETCH=on, GpuBackend::set_prefetch; where the device cannot warm L2 the hints do
-// nothing) against the default run: every forward's logits bitwise the same.
-TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithPrefetch) {
-  LoadOptions gpu;
-  if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
-  EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_PREFETCH", "on"), "") << "the fast order with the L2 hints";
-}
-
 }  // namespace
 }  // namespace plumb::runtime

@@ -246,13 +246,6 @@ class Backend {
   // Synchronizes first; a no-op on backends without one.
   virtual void profile_capture(bool on) { (void)on; }
 
-  // ---- hints
-  // The ops about to run will read these weights, for `rows` rows of activations: a backend may
-  // start bringing their bytes closer while the ops before them run (the GPU, at decode batch
-  // sizes: into L2 from a second stream, while norms and attention leave the memory idle). Changes
-  // no value and waits for nothing; a no-op by default.
-  virtual void prefetch(std::span<const WeightView* const> weights, int64_t rows) { (void)weights, (void)rows; }
-
   // ---- memory
   virtual Tensor full(ElemType type, Shape shape, float value) = 0;
   virtual Tensor from_host(const float* data, Shape shape) = 0;

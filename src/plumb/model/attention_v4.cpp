@@ -96,13 +96,6 @@ Tensor ForwardV4::norm_rope(const Tensor& x, const WeightView* weight, NormMath 
   return be_.norm_rope(x, weight, eps, math, positions, inv_freq, st.R, quant_cols, 64);
 }
 
-void ForwardV4::prefetch_attention_in(int64_t layer, const Step& st) {
-  const AttentionWeights& aw = w_.layers[layer].attn;
-  const WeightView* first[] = {&aw.wq_a, &aw.wkv, heads_.empty() ? &aw.wq_b : &heads_[layer].wq_b,
-                               aw.indexer ? &aw.indexer->wq_b : nullptr};
-  be_.prefetch(first, st.batch.rows);
-}
-
 Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   const AttentionWeights& aw = w_.layers[layer].attn;
   const int64_t N = st.batch.rows, Dh = cfg_.head_dim, rd = cfg_.qk_rope_head_dim;
@@ -112,8 +105,6 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   const int64_t H = split ? local_heads_ : cfg_.num_attention_heads, G = split ? local_groups_ : cfg_.o_groups;
   const WeightView& wq_b = split ? heads_[layer].wq_b : aw.wq_b;
   const WeightView& sink = split ? heads_[layer].attn_sink : aw.attn_sink;
-  const WeightView& wo_a = split ? heads_[layer].wo_a : aw.wo_a;
-  const WeightView& wo_b = split ? heads_[layer].wo_b : aw.wo_b;
   const int64_t m = cfg_.compress_ratio(layer);
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   const backend::LinearOpts fp8{1, st.faithful, st.R};  // FP8 weights: act-quant in faithful
@@ -134,9 +125,6 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
     std::tie(q, index_q) = be_.linear_pair(qr, wq_b, aw.indexer->wq_b, fp8);
   else
     q = be_.linear(qr, wq_b, fp8);
-  // wo_a is read after the norms, the compressors and the attention (Backend::prefetch).
-  const WeightView* const out_a[] = {&wo_a};
-  be_.prefetch(out_a, N);
   q = q.reshaped({N, H, Dh});
   tap(st, st.prefix + "attn.q_b", q);
   q = norm_rope(q, nullptr, st.faithful ? NormMath::BF16Steps : NormMath::F32, st.positions, freq, 0, st,
@@ -195,10 +183,9 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   // a bf16 weight without act-quant in the release).
   o = be_.rope(o, st.positions, freq, true, st.R);
   tap(st, st.prefix + "attn.o", o);
-  // With --tp: this rank's groups of wo_a, gathered, then its rows of wo_b, gathered. wo_b is
-  // hinted here, not with wo_a: both (67 MB) would not fit the H100's L2 (50 MB).
-  const WeightView* const out_b[] = {&wo_b};
-  be_.prefetch(out_b, N);
+  // With --tp: this rank's groups of wo_a, gathered, then its rows of wo_b, gathered.
+  const WeightView& wo_a = split ? heads_[layer].wo_a : aw.wo_a;
+  const WeightView& wo_b = split ? heads_[layer].wo_b : aw.wo_b;
   const Tensor u = gather_heads(be_, par_, be_.linear(o.reshaped({N, H * Dh}), wo_a, {G, false, st.R}));
   tap(st, st.prefix + "attn.wo_a", u);
   return gather_heads(be_, par_, be_.linear(u, wo_b, fp8));

@@ -97,12 +97,6 @@ Tensor ForwardV4::ffn(int64_t layer, const Tensor& x, Step& st) {
   return parallel_moe(be_, par_, x, r, experts, {&m.shared.w1, &m.shared.w2, &m.shared.w3}, mp);
 }
 
-void ForwardV4::prefetch_ffn(int64_t layer, const Step& st) {
-  const MoeWeights& m = w_.layers[layer].ffn;
-  const WeightView* first[] = {&m.gate, &m.shared.w1, &m.shared.w3, &m.shared.w2};
-  be_.prefetch(first, st.batch.rows);
-}
-
 Tensor ForwardV4::forward(std::span<const SequenceStep> batch, const Taps& taps) {
   return forward(batch, all_rows(batch), taps);
 }
@@ -137,7 +131,6 @@ Tensor ForwardV4::forward(std::span<const SequenceStep> batch, std::span<const i
     auto site = [&](const HcWeights& h) {
       return backend::HcParams{&h.fn, &h.base, &h.scale, cfg_.hc_sinkhorn_iters, static_cast<float>(cfg_.hc_eps), eps};
     };
-    prefetch_attention_in(l, st);
     backend::HcPreResult h = be_.hc_pre_norm(X, site(L.hc_attn), &L.attn_norm, eps, backend::NormMath::F32, st.R);
     Tensor x = h.y;  // the normed mix
     tap(st, st.prefix + "attn_in", x);
@@ -146,7 +139,6 @@ Tensor ForwardV4::forward(std::span<const SequenceStep> batch, std::span<const i
     X = be_.hc_post(a, X, h.post, h.comb, st.R);
     tap(st, st.prefix + "hc_attn", X);
 
-    prefetch_ffn(l, st);
     h = be_.hc_pre_norm(X, site(L.hc_ffn), &L.ffn_norm, eps, backend::NormMath::F32, st.R);
     x = h.y;
     tap(st, st.prefix + "ffn_in", x);

@@ -44,11 +44,6 @@ class ForwardV4 {
   struct Step;  // per-call context (forward_v4.cpp)
   backend::Tensor attention(int64_t layer, const backend::Tensor& x, Step& st);
   backend::Tensor ffn(int64_t layer, const backend::Tensor& x, Step& st);
-  // Backend::prefetch hints, each given before the kernels that run ahead of the weights' reader
-  // (the mHC mixes and the norm): the attention's input projections, then the FFN's gate and
-  // shared expert (the routed experts are known only on the device).
-  void prefetch_attention_in(int64_t layer, const Step& st);
-  void prefetch_ffn(int64_t layer, const Step& st);
   // Returns the entries it wrote (as computed, before the storage format; 0 rows when none).
   backend::Tensor compress(int64_t layer, const backend::Tensor& x, Step& st, bool indexer);
   backend::Tensor indexer_select(int64_t layer, const backend::Tensor& x, const backend::Tensor& q_proj, Step& st);

@@ -76,9 +76,6 @@ struct DeviceInfo {
   std::string build;  // platform and target list the kernels were compiled for
 };
 
-// The device bytes of a weight's data and of its scales (0 without), as weight() stores them.
-std::pair<std::size_t, std::size_t> stored_bytes(const WeightRef& r);
-
 class GpuBackend final : public Backend {
  public:
   GpuBackend();
@@ -225,17 +222,6 @@ class GpuBackend final : public Backend {
   void set_hc_norm(bool on) { hc_norm_ = on; }
   int64_t hc_norm_launches() const { return hc_norm_launches_; }
   int64_t act_fp8_copy_reads() const { return act_fp8_copy_reads_; }
-  // prefetch(): where the device can (k::prefetch_l2_available) and for at most kPrefetchRows rows
-  // (decode batches, whose linears stream their weights once), a warmer of `blocks` one-warp blocks
-  // on a second stream, started when the work enqueued so far has finished; 0: the hint is ignored.
-  // PLUMB_GPU_PREFETCH=on|off and PLUMB_GPU_PREFETCH_BLOCKS at start (an A/B, off until measured:
-  // PERF.md v38). No value depends on it (tests compare bitwise). prefetch_launches(): warmers run.
-  static constexpr int64_t kPrefetchRows = 64;
-  static constexpr int kPrefetchBlocks = 16;
-  void set_prefetch(int blocks) { prefetch_blocks_ = blocks; }
-  int64_t prefetch_launches() const { return prefetch_launches_; }
-  bool prefetch_available() const { return prefetch_available_; }
-  void prefetch(std::span<const WeightView* const> weights, int64_t rows) override;  // gpu_prefetch.cpp
   // Whether FP8 linears may take the FP8 tensor cores here: sm_90 with the sm_90a kernel built,
   // unless PLUMB_GPU_PATH=portable (read at start; default auto), under which faithful FP8
   // linears take the bf16 matrix-core GEMM on the dequantized weights, what a GPU without FP8
@@ -382,12 +368,6 @@ class GpuBackend final : public Backend {
   bool hc_norm_ = false;  // PLUMB_GPU_HC_NORM=on
   int64_t hc_norm_launches_ = 0;
   int64_t act_fp8_copy_reads_ = 0;
-  bool prefetch_available_ = false;     // k::prefetch_l2_available for this device
-  int prefetch_blocks_ = 0;             // PLUMB_GPU_PREFETCH(_BLOCKS); 0: off
-  bool prefetch_events_only_ = false;   // PLUMB_GPU_PREFETCH=events: the plumbing, no warmer (A/B)
-  gpuStream_t prefetch_stream_ = nullptr;  // the warmers' stream and the event it waits on, made at
-  gpuEvent_t prefetch_event_ = nullptr;    // the first warmer
-  int64_t prefetch_launches_ = 0;
   // The act_fp8 copy a norm of `rows` rows of D values writes beside its output (set_norm_act_fp8:
   // a decode step's few rows, at k::rms_norm_act_fp8_ok's widths), or an empty tensor.
   Tensor norm_copy_buffer(int64_t rows, int64_t D, const WeightRef* weight, bool bf16_steps);

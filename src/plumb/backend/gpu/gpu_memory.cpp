@@ -10,7 +10,6 @@
 #include "plumb/backend/device_facts.h"
 #include "plumb/backend/gpu/gpu_backend.h"
 #include "plumb/backend/gpu/kernels/memory.h"
-#include "plumb/backend/gpu/kernels/prefetch.h"
 #include "plumb/format/dtype.h"
 #include "plumb/util/error.h"
 
@@ -255,18 +254,6 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "order) or 'off' (summed in the CPU's order)");
       c >= 0)
     scores_mma_ = c == 0;
-  prefetch_available_ = k::prefetch_l2_available(prop.major);
-  if (const int c = env_choice("PLUMB_GPU_PREFETCH", {"off", "on", "events"},
-                               "'off' (no L2 warming), 'on' (a decode step warms L2 with the next linears' weights "
-                               "from a second stream, where the device can) or 'events' (the hints' event and stream "
-                               "wait without the warmer: what the plumbing costs)");
-      c >= 0) {
-    prefetch_blocks_ = c >= 1 ? kPrefetchBlocks : 0;
-    prefetch_events_only_ = c == 2;
-  }
-  if (prefetch_blocks_ > 0)
-    prefetch_blocks_ = static_cast<int>(env_count("PLUMB_GPU_PREFETCH_BLOCKS", 1, 1024, prefetch_blocks_,
-                                                  "the one-warp blocks of an L2 warmer"));
   pv_heads_ = static_cast<int>(env_count("PLUMB_GPU_PV_HEADS", 0, 8, pv_heads_,
                                           "the most heads a sparse-attention P.V block takes (0: by the batch's size)"));
   scores_span_ = static_cast<int>(env_count("PLUMB_GPU_SCORES_SPAN", 0, 4, scores_span_,
@@ -296,14 +283,11 @@ unsigned GpuBackend::parse_order(const std::string& order) {
 
 GpuBackend::~GpuBackend() {
   if (stream_) (void)gpuStreamSynchronize(stream_);
-  if (prefetch_stream_) (void)gpuStreamSynchronize(prefetch_stream_);  // its warmers read the weights
   for (auto& [key, w] : weights_) {
     (void)gpuFree(w.data);
     if (w.scale) (void)gpuFree(w.scale);
   }
   if (stream_) (void)gpuStreamDestroy(stream_);
-  if (prefetch_stream_) (void)gpuStreamDestroy(prefetch_stream_);
-  if (prefetch_event_) (void)gpuEventDestroy(prefetch_event_);
 }
 
 std::string GpuBackend::name() const {
@@ -419,18 +403,6 @@ std::size_t logical_bytes(const WeightView& w) {
 }
 }  // namespace
 
-std::pair<std::size_t, std::size_t> stored_bytes(const WeightRef& r) {
-  const auto n = static_cast<std::size_t>(r.rows * r.cols);
-  switch (r.format) {
-    case WFormat::F32: return {n * 4, 0};
-    case WFormat::BF16: return {n * 2, 0};
-    case WFormat::FP8:
-      return {n, static_cast<std::size_t>((r.rows + 127) / 128 * r.scale_cols) * (r.scale_f32 ? 4 : 1)};
-    case WFormat::FP4: return {n / 2, static_cast<std::size_t>(r.rows * r.scale_cols)};
-  }
-  return {0, 0};
-}
-
 const WeightRef& GpuBackend::weight(const WeightView& w) {
   if (!w.present()) fail("GPU backend: weight '{}' has no data", w.name);
   const uint64_t fp = fingerprint(w, logical_bytes(w));
@@ -449,14 +421,24 @@ const WeightRef& GpuBackend::weight(const WeightView& w) {
   r.format = wformat(w);
   r.rows = w.shape.empty() ? 1 : (w.shape.size() == 1 ? w.shape[0] : w.rows());
   r.cols = w.shape.size() <= 1 ? 1 : w.cols();
-  if (r.format == WFormat::FP8) {
-    r.scale_cols = (r.cols + 127) / 128;
-    r.scale_f32 = w.scale_dtype == DType::F32;
-    if (!r.scale_f32 && w.scale_dtype != DType::F8_E8M0)
-      fail("GPU backend: FP8 weight '{}' has {} scales (expected F8_E8M0 or F32)", w.name, dtype_name(w.scale_dtype));
+  std::size_t data_bytes = 0, scale_bytes = 0;
+  switch (r.format) {
+    case WFormat::F32: data_bytes = static_cast<std::size_t>(r.rows * r.cols) * 4; break;
+    case WFormat::BF16: data_bytes = static_cast<std::size_t>(r.rows * r.cols) * 2; break;
+    case WFormat::FP8:
+      data_bytes = static_cast<std::size_t>(r.rows * r.cols);
+      r.scale_cols = (r.cols + 127) / 128;
+      r.scale_f32 = w.scale_dtype == DType::F32;
+      if (!r.scale_f32 && w.scale_dtype != DType::F8_E8M0)
+        fail("GPU backend: FP8 weight '{}' has {} scales (expected F8_E8M0 or F32)", w.name, dtype_name(w.scale_dtype));
+      scale_bytes = static_cast<std::size_t>((r.rows + 127) / 128 * r.scale_cols) * (r.scale_f32 ? 4 : 1);
+      break;
+    case WFormat::FP4:
+      data_bytes = static_cast<std::size_t>(r.rows * r.cols / 2);
+      r.scale_cols = (r.cols + 31) / 32;
+      scale_bytes = static_cast<std::size_t>(r.rows * r.scale_cols);
+      break;
   }
-  if (r.format == WFormat::FP4) r.scale_cols = (r.cols + 31) / 32;
-  const auto [data_bytes, scale_bytes] = stored_bytes(r);
   if ((r.format == WFormat::FP8 || r.format == WFormat::FP4) && !w.scale)
     fail("GPU backend: quantized weight '{}' has no scales", w.name);
   // On the backend's stream (copy_in): a plain gpuMemcpy from pageable memory may return before

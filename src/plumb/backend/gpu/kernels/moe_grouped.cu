@@ -109,9 +109,7 @@ __device__ __forceinline__ Chunk<F> chunk_load(const WeightRef& w, int64_t r, in
   constexpr int C = chunk_elems(F);
   const uint32_t row_bytes = static_cast<uint32_t>(n) / C * 16u;
   Chunk<F> ch;
-  // Evict-first, like the GEMVs' weights: a decode step's experts (80 MB at B = 1) would otherwise
-  // push out of L2 what the step's hints warmed (the shared expert's weights; Backend::prefetch).
-  ch.v = load_stream(w.data + (static_cast<uint32_t>(r) * row_bytes + static_cast<uint32_t>(gi) * 16u));
+  ch.v = *reinterpret_cast<const uint4*>(w.data + (static_cast<uint32_t>(r) * row_bytes + static_cast<uint32_t>(gi) * 16u));
   if constexpr (F == WFormat::FP4)  // weight_scale's code: c0 >> 5 = gi
     ch.s = w.scale[static_cast<uint32_t>(r) * static_cast<uint32_t>(w.scale_cols) + static_cast<uint32_t>(gi)];
   else if constexpr (F == WFormat::FP8)
