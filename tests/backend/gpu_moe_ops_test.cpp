@@ -401,7 +401,7 @@ void expect_shapes_bitwise(Fixture& t, const MoeCase& c, const std::vector<backe
                              ") vs (1, 2)",
                          host(*t.gpu, op(*t.gpu)), ref);
       }
-    t.set_moe_mma_shape(gpu::GpuBackend::kMoeMmaTiles, gpu::GpuBackend::kMoeMmaDepth);
+    t.restore_moe_mma_shape();
   };
   t.set_moe_mma(true);
   const int64_t before = t.moe_mma_calls();

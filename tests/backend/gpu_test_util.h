@@ -235,12 +235,17 @@ class GpuOps : public ::testing::Test {
     (void)on;
   }
   // Its kernels' shape (GpuBackend::set_moe_mma_shape): row tiles a block walks and rounds in
-  // flight a lane (GpuBackend::kMoeMmaTiles, kMoeMmaDepth: the default).
+  // flight a lane; restore_moe_mma_shape() puts the backend's default back.
   void set_moe_mma_shape(int tiles, int depth) {
 #if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
     if (dev) dev->set_moe_mma_shape(tiles, depth);
 #endif
     (void)tiles, (void)depth;
+  }
+  void restore_moe_mma_shape() {
+#if defined(PLUMB_WITH_CUDA) || defined(PLUMB_WITH_HIP)
+    set_moe_mma_shape(plumb::gpu::GpuBackend::kMoeMmaTiles, plumb::gpu::GpuBackend::kMoeMmaDepth);
+#endif
   }
   int64_t moe_mma_calls() const {
 #if defined(PLUMB_WITH_CUDA)
