@@ -222,6 +222,24 @@ struct MoeParams {
   Round accumulate = Round::None;
 };
 
+class Backend;
+
+// side_begin() .. join() as a scope (Backend, "two independent chains"): end() closes the side
+// chain, join() joins; the destructor joins at the latest (when an op threw, unwinding).
+class SideChain {
+ public:
+  SideChain(Backend& be, int64_t rows);
+  SideChain(const SideChain&) = delete;
+  SideChain& operator=(const SideChain&) = delete;
+  ~SideChain();
+  void end();
+  void join();
+
+ private:
+  Backend& be_;
+  bool ended_ = false, joined_ = false;
+};
+
 struct MlaParams {
   float scale = 1.f;
   // BF16: the V3 release's absorbed MLA on bf16 tensors (inference/model.py MLA.forward,
@@ -245,6 +263,16 @@ class Backend {
   // --profile-from-start off records only what lies between; plumb_bench --profile-last-step).
   // Synchronizes first; a no-op on backends without one.
   virtual void profile_capture(bool on) { (void)on; }
+
+  // ---- two independent chains of ops (a hint: no value depends on it)
+  // The ops issued between side_begin() and side_end() (the side chain) read only what was
+  // issued before side_begin(); the ops issued after side_end() and before join() neither read
+  // what the side chain writes nor write what it reads; join() orders every later op after both.
+  // A device backend may run the chains at once (the GPU: a second stream, for `rows` up to a
+  // decode batch's); the default runs them as issued. side_begin() inside a side chain throws.
+  virtual void side_begin(int64_t rows) { (void)rows; }
+  virtual void side_end() {}
+  virtual void join() {}
 
   // ---- memory
   virtual Tensor full(ElemType type, Shape shape, float value) = 0;

@@ -1,6 +1,7 @@
 // DeepSeek-V4 attention (MODEL-SPEC 3.3-3.7): q/kv projections, the KV compressor, the Lightning
 // indexer, sparse attention with sink, inverse RoPE and the grouped output projection.
 #include <cmath>
+#include <optional>
 #include <tuple>
 
 #include "plumb/model/forward_step_v4.h"
@@ -55,28 +56,30 @@ Tensor ForwardV4::compress(int64_t layer, const Tensor& x, Step& st, bool indexe
   return e;
 }
 
-// Lightning indexer (MODEL-SPEC 3.5): top-k compressed entries per query, -1 where unused.
-// q_proj: the indexer's wq_b of the attention's q latent (attention() runs it beside its own wq_b).
-Tensor ForwardV4::indexer_select(int64_t layer, const Tensor& x, const Tensor& q_proj, Step& st) {
+// The Lightning indexer's head weights of x (MODEL-SPEC 3.5), with the scales each profile folds
+// into them (the release: both, into the bf16 weights; HF: Hi^-0.5 here, di^-0.5 after the relu).
+Tensor ForwardV4::indexer_weights(int64_t layer, const Tensor& x, Step& st) {
   const IndexerWeights& iw = *w_.layers[layer].attn.indexer;
-  const int64_t N = st.batch.rows, Hi = cfg_.index_n_heads, di = cfg_.index_head_dim;
-  compress(layer, x, st, true);  // keys first: an entry closed by this token can be selected
+  const auto Hi = static_cast<double>(cfg_.index_n_heads), di = static_cast<double>(cfg_.index_head_dim);
+  const Tensor w = be_.linear(x, iw.weights_proj, {1, false, st.R});
+  return be_.scale(w, static_cast<float>(st.faithful ? std::pow(di, -0.5) * std::pow(Hi, -0.5) : std::pow(Hi, -0.5)),
+                   st.R);
+}
 
+// Lightning indexer (MODEL-SPEC 3.5): top-k compressed entries per query, -1 where unused, after
+// this step's keys are in the cache (compress(.., true): an entry closed by this token can be
+// selected). q_proj: the indexer's wq_b of the attention's q latent (attention() runs it beside
+// its own wq_b); w: indexer_weights().
+Tensor ForwardV4::indexer_select(int64_t layer, const Tensor& q_proj, const Tensor& w, Step& st) {
+  const int64_t N = st.batch.rows, Hi = cfg_.index_n_heads, di = cfg_.index_head_dim;
   Tensor q = q_proj.reshaped({N, Hi, di});
   q = be_.rope(q, st.positions, inv_freq_[layer], false, st.R);
   if (st.faithful) q = be_.quant_fp4(be_.hadamard(q, st.R), 32);
-  Tensor w = be_.linear(x, iw.weights_proj, {1, false, st.R});
   backend::IndexerParams p;
   p.ratio = cfg_.compress_ratio(layer);
   p.top_k = cfg_.index_topk;
   p.round = st.R;
-  if (st.faithful) {  // the release folds both scales into the (bf16) head weights
-    w = be_.scale(w, static_cast<float>(std::pow(static_cast<double>(di), -0.5) * std::pow(static_cast<double>(Hi), -0.5)), st.R);
-    p.relu_scale = 1.f;
-  } else {  // HF: relu(q.k) * di^-0.5, weights * Hi^-0.5
-    w = be_.scale(w, static_cast<float>(std::pow(static_cast<double>(Hi), -0.5)), st.R);
-    p.relu_scale = static_cast<float>(std::pow(static_cast<double>(di), -0.5));
-  }
+  p.relu_scale = st.faithful ? 1.f : static_cast<float>(std::pow(static_cast<double>(di), -0.5));
   tap(st, st.prefix + "attn.index_q", q);  // what the scores use: after RoPE (and faithful: Hadamard, FP4)
   tap(st, st.prefix + "attn.index_w", w);  // the heads' weights, scales folded in as the scores use them
   Tensor sel = be_.indexer_topk(q, w, st.batch, pool_.cache(index_cache_[layer]), st.tables, p);
@@ -113,6 +116,21 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   // 3.3: low-rank q with a per-head unweighted RMS norm; one shared kv head (K = V).
   // Every stage is tapped (tools/golden/compare_step17.py --attn0 compares each with the
   // release's): q_a / kv_a the projections, then the norms, RoPE and the FP8 round trip.
+  // 3.4-3.5 first, as a side chain (Backend::side_begin): the compressors read only x and their
+  // own states and write only their caches, which nothing reads before the join below; so do the
+  // indexer's head weights. A device backend runs them beside the q and kv path.
+  Tensor entries, index_w;
+  std::optional<backend::SideChain> side;
+  if (m != 0) {
+    side.emplace(be_, N);
+    entries = compress(layer, x, st, false);
+    if (m == 4) {
+      compress(layer, x, st, true);
+      index_w = indexer_weights(layer, x, st);
+    }
+    side->end();
+  }
+
   // wq_a and wkv read the same x (one launch where the backend can: linear_pair).
   const auto [qa, kv_a] = be_.linear_pair(x, aw.wq_a, aw.wkv, fp8);
   tap(st, st.prefix + "attn.q_a", qa);
@@ -136,12 +154,10 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   tap(st, st.prefix + "attn.q", q);
   tap(st, st.prefix + "attn.kv", kv);
 
-  // 3.4-3.5: compressed entries (and, for ratio 4, the indexer's choice among them).
-  Tensor selected, entries;
-  if (m != 0) {
-    entries = compress(layer, x, st, false);
-    if (m == 4) selected = indexer_select(layer, x, index_q, st);
-  }
+  // 3.5: for ratio 4, the indexer's choice among the compressed entries.
+  if (side) side->join();
+  Tensor selected;
+  if (m == 4) selected = indexer_select(layer, index_q, index_w, st);
   const backend::PagedCache none;  // SWA layers read no compressed entries
   const backend::PagedCache& compressed = m != 0 ? pool_.cache(compressed_cache_[layer]) : none;
 

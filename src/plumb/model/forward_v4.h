@@ -46,7 +46,8 @@ class ForwardV4 {
   backend::Tensor ffn(int64_t layer, const backend::Tensor& x, Step& st);
   // Returns the entries it wrote (as computed, before the storage format; 0 rows when none).
   backend::Tensor compress(int64_t layer, const backend::Tensor& x, Step& st, bool indexer);
-  backend::Tensor indexer_select(int64_t layer, const backend::Tensor& x, const backend::Tensor& q_proj, Step& st);
+  backend::Tensor indexer_weights(int64_t layer, const backend::Tensor& x, Step& st);
+  backend::Tensor indexer_select(int64_t layer, const backend::Tensor& q_proj, const backend::Tensor& w, Step& st);
   void tap(const Step& st, const std::string& name, const backend::Tensor& t) const;
   // rms_norm, RoPE at `positions` and, when quant_cols > 0, the FP8 round trip of the first
   // quant_cols (64-column blocks) as one backend op (norm_rope). When the taps want data, the

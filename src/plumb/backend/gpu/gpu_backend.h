@@ -43,12 +43,18 @@ class DeviceAllocator {
   void* allocate(std::size_t bytes);
   void release(void* p, std::size_t bytes);
   void trim();  // frees every cached block
+  // While held, freed blocks wait in a list instead of the free lists, and go there when the hold
+  // ends: a block one stream freed is never handed to the other while two streams run
+  // (GpuBackend::side_begin .. join, gpu_lanes.cpp).
+  void hold_frees(bool on);
   std::size_t in_use() const { return in_use_; }
   std::size_t cached();  // bytes in the free lists, held for reuse
 
  private:
   std::mutex mu_;
   std::unordered_map<std::size_t, std::vector<void*>> free_;
+  std::vector<std::pair<void*, std::size_t>> held_;  // (block, rounded size) freed under hold_frees
+  bool holding_ = false;
   std::size_t in_use_ = 0;
 };
 
@@ -222,6 +228,21 @@ class GpuBackend final : public Backend {
   void set_hc_norm(bool on) { hc_norm_ = on; }
   int64_t hc_norm_launches() const { return hc_norm_launches_; }
   int64_t act_fp8_copy_reads() const { return act_fp8_copy_reads_; }
+  // side_begin / side_end / join (backend.h; gpu_lanes.cpp): for at most kSideRows rows (decode
+  // batches, whose ops leave most of the device idle), the side chain runs on a second stream
+  // that starts where the main one stands, and join() makes the main stream wait for it.
+  // PLUMB_GPU_LANES=on|off|delayed at start; delayed (a test mode) holds every side chain back
+  // ~kSideDelayCycles first, so a missing join shows up as different values, not as a rare race.
+  // Off: one stream, ops in issue order. The same values (tests compare bitwise).
+  // side_chains(): the chains that took the second stream.
+  enum class Lanes { Off, On, Delayed };
+  static constexpr int64_t kSideRows = 64;
+  static constexpr int64_t kSideDelayCycles = 200000;
+  void set_lanes(Lanes l) { lanes_ = l; }
+  int64_t side_chains() const { return side_chains_; }
+  void side_begin(int64_t rows) override;
+  void side_end() override;
+  void join() override;
   // Whether FP8 linears may take the FP8 tensor cores here: sm_90 with the sm_90a kernel built,
   // unless PLUMB_GPU_PATH=portable (read at start; default auto), under which faithful FP8
   // linears take the bf16 matrix-core GEMM on the dequantized weights, what a GPU without FP8
@@ -319,8 +340,9 @@ class GpuBackend final : public Backend {
   const ExpertTable& expert_table(std::span<const SwiGluWeights> experts, int64_t D);
   // The table when the grouped kernels take this call (few slots, fast order, one format), else null.
   const ExpertTable* grouped_table(int64_t N, int64_t K, int64_t D, std::span<const SwiGluWeights> experts);
+  // sh: the shared expert's output, from a side chain that `side` joins before the combine reads it.
   Tensor moe_grouped(const Tensor& x, const Routing& r, const ExpertTable& t, const backend::MoeDims& d,
-                     const SwiGluWeights& shared, const MoeParams& p);
+                     const Tensor& sh, backend::SideChain& side, const MoeParams& p);
   // x's rows [rows, cols] (row stride ldx) rounded to bf16 once for path (c)'s tiles (k::bf16_rows,
   // row stride cols), where they take it (the caller asks k::mma_takes_bf16_x); parts 3: their
   // three exact bf16 parts for path (g) (k::bf16_parts_rows, row stride 3 cols). *out: its address.
@@ -368,6 +390,13 @@ class GpuBackend final : public Backend {
   bool hc_norm_ = false;  // PLUMB_GPU_HC_NORM=on
   int64_t hc_norm_launches_ = 0;
   int64_t act_fp8_copy_reads_ = 0;
+  Lanes lanes_ = Lanes::On;
+  enum class Side { Idle, Inline, InlineDone, Running, Done };  // where a side chain stands
+  Side side_ = Side::Idle;
+  gpuStream_t main_stream_ = nullptr;  // stream_ while a side chain runs on side_stream_
+  gpuStream_t side_stream_ = nullptr;  // made at the first side chain, with its two events
+  gpuEvent_t fork_event_ = nullptr, side_done_event_ = nullptr;
+  int64_t side_chains_ = 0;
   // The act_fp8 copy a norm of `rows` rows of D values writes beside its output (set_norm_act_fp8:
   // a decode step's few rows, at k::rms_norm_act_fp8_ok's widths), or an empty tensor.
   Tensor norm_copy_buffer(int64_t rows, int64_t D, const WeightRef* weight, bool bf16_steps);

@@ -49,6 +49,9 @@ using gpuStream_t = hipStream_t;
 #define gpuEventElapsedTime hipEventElapsedTime
 #define gpuEventDestroy hipEventDestroy
 #define gpuEventQuery hipEventQuery
+#define gpuEventCreateWithFlags hipEventCreateWithFlags
+#define gpuEventDisableTiming hipEventDisableTiming
+#define gpuStreamWaitEvent hipStreamWaitEvent
 #define gpuHostMalloc(p, n) hipHostMalloc(p, n, hipHostMallocDefault)
 #define gpuHostFree hipHostFree
 #else
@@ -92,6 +95,9 @@ using gpuStream_t = cudaStream_t;
 #define gpuEventElapsedTime cudaEventElapsedTime
 #define gpuEventDestroy cudaEventDestroy
 #define gpuEventQuery cudaEventQuery
+#define gpuEventCreateWithFlags cudaEventCreateWithFlags
+#define gpuEventDisableTiming cudaEventDisableTiming
+#define gpuStreamWaitEvent cudaStreamWaitEvent
 #define gpuHostMalloc(p, n) cudaMallocHost(p, n)
 #define gpuHostFree cudaFreeHost
 #endif

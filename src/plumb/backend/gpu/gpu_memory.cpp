@@ -52,7 +52,10 @@ constexpr std::size_t kGranule = 512;
 std::size_t rounded(std::size_t bytes) { return bytes == 0 ? kGranule : (bytes + kGranule - 1) / kGranule * kGranule; }
 }  // namespace
 
-DeviceAllocator::~DeviceAllocator() { trim(); }
+DeviceAllocator::~DeviceAllocator() {
+  hold_frees(false);
+  trim();
+}
 
 void* DeviceAllocator::allocate(std::size_t bytes) {
   const std::size_t n = rounded(bytes);
@@ -83,7 +86,10 @@ void* DeviceAllocator::allocate(std::size_t bytes) {
 void DeviceAllocator::release(void* p, std::size_t bytes) {
   const std::size_t n = rounded(bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  free_[n].push_back(p);
+  if (holding_)
+    held_.emplace_back(p, n);
+  else
+    free_[n].push_back(p);
   in_use_ -= n;
 }
 
@@ -232,6 +238,11 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "'on' (two: the mixes' second pass and the norm in one)");
       c >= 0)
     hc_norm_ = c == 1;
+  if (const int c = env_choice("PLUMB_GPU_LANES", {"off", "on", "delayed"},
+                               "'on' (a decode step's independent chains of ops on two streams), 'off' (one stream) "
+                               "or 'delayed' (a test mode: every side chain held back first)");
+      c >= 0)
+    lanes_ = static_cast<Lanes>(c);
   if (const int c = env_choice("PLUMB_GPU_PATH", {"auto", "portable"},
                                "'auto' (FP8 tensor cores where the device has them) or 'portable' (bf16 matrix cores "
                                "on dequantized weights, as on a GPU without FP8)");
@@ -282,12 +293,17 @@ unsigned GpuBackend::parse_order(const std::string& order) {
 }
 
 GpuBackend::~GpuBackend() {
+  if (side_ == Side::Running) stream_ = main_stream_;  // (an op of a side chain threw)
   if (stream_) (void)gpuStreamSynchronize(stream_);
+  if (side_stream_) (void)gpuStreamSynchronize(side_stream_);
   for (auto& [key, w] : weights_) {
     (void)gpuFree(w.data);
     if (w.scale) (void)gpuFree(w.scale);
   }
   if (stream_) (void)gpuStreamDestroy(stream_);
+  if (side_stream_) (void)gpuStreamDestroy(side_stream_);
+  if (fork_event_) (void)gpuEventDestroy(fork_event_);
+  if (side_done_event_) (void)gpuEventDestroy(side_done_event_);
 }
 
 std::string GpuBackend::name() const {
@@ -325,6 +341,8 @@ void GpuBackend::check_launch(gpuError_t launched, const char* kernel) {
 
 void GpuBackend::sync() {
   check(gpuStreamSynchronize(stream_), "stream synchronize");
+  if (side_ == Side::Running || side_ == Side::Done)  // and the other chain's stream (gpu_lanes.cpp)
+    check(gpuStreamSynchronize(stream_ == side_stream_ ? main_stream_ : side_stream_), "side stream synchronize");
   if (attn_err_pending_) check_attention_errors();
 }
 

@@ -144,7 +144,7 @@ const GpuBackend::ExpertTable* GpuBackend::grouped_table(int64_t N, int64_t K, i
 }
 
 Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTable& t, const MoeDims& d,
-                               const SwiGluWeights& shared, const MoeParams& p) {
+                               const Tensor& sh, backend::SideChain& side, const MoeParams& p) {
   const int64_t N = d.N, D = d.D, K = d.K;
   k::GroupedMoeArgs a;
   a.N = N, a.K = K, a.D = D, a.I = t.width, a.E = t.experts;
@@ -186,8 +186,7 @@ Tensor GpuBackend::moe_grouped(const Tensor& x, const Routing& r, const ExpertTa
   } else {
     check_launch(k::grouped_moe_experts(a, stream_), "moe grouped experts");
   }
-  // (t may be dropped from here on: the shared expert's weight() calls can evict tables)
-  const Tensor sh = swiglu(*this, shared, d.shared_I, x2, N, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p);
+  side.join();
   Tensor y = alloc(ElemType::F32, {N, D});
   check_launch(k::grouped_moe_combine(a, dev_f32(sh, "shared expert output"), dev_f32(y), stream_), "moe combine");
   return y;
@@ -357,7 +356,14 @@ Tensor GpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGlu
   dev_f32(r.weights, "routing weights");
   const float* xp = dev_f32(x, "moe input");
   if (N == 0 || D == 0) return alloc(ElemType::F32, {N, D});
-  if (const ExpertTable* t = grouped_table(N, K, D, experts)) return moe_grouped(x, r, *t, d, shared, p);
+  const Tensor x2 = x.reshaped({N, D});
+  // The shared expert reads only x: at decode batches a side chain beside the routed experts
+  // (gpu_lanes.cpp), joined before its output is added. Issued first, so that its weight() calls
+  // (which may drop the expert tables when a view's bytes changed) come before the table lookup.
+  backend::SideChain side(*this, N);
+  const Tensor sh = swiglu(*this, shared, d.shared_I, x2, N, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p);
+  side.end();
+  if (const ExpertTable* t = grouped_table(N, K, D, experts)) return moe_grouped(x, r, *t, d, sh, side, p);
   Tensor y = alloc(ElemType::F32, {N, D});
   std::vector<int32_t> ex(static_cast<std::size_t>(N * K));
   std::vector<float> wt(ex.size());
@@ -400,7 +406,6 @@ Tensor GpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGlu
   const float* ws_d = T > 0 ? reinterpret_cast<const float*>(rows_d + T) : nullptr;
   sg.rows = rows_d, sg.weights = ws_d, sg.order = packed.empty() ? nullptr : dev_i32(index) + 2 * T;
 
-  const Tensor x2 = x.reshaped({N, D});
   Tensor acc = alloc(ElemType::F32, {N, D});
   check_launch(k::fill_f32(dev_f32(acc), N * D, 0.f, stream()), "moe zero");
   // Expert by expert in id order (one stream: each accumulation follows the previous one).
@@ -418,8 +423,8 @@ Tensor GpuBackend::moe(const Tensor& x, const Routing& r, std::span<const SwiGlu
                                       stream()),
                    "moe accumulate");
     }
-  const Tensor ys = swiglu(*this, shared, d.shared_I, x2, N, nullptr, p.clamp_shared ? p.swiglu_limit : 0.f, p);
-  check_launch(k::add_round(dev_f32(acc), dev_f32(ys, "shared expert output"), N * D, p.round == Round::BF16,
+  side.join();
+  check_launch(k::add_round(dev_f32(acc), dev_f32(sh, "shared expert output"), N * D, p.round == Round::BF16,
                             dev_f32(y), stream()),
                "moe sum");
   return y;

@@ -25,6 +25,7 @@ using hipMemcpyKind = cudaMemcpyKind;
 constexpr hipMemcpyKind hipMemcpyHostToDevice = cudaMemcpyHostToDevice, hipMemcpyDeviceToHost = cudaMemcpyDeviceToHost,
                         hipMemcpyDeviceToDevice = cudaMemcpyDeviceToDevice;
 constexpr unsigned hipStreamNonBlocking = cudaStreamNonBlocking;
+constexpr unsigned hipEventDisableTiming = cudaEventDisableTiming;
 constexpr unsigned hipHostMallocDefault = 0;
 
 // What plumb reads of a HIP device; gcnArchName is HIP's own (the target with its features).
@@ -75,6 +76,10 @@ inline hipError_t hipStreamCreateWithFlags(hipStream_t* s, unsigned flags) { ret
 inline hipError_t hipStreamSynchronize(hipStream_t s) { return cudaStreamSynchronize(s); }
 inline hipError_t hipStreamDestroy(hipStream_t s) { return cudaStreamDestroy(s); }
 inline hipError_t hipEventCreate(hipEvent_t* e) { return cudaEventCreate(e); }
+inline hipError_t hipEventCreateWithFlags(hipEvent_t* e, unsigned flags) { return cudaEventCreateWithFlags(e, flags); }
+inline hipError_t hipStreamWaitEvent(hipStream_t s, hipEvent_t e, unsigned flags = 0) {
+  return cudaStreamWaitEvent(s, e, flags);
+}
 inline hipError_t hipEventRecord(hipEvent_t e, hipStream_t s = nullptr) { return cudaEventRecord(e, s); }
 inline hipError_t hipEventSynchronize(hipEvent_t e) { return cudaEventSynchronize(e); }
 inline hipError_t hipEventQuery(hipEvent_t e) { return cudaEventQuery(e); }

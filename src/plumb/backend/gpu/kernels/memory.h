@@ -9,5 +9,8 @@ namespace plumb::gpu::k {
 
 gpuError_t fill_f32(float* y, int64_t n, float v, gpuStream_t s);
 gpuError_t fill_i32(int32_t* y, int64_t n, int32_t v, gpuStream_t s);
+// One thread that spins for about `cycles` clock cycles: holds a stream back (the side lane's
+// test mode, GpuBackend::Lanes::Delayed). Nothing on the emulator, whose launches run at once.
+gpuError_t spin(int64_t cycles, gpuStream_t s);
 
 }  // namespace plumb::gpu::k
