@@ -1,8 +1,9 @@
 // Backend::side_begin / side_end / join on the GPU (gpu_lanes.cpp): a side chain on a second
-// stream. No value may depend on it: linears issued as a side chain and beside it, read after
-// the join, are bitwise the same linears on one stream, with the side stream held back first
-// (Lanes::Delayed, where a join that did not order would read the poison's NaN) and for a
-// batch above kSideRows (one stream). While the chains may overlap, a freed block goes to no one
+// stream. No value may depend on it: linears issued as a side chain and beside it, and an op
+// after the join that reads the side chain's output, are bitwise the same ops on one stream, also
+// with the side stream held back first (Lanes::Delayed: on a device, a join that did not order
+// would let that op read the output's poison, NaN) and for a batch above kSideRows (one stream).
+// (The emulator runs every launch at once: there this checks the plumbing, not the ordering.) While the chains may overlap, a freed block goes to no one
 // (DeviceAllocator::hold_frees); after the join it is reused. The engine-level check (every
 // layer's chains, every logit) is EngineScheduleGpu.V4FaithfulFastOrderSameWithLanes.
 #include "gpu_test_util.h"
@@ -29,7 +30,7 @@ TEST_F(GpuOps, SideChainChangesNoValue) {
     for (const Lanes mode : {Lanes::On, Lanes::Delayed, Lanes::Off}) {
       dev->set_lanes(mode);
       const int64_t before = dev->side_chains();
-      Tensor a, b, b2;
+      Tensor a, b, b2, a2;
       {
         backend::SideChain side(*gpu, N);
         a = gpu->linear(x, wa.view(), {1, true});
@@ -37,19 +38,23 @@ TEST_F(GpuOps, SideChainChangesNoValue) {
         b = gpu->linear(x, wb.view(), {});
         b2 = gpu->scale(b, 2.f, Round::None);  // a main chain of two ops
         side.join();
+        a2 = gpu->scale(a, 2.f, Round::None);  // after the join: reads the side chain's output
       }
       const std::string what = std::string(mode == Lanes::On ? "on" : mode == Lanes::Off ? "off" : "delayed") +
                                ", " + std::to_string(N) + " rows";
       expect_bitwise("the side chain's linear, " + what, host(*gpu, a), plain_a);
       expect_bitwise("the main chain's linear, " + what, host(*gpu, b), plain_b);
-      std::vector<float> twice = plain_b;
-      for (float& v : twice) v *= 2.f;
-      expect_bitwise("the main chain's second op, " + what, host(*gpu, b2), twice);
+      auto twice = [](std::vector<float> v) {
+        for (float& e : v) e *= 2.f;
+        return v;
+      };
+      expect_bitwise("the main chain's second op, " + what, host(*gpu, b2), twice(plain_b));
+      expect_bitwise("an op after the join of the side chain's output, " + what, host(*gpu, a2), twice(plain_a));
       const int64_t want = mode != Lanes::Off && N <= gpu::GpuBackend::kSideRows ? 1 : 0;
       EXPECT_EQ(dev->side_chains() - before, want) << ctx("side chains that took the second stream, " + what);
     }
   }
-  dev->set_lanes(Lanes::On);
+  dev->set_lanes(Lanes::Off);
 #else
   GTEST_SKIP() << "plumb was built without a GPU backend";
 #endif
@@ -72,6 +77,7 @@ TEST_F(GpuOps, SideChainHoldsFreedBlocksUntilJoin) {
     EXPECT_NE(address_of(m), freed) << ctx("a block freed while the chains overlap was reused before the join");
     side.join();
   }
+  dev->set_lanes(gpu::GpuBackend::Lanes::Off);
   // s and m are freed after the join: the free list (last in, first out) holds freed, then them.
   std::vector<const void*> after;
   std::vector<Tensor> keep;

@@ -189,14 +189,14 @@ TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithHcNorm) {
 
 // The same schedule with each decode step's independent chains (a layer's compressors and indexer
 // weights beside its q path, the shared expert beside the routed ones: Backend::side_begin) on
-// one stream (PLUMB_GPU_LANES=off) and with every side chain held back before it starts
+// two streams (PLUMB_GPU_LANES=on), and with every side chain held back before it starts
 // (=delayed: an op that read a side chain's output before the join, or a side op that read what the
-// main chain overwrote, would see other values) against the default (two streams): every
+// main chain overwrote, would see other values), against the default (one stream): every
 // forward's logits bitwise the same.
 TEST(EngineScheduleGpu, V4FaithfulFastOrderSameWithLanes) {
   LoadOptions gpu;
   if (const std::string why = testing::gpu_or_skip_reason(gpu, Numerics::Faithful); !why.empty()) GTEST_SKIP() << why;
-  EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_LANES", "off"), "") << "the fast order on one stream";
+  EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_LANES", "on"), "") << "the fast order on two streams";
   EXPECT_EQ(differs_under(gpu, "PLUMB_GPU_LANES", "delayed"), "") << "the fast order with the side chains held back";
 }
 

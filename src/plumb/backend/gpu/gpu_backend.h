@@ -233,8 +233,9 @@ class GpuBackend final : public Backend {
   // that starts where the main one stands, and join() makes the main stream wait for it.
   // PLUMB_GPU_LANES=on|off|delayed at start; delayed (a test mode) holds every side chain back
   // ~kSideDelayCycles first, so a missing join shows up as different values, not as a rare race.
-  // Off: one stream, ops in issue order. The same values (tests compare bitwise).
-  // side_chains(): the chains that took the second stream.
+  // Off (the default until a device has run the tests and measured it: PERF.md v40): one stream,
+  // ops in issue order. The same values (tests compare bitwise). side_chains(): the chains that
+  // took the second stream.
   enum class Lanes { Off, On, Delayed };
   static constexpr int64_t kSideRows = 64;
   static constexpr int64_t kSideDelayCycles = 200000;
@@ -390,7 +391,7 @@ class GpuBackend final : public Backend {
   bool hc_norm_ = false;  // PLUMB_GPU_HC_NORM=on
   int64_t hc_norm_launches_ = 0;
   int64_t act_fp8_copy_reads_ = 0;
-  Lanes lanes_ = Lanes::On;
+  Lanes lanes_ = Lanes::Off;
   enum class Side { Idle, Inline, InlineDone, Running, Done };  // where a side chain stands
   Side side_ = Side::Idle;
   gpuStream_t main_stream_ = nullptr;  // stream_ while a side chain runs on side_stream_
