@@ -165,7 +165,9 @@ class GpuBackend final : public Backend {
   // The split form's P.V on the matrix unit (kernels/sparse_attention_pv_mma.cu) from this many
   // query rows (a prefill chunk; default kPvMmaRowsFrom), in the fast order with bf16
   // probabilities (the faithful profile) and head dims a multiple of 64; below it, and with the
-  // attn site in the CPU's order, the bitwise P.V. Tests force it at any row count.
+  // attn site in the CPU's order, the bitwise P.V. Tests force it at any row count;
+  // PLUMB_GPU_ATTN_MMA_ROWS at start (an A/B: decode batches on the matrix unit, PERF.md v40; the
+  // fast order's values already depend on the batch, as the experts' tensor cores from 16 tokens).
   static constexpr int64_t kPvMmaRowsFrom = 128;
   void set_pv_mma_rows(int64_t rows) { pv_mma_rows_ = rows; }
   // How many sparse_attention() launches took the P.V on the matrix unit (tests check that it ran).

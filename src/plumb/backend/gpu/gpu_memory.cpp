@@ -265,6 +265,8 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "order) or 'off' (summed in the CPU's order)");
       c >= 0)
     scores_mma_ = c == 0;
+  pv_mma_rows_ = env_count("PLUMB_GPU_ATTN_MMA_ROWS", 1, int64_t{1} << 40, pv_mma_rows_,
+                           "the query rows from which sparse attention takes the matrix unit (the fast order)");
   pv_heads_ = static_cast<int>(env_count("PLUMB_GPU_PV_HEADS", 0, 8, pv_heads_,
                                           "the most heads a sparse-attention P.V block takes (0: by the batch's size)"));
   scores_span_ = static_cast<int>(env_count("PLUMB_GPU_SCORES_SPAN", 0, 4, scores_span_,
