@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 QUICK='GpuNumerics.*:GpuVersionText.*:GpuOps.CopyRow*:GpuOps.SparseAttentionInvisibleSelectionIsRefused'
 QUICK+=':GpuOps.FullAndHostRoundTrip:GpuOps.RefusesTheBadCallsTheCpuRefuses:GpuOps.WindowUpdate:GpuOps.PagedWrite*'
 QUICK+=':GpuOps.QuantFp8Fp4Hadamard:GpuOps.RopeAndInverse:GpuOps.CompressMultiStepRaggedDecode:GpuOps.RmsNorm*:GpuOps.NormActFp8CopyBitwise:GpuOps.NormRopeIsThreeOps'
-QUICK+=':GpuOps.EmbedRepeatColumns:GpuOps.Route:GpuOps.IndexerTopKWithTies:GpuOps.HcPrePostHead:GpuOps.HcTokensInAGroupEqualAlone:GpuOps.HcPreNormIsTheTwoOps:GpuOps.HcHeadNormIsTheTwoOps:GpuOps.MoeGroupedOddShapes'
+QUICK+=':GpuOps.SideChain*:GpuOps.EmbedRepeatColumns:GpuOps.Route:GpuOps.IndexerTopKWithTies:GpuOps.HcPrePostHead:GpuOps.HcTokensInAGroupEqualAlone:GpuOps.HcPreNormIsTheTwoOps:GpuOps.HcHeadNormIsTheTwoOps:GpuOps.MoeGroupedOddShapes'
 QUICK+=':GpuOps.SparseAttentionPvMmaWithinTheOrderFloor:GpuOps.SparseAttentionMmaWithinTheOrderFloor:GpuOps.SparseAttentionBf16Recent:GpuOps.MoeSmallEveryOption:GpuOps.GemvShapesEveryFormat:GpuOps.MlaAttention'
 QUICK+=':GpuOps.LinearBf16WeightEveryPath:GpuOps.LinearF32MmaIsTheF32Product:GpuOps.LinearFp8TensorCores'
 QUICK+=':GpuOps.MoeTensorCoresEveryOption:GpuOps.MoeTensorCoresShapesBitwise:GpuOps.MoeGroupedCombineIsTheCpuOrderBitwise:GpuOps.LinearBf16GemmPipelinedIsBitwise:GpuOps.LinearXPartsIsTheF32Product'

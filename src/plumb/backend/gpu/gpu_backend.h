@@ -234,7 +234,8 @@ class GpuBackend final : public Backend {
   // batches, whose ops leave most of the device idle), the side chain runs on a second stream
   // that starts where the main one stands, and join() makes the main stream wait for it.
   // PLUMB_GPU_LANES=on|off|delayed at start; delayed (a test mode) holds every side chain back
-  // ~kSideDelayCycles first, so a missing join shows up as different values, not as a rare race.
+  // ~kSideDelayCycles first (on the emulator: holds the side stream's work until the join,
+  // emu_cuda.h), so a missing join shows up as different values, not as a rare race.
   // Off (the default until a device has run the tests and measured it: PERF.md v40): one stream,
   // ops in issue order. The same values (tests compare bitwise). side_chains(): the chains that
   // took the second stream.

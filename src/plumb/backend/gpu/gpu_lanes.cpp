@@ -27,6 +27,9 @@ void GpuBackend::side_begin(int64_t rows) {
     check(gpuEventCreateWithFlags(&fork_event_, gpuEventDisableTiming), "creating the side chain's fork event");
     check(gpuEventCreateWithFlags(&side_done_event_, gpuEventDisableTiming), "creating the side chain's end event");
   }
+#if defined(PLUMB_EMU)
+  emu::hold_stream(side_stream_, lanes_ == Lanes::Delayed);  // the emulator's form of the delay
+#endif
   check(gpuEventRecord(fork_event_, stream_), "side chain: recording the fork");
   check(gpuStreamWaitEvent(side_stream_, fork_event_, 0), "side chain: waiting for the fork");
   alloc_->hold_frees(true);

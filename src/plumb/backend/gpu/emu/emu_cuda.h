@@ -5,7 +5,8 @@
 // scarce (some sessions have none), and a kernel written without a device used to reach its first
 // run untested; under the emulator the whole GPU op harness runs on the build machine.
 //
-// What it is: every launch runs synchronously on the calling thread; a grid's blocks run one after
+// What it is: every launch runs synchronously on the calling thread (when it is issued, or on a
+// held stream when something waits for it: emu_streams.cpp); a grid's blocks run one after
 // another, and a block's threads are cooperative fibers (ucontext) that switch only at
 // __syncthreads, at warp collectives (shuffles, the MMA fragments) and at exit. Warps are kWarp
 // consecutive threads, as on the device, and run one at a time from one __syncthreads to the
@@ -78,6 +79,8 @@ void* dynamic_shared();
 // would refuse (block over 1,024 threads, more dynamic shared memory than 227 KB (HIP flavour:
 // gfx90a's 64 KB of LDS), a zero grid).
 int launch(dim3 grid, dim3 block, std::size_t smem, const std::function<void()>& body);
+// launch()'s refusal of a configuration (cudaErrorInvalidConfiguration), or 0.
+int config_error(dim3 grid, dim3 block, std::size_t smem);
 
 void syncthreads();
 int syncthreads_or(int p);
@@ -217,3 +220,19 @@ template <class F>
 cudaError_t cudaFuncSetAttribute(F*, cudaFuncAttribute, int) {
   return cudaSuccess;
 }
+
+namespace plumb::gpu::emu {
+// Streams (emu_streams.cpp). Work on a stream runs at once, unless the stream is held (a test
+// mode: GpuBackend's side chains under PLUMB_GPU_LANES=delayed): then its launches,
+// host-to-device and device-to-device copies and memsets queue, and run in issue order when
+// another stream waits for an event recorded on it (up to that event), when the host waits for it
+// (cudaStreamSynchronize, an event's synchronize or query, a device-to-host copy on it, cudaFree)
+// or when the hold ends. Work issued on a held stream so lands as late as a device may run it,
+// and a reader that does not wait for it reads the values from before.
+void hold_stream(cudaStream_t s, bool on);
+// launch() on stream s: at once, or queued when s is held (its configuration checked now). body
+// must own what it reads (launch.h copies the kernel's arguments into it).
+int launch_on(cudaStream_t s, dim3 grid, dim3 block, std::size_t smem, std::function<void()> body);
+// Runs every held stream's queue (cudaFree's wait for the device).
+void run_held_streams();
+}  // namespace plumb::gpu::emu

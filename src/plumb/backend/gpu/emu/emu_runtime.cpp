@@ -312,12 +312,17 @@ const dim3& grid_dim() { return g_block->grid; }
 void* dynamic_shared() { return g_block->smem; }
 int lane_id() { return g_block->cur->lin % kWarp; }
 
-int launch(dim3 grid, dim3 block, std::size_t smem, const std::function<void()>& body) {
+int config_error(dim3 grid, dim3 block, std::size_t smem) {
   const unsigned long long threads = 1ull * block.x * block.y * block.z;
-  if (threads == 0 || threads > kMaxThreads || block.z > 64 || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
-      grid.y > 65535 || grid.z > 65535 || smem > kMaxDynamicShared) {
-    g_last_error = cudaErrorInvalidConfiguration;
-    return cudaErrorInvalidConfiguration;
+  const bool bad = threads == 0 || threads > kMaxThreads || block.z > 64 || grid.x == 0 || grid.y == 0 ||
+                   grid.z == 0 || grid.y > 65535 || grid.z > 65535 || smem > kMaxDynamicShared;
+  return bad ? cudaErrorInvalidConfiguration : 0;
+}
+
+int launch(dim3 grid, dim3 block, std::size_t smem, const std::function<void()>& body) {
+  if (const int e = config_error(grid, block, smem)) {
+    g_last_error = static_cast<cudaError_t>(e);
+    return e;
   }
   if (g_block) {
     std::fprintf(stderr, "plumb CUDA emulator: a kernel launched another kernel\n");
@@ -400,11 +405,6 @@ using plumb::gpu::emu::g_allocations;
 using plumb::gpu::emu::g_last_error;
 using plumb::gpu::emu::g_mem_mutex;
 
-struct CUstream_st {};
-struct CUevent_st {
-  std::chrono::steady_clock::time_point at;
-};
-
 cudaError_t cudaGetLastError() {
   const cudaError_t e = g_last_error;
   g_last_error = cudaSuccess;
@@ -481,6 +481,7 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
 
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
+  plumb::gpu::emu::run_held_streams();  // cudaFree waits for the device
   std::lock_guard<std::mutex> lock(g_mem_mutex);
   const auto it = g_allocations.find(p);
   if (it == g_allocations.end()) return g_last_error = cudaErrorInvalidValue;
@@ -501,52 +502,6 @@ cudaError_t cudaFreeHost(void* p) {
 
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind) {
   if (bytes) std::memmove(dst, src, bytes);
-  return cudaSuccess;
-}
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind k, cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, k);
-}
-cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch, std::size_t width,
-                              std::size_t height, cudaMemcpyKind, cudaStream_t) {
-  if (width > dpitch || width > spitch) return g_last_error = cudaErrorInvalidValue;
-  for (std::size_t r = 0; r < height; ++r)
-    std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
-  return cudaSuccess;
-}
-cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t) {
-  if (bytes) std::memset(p, value, bytes);
-  return cudaSuccess;
-}
-
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
-  *s = new CUstream_st;
-  return cudaSuccess;
-}
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  delete s;
-  return cudaSuccess;
-}
-
-cudaError_t cudaEventCreate(cudaEvent_t* e) {
-  *e = new CUevent_st;
-  return cudaSuccess;
-}
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) { return cudaEventCreate(e); }
-// Every launch runs at once, so a stream never has work to wait for.
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) { return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
-  e->at = std::chrono::steady_clock::now();
-  return cudaSuccess;
-}
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaEventQuery(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
-  return cudaSuccess;
-}
-cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  delete e;
   return cudaSuccess;
 }
 cudaError_t cudaProfilerStart() { return cudaSuccess; }

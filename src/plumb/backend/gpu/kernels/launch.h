@@ -59,8 +59,9 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
 template <class... P, class... A>
 gpuError_t launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, gpuStream_t s, A&&... args) {
 #if defined(PLUMB_EMU)
-  (void)s;  // the emulator runs every launch at once, in stream order by construction
-  return static_cast<gpuError_t>(emu::launch(grid, block, smem, [&] { kernel(args...); }));
+  // At once, or later on a held stream (emu_cuda.h): the closure owns copies of the arguments.
+  return static_cast<gpuError_t>(
+      emu::launch_on(s, grid, block, smem, [kernel, ... a = std::forward<A>(args)] { kernel(a...); }));
 #else
 #ifdef PLUMB_CUDA
   if (pdl_on()) {
