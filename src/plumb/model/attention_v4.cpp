@@ -113,12 +113,10 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
   const backend::LinearOpts fp8{1, st.faithful, st.R};  // FP8 weights: act-quant in faithful
   const Tensor& freq = inv_freq_[layer];
 
-  // 3.3: low-rank q with a per-head unweighted RMS norm; one shared kv head (K = V).
-  // Every stage is tapped (tools/golden/compare_step17.py --attn0 compares each with the
-  // release's): q_a / kv_a the projections, then the norms, RoPE and the FP8 round trip.
   // 3.4-3.5 first, as a side chain (Backend::side_begin): the compressors read only x and their
   // own states and write only their caches, which nothing reads before the join below; so do the
-  // indexer's head weights. A device backend runs them beside the q and kv path.
+  // indexer's head weights. A device backend runs them beside the q and kv path. (The indexer's
+  // keys go in before its top-k: an entry closed by this token can be selected.)
   Tensor entries, index_w;
   std::optional<backend::SideChain> side;
   if (m != 0) {
@@ -131,6 +129,9 @@ Tensor ForwardV4::attention(int64_t layer, const Tensor& x, Step& st) {
     side->end();
   }
 
+  // 3.3: low-rank q with a per-head unweighted RMS norm; one shared kv head (K = V).
+  // Every stage is tapped (tools/golden/compare_step17.py --attn0 compares each with the
+  // release's): q_a / kv_a the projections, then the norms, RoPE and the FP8 round trip.
   // wq_a and wkv read the same x (one launch where the backend can: linear_pair).
   const auto [qa, kv_a] = be_.linear_pair(x, aw.wq_a, aw.wkv, fp8);
   tap(st, st.prefix + "attn.q_a", qa);
