@@ -1,9 +1,9 @@
 // Backend::side_begin / side_end / join on the GPU (gpu_lanes.cpp): a side chain on a second
-// stream. No value may depend on it: linears issued as a side chain and beside it, and an op
-// after the join that reads the side chain's output, are bitwise the same ops on one stream, also
-// with the side stream held back first (Lanes::Delayed: on a device, a join that did not order
-// would let that op read the output's poison, NaN) and for a batch above kSideRows (one stream).
-// (The emulator runs every launch at once: there this checks the plumbing, not the ordering.) While the chains may overlap, a freed block goes to no one
+// stream. No value may depend on it: ops issued as a side chain and beside it, and an op after
+// the join that reads the side chain's output, are bitwise the same ops on one stream, also with
+// the side stream held back (Lanes::Delayed: a spin kernel first on a device, the stream's work
+// held until the join on the emulator, where a join that did not order fails this test) and for a
+// batch above kSideRows (one stream). While the chains may overlap, a freed block goes to no one
 // (DeviceAllocator::hold_frees); after the join it is reused. The engine-level check (every
 // layer's chains, every logit) is EngineScheduleGpu.V4FaithfulFastOrderSameWithLanes.
 #include "gpu_test_util.h"
