@@ -504,5 +504,14 @@ cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpy
   if (bytes) std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
+// At once, after a held stream's queued work (rare: emu_streams.cpp queues the other copies).
+cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch, std::size_t width,
+                              std::size_t height, cudaMemcpyKind, cudaStream_t s) {
+  if (width > dpitch || width > spitch) return g_last_error = cudaErrorInvalidValue;
+  (void)cudaStreamSynchronize(s);
+  for (std::size_t r = 0; r < height; ++r)
+    std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+  return cudaSuccess;
+}
 cudaError_t cudaProfilerStart() { return cudaSuccess; }
 cudaError_t cudaProfilerStop() { return cudaSuccess; }

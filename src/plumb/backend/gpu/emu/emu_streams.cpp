@@ -79,13 +79,9 @@ void run_held_streams() {
 }
 
 int launch_on(cudaStream_t s, dim3 grid, dim3 block, std::size_t smem, std::function<void()> body) {
-  if (s && s->held) {
-    if (const int e = config_error(grid, block, smem)) {
-      (void)launch(grid, block, smem, body);  // (records the error as a refused launch does)
-      return e;
-    }
-    if (queued(s, [grid, block, smem, body] { (void)launch(grid, block, smem, body); })) return 0;
-  }
+  // (a configuration launch() refuses is refused at once, as unheld)
+  if (!config_error(grid, block, smem) && queued(s, [grid, block, smem, body] { (void)launch(grid, block, smem, body); }))
+    return 0;
   return launch(grid, block, smem, body);
 }
 
@@ -109,14 +105,6 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
     run_all(s);  // the host reads the result
   }
   return cudaMemcpy(dst, src, bytes, k);
-}
-cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch, std::size_t width,
-                              std::size_t height, cudaMemcpyKind, cudaStream_t s) {
-  if (width > dpitch || width > spitch) return cudaErrorInvalidValue;
-  run_all(s);  // (rare: runs in order, at once)
-  for (std::size_t r = 0; r < height; ++r)
-    std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
-  return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t s) {
   if (queued(s, [p, value, bytes] {
