@@ -151,8 +151,8 @@ Tensor GpuBackend::sparse_attention(const Tensor& q, const Tensor& kv, const Bat
          p.prob_block, k::sparse_attention_max_prob_blocks());
   a.round_out = p.out == Round::BF16;
   a.pv_heads = pv_heads_;
-  // The matrix unit's scores and P.V: the fast order, prefill chunks (their staging reads f32 rows
-  // only: the window's, an f32 pool's or the decoded entries).
+  // The matrix unit's scores and P.V: the fast order, from pv_mma_rows_ query rows (their staging
+  // reads f32 rows only: the window's, an f32 pool's or the decoded entries).
   const bool mma = a.split && !cpu_order(kAttn) && k::sparse_attention_mma(Dh) && N >= pv_mma_rows_ &&
                    (entries == 0 || !compressed.encoded() || decoded.defined() || selected_rows.defined());
   a.pv_mma = mma && p.bf16_probs;

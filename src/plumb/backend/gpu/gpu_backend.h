@@ -163,12 +163,13 @@ class GpuBackend final : public Backend {
   // 4,096 one-tile blocks, else 1). Tests force 4 on small cases; PLUMB_GPU_SCORES_SPAN (A/B).
   void set_scores_span(int tiles) { scores_span_ = tiles; }
   // The split form's P.V on the matrix unit (kernels/sparse_attention_pv_mma.cu) from this many
-  // query rows (a prefill chunk; default kPvMmaRowsFrom), in the fast order with bf16
-  // probabilities (the faithful profile) and head dims a multiple of 64; below it, and with the
-  // attn site in the CPU's order, the bitwise P.V. Tests force it at any row count;
-  // PLUMB_GPU_ATTN_MMA_ROWS at start (an A/B: decode batches on the matrix unit, PERF.md v40; the
-  // fast order's values already depend on the batch, as the experts' tensor cores from 16 tokens).
-  static constexpr int64_t kPvMmaRowsFrom = 128;
+  // query rows (default kPvMmaRowsFrom: decode batches of 16 and more, and prefill chunks), in the
+  // fast order with bf16 probabilities (the faithful profile) and head dims a multiple of 64;
+  // below it, and with the attn site in the CPU's order, the bitwise P.V. 16 since PERF.md v41
+  // (H100, B = 32 step -0.4 ms; 8 the same within noise, 1 slower at B = 1-4); the fast order's
+  // values already depend on the batch, as the experts' tensor cores from 16 tokens. Tests force
+  // it at any row count; PLUMB_GPU_ATTN_MMA_ROWS at start (A/B).
+  static constexpr int64_t kPvMmaRowsFrom = 16;
   void set_pv_mma_rows(int64_t rows) { pv_mma_rows_ = rows; }
   // How many sparse_attention() launches took the P.V on the matrix unit (tests check that it ran).
   int64_t pv_mma_calls() const { return pv_mma_calls_; }
@@ -236,9 +237,9 @@ class GpuBackend final : public Backend {
   // PLUMB_GPU_LANES=on|off|delayed at start; delayed (a test mode) holds every side chain back
   // ~kSideDelayCycles first (on the emulator: holds the side stream's work until the join,
   // emu_cuda.h), so a missing join shows up as different values, not as a rare race.
-  // Off (the default until a device has run the tests and measured it: PERF.md v40): one stream,
-  // ops in issue order. The same values (tests compare bitwise). side_chains(): the chains that
-  // took the second stream.
+  // On by default since PERF.md v40's lease (H100: B = 8 and 32 -60 to -100 us a step, B = 1
+  // within noise); off: one stream, ops in issue order. The same values (tests compare bitwise).
+  // side_chains(): the chains that took the second stream.
   enum class Lanes { Off, On, Delayed };
   static constexpr int64_t kSideRows = 64;
   static constexpr int64_t kSideDelayCycles = 200000;
@@ -394,7 +395,7 @@ class GpuBackend final : public Backend {
   bool hc_norm_ = false;  // PLUMB_GPU_HC_NORM=on
   int64_t hc_norm_launches_ = 0;
   int64_t act_fp8_copy_reads_ = 0;
-  Lanes lanes_ = Lanes::Off;
+  Lanes lanes_ = Lanes::On;
   enum class Side { Idle, Inline, InlineDone, Running, Done };  // where a side chain stands
   Side side_ = Side::Idle;
   gpuStream_t main_stream_ = nullptr;  // stream_ while a side chain runs on side_stream_

@@ -261,7 +261,7 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
       c >= 0)
     x_parts_ = c == 0;
   if (const int c = env_choice("PLUMB_GPU_SCORES_MMA", {"on", "off"},
-                               "'on' (a prefill chunk's sparse-attention scores on the matrix unit, the fast "
+                               "'on' (sparse-attention scores of 16 query rows and more on the matrix unit, the fast "
                                "order) or 'off' (summed in the CPU's order)");
       c >= 0)
     scores_mma_ = c == 0;
