@@ -20,9 +20,9 @@
 // free, so each lane loads 16 contiguous bytes of a weight row (columns 8 tig .. 8 tig + 7 of a
 // 32-column stage) and reads x at the same 8 columns: A's and B's k-slots stay paired (mma_bf16's
 // layout: slots 2 tig, 2 tig + 1 <- columns 8 tig + {0, 1} (first MMA) or {4, 5} (second);
-// slots 8 + 2 tig, 9 + 2 tig <- columns 8 tig + {2, 3} or {6, 7}). The next stage's weights are
-// loaded (streaming) before this stage's MMAs. CUDA sm_80+ only: elsewhere linear() never takes
-// this path (f32_mma_built).
+// slots 8 + 2 tig, 9 + 2 tig <- columns 8 tig + {2, 3} or {6, 7}). The weights of the stage
+// f32_mma_depth - 1 ahead are loaded (streaming) before this stage's MMAs. CUDA sm_80+ only:
+// elsewhere linear() never takes this path (f32_mma_built).
 #include <algorithm>
 
 #include "plumb/backend/gpu/gpu_numerics.h"
@@ -37,6 +37,12 @@ constexpr int kThreads = 256, kWarps = 8;  // CUDA: warps of 32
 constexpr int kWarpRows = 32;              // weight rows of a warp: two 16-row m-tiles
 constexpr int kBlockRows = kWarps * kWarpRows;
 constexpr int kStage = 32;                 // K columns per stage
+// Stages of weights a warp keeps in flight + 1 (the ring's slots): with one (v14-v40) a block
+// of 8 warps kept 16 KB of the head's weight in flight, 2 blocks an SM 32 KB, and the head ran at
+// ~59% of the copy rate at B = 2-64 (H100, PERF.md v42); two stages ahead give 64 KB an SM.
+// NT = 4 with BF16 weights keeps one: its 32 accumulators at 2 blocks an SM leave no registers
+// for more (ptxas spills 24 bytes at 3, none at 2; FP8's smaller chunks spill 4 bytes at 3, 32 at 2).
+constexpr int f32_mma_depth(int NT, WFormat F) { return NT == 4 && F == WFormat::BF16 ? 2 : 3; }
 
 #ifdef PLUMB_CUDA  // (the kernel's body is CUDA's only)
 constexpr int kColGroups = kStage / 8;  // 8-column groups of a stage (one per tig)
@@ -156,11 +162,19 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
       wrow[i][h] = group * R + (r < R ? r : R - 1);
     }
   const int64_t wcol = k0 + 8 * tig;  // the lane's first column of the split's first stage
-  WChunk<F> cur[2][2], nxt[2][2];
+  // A ring of D stages of weights in registers: stage st in ring[st % D], its loads issued D - 1
+  // stages before its MMAs.
+  constexpr int D = f32_mma_depth(NT, F);
+  WChunk<F> ring[D][2][2];
+  const auto load_stage = [&](WChunk<F>(&c)[2][2], int64_t st) {
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < 2; ++i)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) cur[i][h].load(w, wrow[i][h], wcol);
+      for (int h = 0; h < 2; ++h) c[i][h].load(w, wrow[i][h], wcol + st * kStage);
+  };
+#pragma unroll
+  for (int d = 0; d + 1 < D; ++d)
+    if (d < stages) load_stage(ring[d], d);
   pdl_wait();  // (the weights are no kernel's output; x is the previous kernel's)
   pdl_release();
   XStager<NT> xs;
@@ -169,7 +183,7 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
   __syncthreads();
   float acc[2][NT][4] = {};
   // One stage's MMAs: x's parts from s, the weights in cur.
-  const auto mma_stage = [&](const XStage<NT>& s) {
+  const auto mma_stage = [&](const XStage<NT>& s, const WChunk<F>(&cur)[2][2]) {
     uint4 wb[2][2];
 #pragma unroll
     for (int i = 0; i < 2; ++i)
@@ -190,21 +204,23 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
         }
       }
   };
-  for (int64_t st = 0; st + 1 < stages; ++st) {  // the next stage's weights and x out first
+#pragma unroll 1
+  for (int64_t s0 = 0; s0 < stages; s0 += D) {
 #pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) nxt[i][h].load(w, wrow[i][h], wcol + (st + 1) * kStage);
-    xs.load(a, k0 + (st + 1) * kStage);
-    mma_stage(stage[st & 1]);
-    xs.store(stage[(st + 1) & 1]);  // its last readers passed the previous barrier
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < 2; ++i)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) cur[i][h] = nxt[i][h];
+    for (int d = 0; d < D; ++d) {  // d static: the ring's slots are registers
+      const int64_t st = s0 + d;
+      if (st >= stages) break;
+      // stage st + D - 1 into the slot stage st - 1 left; the next stage's x out before the MMAs
+      if (st + D - 1 < stages) load_stage(ring[(d + D - 1) % D], st + D - 1);
+      const bool more = st + 1 < stages;  // the same in every thread of the block
+      if (more) xs.load(a, k0 + (st + 1) * kStage);
+      mma_stage(stage[st & 1], ring[d]);
+      if (more) {
+        xs.store(stage[(st + 1) & 1]);  // its last readers passed the previous barrier
+        __syncthreads();
+      }
+    }
   }
-  mma_stage(stage[(stages - 1) & 1]);
   // acc[i][j][e]: weight row r0 + 16 i + g (+ 8 for e >= 2), x row 8 j + 2 tig + (e & 1).
 #pragma unroll
   for (int i = 0; i < 2; ++i)
