@@ -15,12 +15,13 @@
 // Shape: weights are the MMA's A side (16 weight rows an m-tile), x rows the B side (8 an n-tile,
 // NT n-tiles for up to 8 NT rows). A warp owns 32 weight rows (2 m-tiles) over all of K (or its
 // split's range of K, when the weight's blocks are fewer than the multiprocessors); a block of 8
-// warps 256 rows, and x's three parts for 32 columns at a time in shared memory (staged by
-// the block, double-buffered: one barrier a stage). The summation order within 16 columns is
-// free, so each lane loads 16 contiguous bytes of a weight row (columns 8 tig .. 8 tig + 7 of a
-// 32-column stage) and reads x at the same 8 columns: A's and B's k-slots stay paired (mma_bf16's
-// layout: slots 2 tig, 2 tig + 1 <- columns 8 tig + {0, 1} (first MMA) or {4, 5} (second);
-// slots 8 + 2 tig, 9 + 2 tig <- columns 8 tig + {2, 3} or {6, 7}). The weights of the stage
+// warps 256 rows, and x's three parts for 32-column stages in shared memory (staged by the
+// block f32_mma_chunk stages at a time, double-buffered: one barrier a chunk). The summation
+// order within 16 columns is free, so each lane loads 16 contiguous bytes of a weight row
+// (columns 8 tig .. 8 tig + 7 of a 32-column stage) and reads x at the same 8 columns: A's and
+// B's k-slots stay paired (mma_bf16's layout: slots 2 tig, 2 tig + 1 <- columns 8 tig + {0, 1}
+// (first MMA) or {4, 5} (second); slots 8 + 2 tig, 9 + 2 tig <- columns 8 tig + {2, 3} or
+// {6, 7}). The weights of the stage
 // f32_mma_depth - 1 ahead are loaded (streaming) before this stage's MMAs. CUDA sm_80+ only:
 // elsewhere linear() never takes this path (f32_mma_built).
 #include <algorithm>
@@ -43,6 +44,11 @@ constexpr int kStage = 32;                 // K columns per stage
 // NT = 4 with BF16 weights keeps one: its 32 accumulators at 2 blocks an SM leave no registers
 // for more (ptxas spills 24 bytes at 3, none at 2; FP8's smaller chunks spill 4 bytes at 3, 32 at 2).
 constexpr int f32_mma_depth(int NT, WFormat F) { return NT == 4 && F == WFormat::BF16 ? 2 : 3; }
+// Stages of x a block stages at once (a chunk), one barrier a chunk: the whole block, a thread 8
+// values (C x 8 NT rows x 4 column groups = 256). With one stage a barrier (v14-v41) each of the
+// head's 128 stages waited for warp 0's load of x under the weights' traffic: ~2.25 us a stage,
+// DRAM 58% busy (ncu, B = 2, H100, PERF.md v42).
+constexpr int f32_mma_chunk(int NT) { return 8 / NT; }
 
 #ifdef PLUMB_CUDA  // (the kernel's body is CUDA's only)
 constexpr int kColGroups = kStage / 8;  // 8-column groups of a stage (one per tig)
@@ -71,16 +77,21 @@ __device__ __forceinline__ void split8(const float (&x)[8], uint4 (&out)[3]) {
   for (int p = 0; p < 3; ++p) out[p] = make_uint4(w[p][0], w[p][1], w[p][2], w[p][3]);
 }
 
-// Thread t's share of staging: x row t / 4 (of the NT * 8 the stage holds), column group t % 4.
+// Thread t's share of staging a chunk: stage t / (32 NT) of it, x row t / 4 % (8 NT) (of the 8 NT
+// a stage holds), column group t % 4. Columns past the split's end (a last, partial chunk) stay
+// unstaged: no stage reads them.
 template <int NT>
 struct XStager {
+  static constexpr int C = f32_mma_chunk(NT);
   float v[8];
-  bool active;
-  __device__ __forceinline__ void load(const LinearArgs& a, int64_t k0) {
-    const int row = static_cast<int>(threadIdx.x) / kColGroups, grp = static_cast<int>(threadIdx.x) % kColGroups;
-    active = row < NT * 8;
-    if (active && row < a.nrows) {
-      const float4* p = reinterpret_cast<const float4*>(a.x + row * a.ldx + blockIdx.y * a.K + k0 + 8 * grp);
+  __device__ __forceinline__ static int stage() { return static_cast<int>(threadIdx.x) / (NT * 32); }
+  __device__ __forceinline__ static int row() { return static_cast<int>(threadIdx.x) / kColGroups % (NT * 8); }
+  __device__ __forceinline__ static int grp() { return static_cast<int>(threadIdx.x) % kColGroups; }
+  // The chunk whose first column is k0 (of the split's k_end).
+  __device__ __forceinline__ void load(const LinearArgs& a, int64_t k0, int64_t k_end) {
+    const int64_t c = k0 + kStage * stage() + 8 * grp();
+    if (row() < a.nrows && c < k_end) {
+      const float4* p = reinterpret_cast<const float4*>(a.x + row() * a.ldx + blockIdx.y * a.K + c);
       const float4 u = p[0], w = p[1];
       v[0] = u.x, v[1] = u.y, v[2] = u.z, v[3] = u.w, v[4] = w.x, v[5] = w.y, v[6] = w.z, v[7] = w.w;
     } else {
@@ -88,13 +99,11 @@ struct XStager {
       for (int e = 0; e < 8; ++e) v[e] = 0.f;
     }
   }
-  __device__ __forceinline__ void store(XStage<NT>& s) const {
-    if (!active) return;
-    const int row = static_cast<int>(threadIdx.x) / kColGroups, grp = static_cast<int>(threadIdx.x) % kColGroups;
+  __device__ __forceinline__ void store(XStage<NT> (&s)[C]) const {
     uint4 parts[3];
     split8(v, parts);
 #pragma unroll
-    for (int p = 0; p < 3; ++p) s.v[p][grp][row] = parts[p];
+    for (int p = 0; p < 3; ++p) s[stage()].v[p][grp()][row()] = parts[p];
   }
 };
 
@@ -145,7 +154,8 @@ template <int NT, WFormat F>
 __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
     f32_mma_kernel(LinearArgs a, WeightRef w, int splits, float* part) {
 #ifdef PLUMB_MMA_BF16
-  __shared__ XStage<NT> stage[2];
+  constexpr int C = f32_mma_chunk(NT);
+  __shared__ XStage<NT> stage[2][C];  // two chunks: one read while the next is staged
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const int g = lane / 4, tig = lane % 4;
   const int64_t R = a.R, K = a.K, group = blockIdx.y, split = blockIdx.z;
@@ -177,8 +187,9 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
     if (d < stages) load_stage(ring[d], d);
   pdl_wait();  // (the weights are no kernel's output; x is the previous kernel's)
   pdl_release();
+  const int64_t k_end = k0 + stages * kStage;  // the split's end
   XStager<NT> xs;
-  xs.load(a, k0);
+  xs.load(a, k0, k_end);
   xs.store(stage[0]);
   __syncthreads();
   float acc[2][NT][4] = {};
@@ -210,13 +221,17 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
     for (int d = 0; d < D; ++d) {  // d static: the ring's slots are registers
       const int64_t st = s0 + d;
       if (st >= stages) break;
-      // stage st + D - 1 into the slot stage st - 1 left; the next stage's x out before the MMAs
+      // stage st + D - 1 into the slot stage st - 1 left; at a chunk's first stage the next
+      // chunk's x out before the MMAs, at its last stage that x staged (its buffer's last readers
+      // passed the previous barrier)
       if (st + D - 1 < stages) load_stage(ring[(d + D - 1) % D], st + D - 1);
-      const bool more = st + 1 < stages;  // the same in every thread of the block
-      if (more) xs.load(a, k0 + (st + 1) * kStage);
-      mma_stage(stage[st & 1], ring[d]);
-      if (more) {
-        xs.store(stage[(st + 1) & 1]);  // its last readers passed the previous barrier
+      const int64_t chunk = st / C;
+      const int cs = static_cast<int>(st % C);
+      const bool more = (chunk + 1) * C < stages;  // the same in every thread of the block
+      if (more && cs == 0) xs.load(a, k0 + (chunk + 1) * C * kStage, k_end);
+      mma_stage(stage[chunk & 1][cs], ring[d]);
+      if (more && cs == C - 1) {
+        xs.store(stage[(chunk + 1) & 1]);
         __syncthreads();
       }
     }
