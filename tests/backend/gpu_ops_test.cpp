@@ -359,7 +359,7 @@ TEST_F(GpuOps, LinearFp8TensorCores) {
 #endif
 }
 
-// Path (f) (kernels/linear_f32_mma.cu; Auto takes it for tall BF16 weights at 2-64 rows): f32 x
+// Path (f) (kernels/linear_f32_mma.cu; Auto takes it for tall BF16 weights at 3-64 rows): f32 x
 // times a BF16 weight on the bf16 tensor cores, x split exactly into three bf16 parts. Against the
 // CPU at the f32 tolerance (only the summation order differs) on 1 to 64 x rows (1, 2, 4 and 8
 // n-tiles of 8, partial ones), weights with a partial last block of 256 rows, 2 groups, K from one

@@ -6,7 +6,7 @@
 //   reference (no act_fp8, f32)  SIMT f32 GEMM: exact f32 products like the CPU
 //   faithful, act_fp8, FP8 weight FP8 tensor-core GEMM on sm_90 (Hopper), kernels/linear_fp8.h,
 //                                when K % 128 == 0 and R % 64 == 0
-//   f32 x, BF16 weight           2 to 64 rows: path (f), the exact three-part bf16 split of x on
+//   f32 x, BF16 weight           3 to 64 rows: path (f), the exact three-part bf16 split of x on
 //                                the tensor cores, the weight read once, for weights of at least
 //                                one block a multiprocessor (the head; B = 32 2.95 -> 0.51 ms,
 //                                PERF.md v14); kernels/linear_f32_mma.cu, CUDA only
@@ -131,10 +131,10 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
   const bool fp8_ok = fp8_tensor_cores() && fp8_eligible(wr, o, K, R);
   const LinearPath asked = path;
   path = resolve_linear_path(path, N, wr, o, K, R);
-  // Path (f): forced (a test), or in Auto for 2 to 64 x rows where its blocks (one per 256 weight
-  // rows, times its splits of K) are at least f32_mma_min_blocks_ (default 16: the head, the
-  // compressor and the router gate); the GEMV keeps one row (read once either way). Its eligibility is asked only
-  // then, not on every call.
+  // Path (f): forced (a test), or in Auto for f32_mma_min_rows_ (3) to 64 x rows where its blocks
+  // (one per 256 weight rows, times its splits of K) are at least f32_mma_min_blocks_ (default 16:
+  // the head, the compressor and the router gate); the GEMV keeps fewer rows. Its eligibility is
+  // asked only then, not on every call.
   if (path == LinearPath::F32Mma && (o.act_fp8 || !k::f32_mma_ok(a, wr)))
     fail("linear: path (f) (f32 x bf16 on the tensor cores) needs a CUDA build, a BF16 weight or an FP8 one with ue8m0 "
          "scales, no act_fp8 or bf16_weight, K % 32 == 0, at most {} x rows and 16-byte aligned x rows (weight '{}' [{}, "
@@ -143,7 +143,7 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
   // FP8 weights and bf16 outputs too (wo_a at B > 8 took 4 passes of the 8-row GEMV, 725 us of a
   // B = 32 step, PERF.md v15) unless PLUMB_GPU_F32_MMA_FP8=off (v19).
   const bool f32_mma_kind = (wr.format == WFormat::BF16 && !a.round_bf16) || f32_mma_fp8_;
-  if (asked == LinearPath::Auto && N >= 2 && (path == LinearPath::Gemv || path == LinearPath::Simt) &&
+  if (asked == LinearPath::Auto && N >= f32_mma_min_rows_ && (path == LinearPath::Gemv || path == LinearPath::Simt) &&
       !o.act_fp8 && f32_mma_kind && k::f32_mma_ok(a, wr) &&
       k::f32_mma_blocks(a) * k::f32_mma_splits(a, info_.multiprocessors) >=
           (f32_mma_min_blocks_ > 0 ? f32_mma_min_blocks_ : info_.multiprocessors))

@@ -9,6 +9,7 @@
 
 #include "plumb/backend/device_facts.h"
 #include "plumb/backend/gpu/gpu_backend.h"
+#include "plumb/backend/gpu/kernels/linear.h"
 #include "plumb/backend/gpu/kernels/memory.h"
 #include "plumb/format/dtype.h"
 #include "plumb/util/error.h"
@@ -251,6 +252,8 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
   f32_mma_min_blocks_ = env_count("PLUMB_GPU_F32_MMA_MIN_BLOCKS", 0, 1000000, f32_mma_min_blocks_,
                                   "the fewest blocks (after split K) for which Auto takes path (f) (0: the "
                                   "multiprocessors)");
+  f32_mma_min_rows_ = env_count("PLUMB_GPU_F32_MMA_MIN_ROWS", 2, k::kF32MmaMaxRows + 1, f32_mma_min_rows_,
+                                "the fewest x rows for which Auto takes path (f) (fewer: the GEMV)");
   if (const int c = env_choice("PLUMB_GPU_F32_MMA_FP8", {"on", "off"},
                                "'on' (path (f) also for FP8 weights and bf16 outputs) or 'off'");
       c >= 0)
