@@ -155,6 +155,12 @@ class GpuBackend final : public Backend {
   // How many path (c) launches took the pipelined k-loop (tests check that it ran).
   int64_t gemm_pipe_calls() const { return gemm_pipe_calls_; }
   int64_t x_parts_calls() const { return x_parts_calls_; }  // path (g) launches (tests)
+  int64_t f32_mma_calls() const { return f32_mma_calls_; }  // path (f) launches (tests)
+  // Path (f) in passes of 64 rows for 65 to kF32MmaPassesMaxRows x rows of a tall weight (the
+  // head at B = 65-256; gpu_linear.cpp). set_f32_mma_passes / PLUMB_GPU_F32_MMA_PASSES=off: path
+  // (g) there, as before (A/B).
+  static constexpr int64_t kF32MmaPassesMaxRows = 256;
+  void set_f32_mma_passes(bool on) { f32_mma_passes_ = on; }
   // How many moe() calls the tensor-core form has served (tests check that it ran).
   int64_t moe_mma_calls() const { return moe_mma_calls_; }
   // The most heads one P.V block of the split kernels takes (1, 2, 4 or 8); 0: by the batch's size.
@@ -422,6 +428,8 @@ class GpuBackend final : public Backend {
   bool gemm_pipe_ = true;          // PLUMB_GPU_GEMM_PIPE
   int64_t gemm_pipe_calls_ = 0;
   int64_t x_parts_calls_ = 0;
+  int64_t f32_mma_calls_ = 0;
+  bool f32_mma_passes_ = true;  // PLUMB_GPU_F32_MMA_PASSES
   int64_t moe_mma_calls_ = 0;
   bool fp8_tensor_cores_ = true;  // PLUMB_GPU_PATH
   // Path (f) in Auto from this many blocks after split K: 16 gives it the compressor and the

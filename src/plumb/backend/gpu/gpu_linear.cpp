@@ -9,7 +9,8 @@
 //   f32 x, BF16 weight           3 to 64 rows: path (f), the exact three-part bf16 split of x on
 //                                the tensor cores, the weight read once, for weights of at least
 //                                one block a multiprocessor (the head; B = 32 2.95 -> 0.51 ms,
-//                                PERF.md v14); kernels/linear_f32_mma.cu, CUDA only
+//                                PERF.md v14); kernels/linear_f32_mma.cu, CUDA only; a tall
+//                                weight (the head) up to 256 rows in passes of 64 (PERF.md v42)
 //   faithful (act_fp8 or bf16)   bf16 matrix-core GEMM, when bf16 holds the weight exactly
 //                                (BF16, FP8 with ue8m0 scales, FP4) or bf16_weight rounds it
 //                                there anyway (V3 faithful); else the SIMT GEMM. mma.sync on
@@ -23,6 +24,8 @@
 // (LinearArgs::quant_x); on the other paths, or when x is too wide for that, by a quant_blocks
 // launch writing a quantized copy first.
 // With the reduction order "cpu" (gpu_backend.h) Auto always takes the CPU-order kernel.
+#include <algorithm>
+
 #include "plumb/backend/gpu/gpu_backend.h"
 #include "plumb/backend/gpu/kernels/elementwise.h"
 #include "plumb/backend/gpu/kernels/linear.h"
@@ -148,16 +151,33 @@ Tensor GpuBackend::linear_on(const Tensor& x, const WeightView& w, const LinearO
       k::f32_mma_blocks(a) * k::f32_mma_splits(a, info_.multiprocessors) >=
           (f32_mma_min_blocks_ > 0 ? f32_mma_min_blocks_ : info_.multiprocessors))
     path = LinearPath::F32Mma;
+  // Past path (f)'s 64 rows, a tall weight (a block a multiprocessor or more: the head) takes it
+  // in passes of 64 up to kF32MmaPassesMaxRows rows: each pass reads the weight once, where path
+  // (g)'s GEMM of 3 N rows ran B = 128's head in 3.5 ms (10% of its bytes floor, PERF.md v42).
+  k::LinearArgs first = a;
+  first.nrows = std::min<int64_t>(N, k::kF32MmaMaxRows);
+  const bool f32_passes = asked == LinearPath::Auto && f32_mma_passes_ && N > k::kF32MmaMaxRows &&
+                          N <= kF32MmaPassesMaxRows && path == LinearPath::Simt &&
+                          !o.act_fp8 && f32_mma_kind && k::f32_mma_ok(first, wr) &&
+                          k::f32_mma_blocks(a) >= info_.multiprocessors;
   // Path (g) in Auto where the SIMT GEMM would run (many rows; f32 products of an f32 x).
-  if (asked == LinearPath::Auto && path == LinearPath::Simt && x_parts_ && x_parts_eligible(wr, o, K, G))
+  if (asked == LinearPath::Auto && path == LinearPath::Simt && !f32_passes && x_parts_ &&
+      x_parts_eligible(wr, o, K, G))
     path = LinearPath::XParts;
   if (path == LinearPath::XParts && !x_parts_eligible(wr, o, K, G))
     fail("linear: path (g) (x's bf16 parts on the bf16 GEMM) needs a BF16 weight, an FP4 one or an FP8 one with "
          "ue8m0 scales, no act_fp8 or bf16_weight, one group and K % 16 == 0 (weight '{}' [{}, {}], {} group(s))",
          w.name, w.rows(), K, G);
-  if (path == LinearPath::F32Mma) {
-    const int splits = k::f32_mma_splits(a, info_.multiprocessors);
-    check_launch(k::linear_f32_mma(a, wr, splits, partials(splits), stream_), "linear (f32 mma)");
+  if (path == LinearPath::F32Mma || f32_passes) {
+    for (int64_t n0 = 0; n0 < N; n0 += k::kF32MmaMaxRows) {  // one pass below 65 rows
+      k::LinearArgs p = a;
+      p.x += n0 * a.ldx;
+      p.y += n0 * a.ldy;
+      p.nrows = std::min<int64_t>(N - n0, k::kF32MmaMaxRows);
+      const int splits = k::f32_mma_splits(p, info_.multiprocessors);
+      check_launch(k::linear_f32_mma(p, wr, splits, partials(splits), stream_), "linear (f32 mma)");
+      f32_mma_calls_ += 1;
+    }
     return y;
   }
   if (path == LinearPath::Fp8) {

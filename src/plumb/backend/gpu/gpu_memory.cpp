@@ -254,6 +254,11 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                   "multiprocessors)");
   f32_mma_min_rows_ = env_count("PLUMB_GPU_F32_MMA_MIN_ROWS", 2, k::kF32MmaMaxRows + 1, f32_mma_min_rows_,
                                 "the fewest x rows for which Auto takes path (f) (fewer: the GEMV)");
+  if (const int c = env_choice("PLUMB_GPU_F32_MMA_PASSES", {"on", "off"},
+                               "'on' (a tall weight's f32 linear of 65 to 256 x rows on path (f) in passes of 64) "
+                               "or 'off' (path (g))");
+      c >= 0)
+    f32_mma_passes_ = c == 0;
   if (const int c = env_choice("PLUMB_GPU_F32_MMA_FP8", {"on", "off"},
                                "'on' (path (f) also for FP8 weights and bf16 outputs) or 'off'");
       c >= 0)
