@@ -14,7 +14,7 @@ QUICK+=':GpuOps.FullAndHostRoundTrip:GpuOps.RefusesTheBadCallsTheCpuRefuses:GpuO
 QUICK+=':GpuOps.QuantFp8Fp4Hadamard:GpuOps.RopeAndInverse:GpuOps.CompressMultiStepRaggedDecode:GpuOps.RmsNorm*:GpuOps.NormActFp8CopyBitwise:GpuOps.NormRopeIsThreeOps'
 QUICK+=':GpuOps.SideChain*:GpuOps.EmbedRepeatColumns:GpuOps.Route:GpuOps.IndexerTopKWithTies:GpuOps.HcPrePostHead:GpuOps.HcTokensInAGroupEqualAlone:GpuOps.HcPreNormIsTheTwoOps:GpuOps.HcHeadNormIsTheTwoOps:GpuOps.MoeGroupedOddShapes'
 QUICK+=':GpuOps.SparseAttentionPvMmaWithinTheOrderFloor:GpuOps.SparseAttentionMmaWithinTheOrderFloor:GpuOps.SparseAttentionBf16Recent:GpuOps.MoeSmallEveryOption:GpuOps.GemvShapesEveryFormat:GpuOps.MlaAttention'
-QUICK+=':GpuOps.LinearBf16WeightEveryPath:GpuOps.LinearF32MmaIsTheF32Product:GpuOps.LinearFp8TensorCores'
+QUICK+=':GpuOps.LinearBf16WeightEveryPath:GpuOps.LinearF32MmaIsTheF32Product:GpuOps.LinearF32MmaPassesForTallWeights:GpuOps.LinearFp8TensorCores'
 QUICK+=':GpuOps.MoeTensorCoresEveryOption:GpuOps.MoeTensorCoresShapesBitwise:GpuOps.MoeGroupedCombineIsTheCpuOrderBitwise:GpuOps.LinearBf16GemmPipelinedIsBitwise:GpuOps.LinearXPartsIsTheF32Product'
 QUICK+=':GpuCpuOrder.RmsNorm:GpuCpuOrder.NormRope:GpuCpuOrder.RouteGate:GpuCpuOrder.MlaAttention:Numerics/GpuCpuOrderShapes.*/faithful'
 case ${EMU_FLAVOR:-cuda} in
@@ -25,7 +25,7 @@ case ${EMU_FLAVOR:-cuda} in
     # have (they skip there by design: path (f), the FP8 and the MoE tensor cores, path (c)'s
     # pipelined k-loop).
     QUICK+=':GpuOps.LinearMatrixTileTakesNoFallback'
-    QUICK+='-GpuOps.LinearF32MmaIsTheF32Product:GpuOps.LinearFp8TensorCores:GpuOps.MoeTensorCoresEveryOption:GpuOps.MoeTensorCoresShapesBitwise'
+    QUICK+='-GpuOps.LinearF32MmaIsTheF32Product:GpuOps.LinearF32MmaPassesForTallWeights:GpuOps.LinearFp8TensorCores:GpuOps.MoeTensorCoresEveryOption:GpuOps.MoeTensorCoresShapesBitwise'
     QUICK+=':GpuOps.LinearBf16GemmPipelinedIsBitwise'
     ;;
   *) echo "test-emu: EMU_FLAVOR is '$EMU_FLAVOR': expected 'cuda' (the default) or 'hip'"; exit 1 ;;
