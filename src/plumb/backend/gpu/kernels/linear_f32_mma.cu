@@ -38,9 +38,10 @@ constexpr int kThreads = 256, kWarps = 8;  // CUDA: warps of 32
 constexpr int kWarpRows = 32;              // weight rows of a warp: two 16-row m-tiles
 constexpr int kBlockRows = kWarps * kWarpRows;
 constexpr int kStage = 32;                 // K columns per stage
-// Stages of weights a warp keeps in flight + 1 (the ring's slots): with one (v14-v40) a block
-// of 8 warps kept 16 KB of the head's weight in flight, 2 blocks an SM 32 KB, and the head ran at
-// ~59% of the copy rate at B = 2-64 (H100, PERF.md v42); two stages ahead give 64 KB an SM.
+// Stages of weights a warp keeps in flight + 1 (the ring's slots): one stage (v14-v41) kept 32 KB
+// of the head's weight in flight an SM; two give 64 KB. Alone, on the H100, two changed nothing
+// (the head at B = 2 0.582 ms either way, ~59% of the copy rate: the per-stage barrier below was
+// the bound, PERF.md v42); they keep the weights ahead once that barrier is gone.
 // NT = 4 with BF16 weights keeps one: its 32 accumulators at 2 blocks an SM leave no registers
 // for more (ptxas spills 24 bytes at 3, none at 2; FP8's smaller chunks spill 4 bytes at 3, 32 at 2).
 constexpr int f32_mma_depth(int NT, WFormat F) { return NT == 4 && F == WFormat::BF16 ? 2 : 3; }
