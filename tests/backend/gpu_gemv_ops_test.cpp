@@ -197,8 +197,8 @@ TEST_F(GpuOps, NormActFp8CopyBitwise) {
         expect_bitwise(what + ": the copy vs quant_fp8 of the output", host(*gpu, act_fp8_copy_of(y)),
                        host(*gpu, gpu->quant_fp8(plain_y, D, 128)));
         if (D != 1024 && D != 1000) continue;
-        // The consumers on the GEMV (Auto takes the FP8 tensor cores from 2 rows on Hopper, which
-        // quantize x their own way): every weight format, K = D, and K = 512 (two groups) at 1024.
+        // The consumers on the GEMV (Auto takes the FP8 tensor cores from a few rows on Hopper,
+        // which quantize x their own way): every weight format, K = D, and K = 512 (two groups) at 1024.
         if (!set_path(TestLinearPath::Gemv)) GTEST_SKIP() << "the GEMV path is not selectable in this build";
         for (int64_t G : D == 1024 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1}) {
           const int64_t K = D / G, R = 384;

@@ -432,13 +432,17 @@ class GpuBackend final : public Backend {
   bool f32_mma_passes_ = true;  // PLUMB_GPU_F32_MMA_PASSES
   int64_t moe_mma_calls_ = 0;
   bool fp8_tensor_cores_ = true;  // PLUMB_GPU_PATH
+  // FP8 act_fp8 linears on the FP8 tensor cores from this many x rows (gpu_linear.cpp): at 2 the
+  // GEMV was faster (H100: B = 2 step -0.10 ms with the tensor cores off, B = 4 +0.16; PERF.md
+  // v42). PLUMB_GPU_FP8_MIN_ROWS (A/B).
+  int64_t fp8_min_rows_ = 3;
   // Path (f) in Auto from this many blocks after split K: 16 gives it the compressor and the
   // router gate too (H100: B = 64 step -1.02 ms, B = 32 -0.55, B = 16 -0.22, B = 1 and 8 even;
   // PERF.md v20). PLUMB_GPU_F32_MMA_MIN_BLOCKS=0 (the multiprocessors: the head only) is the A/B.
   int64_t f32_mma_min_blocks_ = 16;
-  // Path (f) in Auto from this many x rows: at 2 the GEMV (one pass of its 8-row form) was faster
-  // (H100, v41's path (f): B = 2 step 2.094 -> 1.783 ms, the head 0.582 -> 0.365; B = 4 the GEMV
-  // still -0.10 ms, B = 8 +0.30; PERF.md v42). PLUMB_GPU_F32_MMA_MIN_ROWS (A/B).
+  // Path (f) in Auto from this many x rows: at 2 the GEMV was faster (H100, v41's path (f): B = 2
+  // step 2.094 -> 1.783 ms, the head 0.582 -> 0.365; B = 4 the GEMV still -0.10 ms, B = 8 +0.30;
+  // PERF.md v42). PLUMB_GPU_F32_MMA_MIN_ROWS (A/B).
   int64_t f32_mma_min_rows_ = 3;
   // Path (f) in Auto for FP8 weights (ue8m0 scales) and bf16-rounded outputs too (wo_a from 2
   // rows: H100, B = 32 step -0.49 ms, B = 8 -0.11, B = 1 even; PERF.md v19). PLUMB_GPU_F32_MMA_FP8=off: the A/B.

@@ -2,7 +2,7 @@
 // round trip, and the choice of kernel (kernels/linear.h):
 //   N == 1                       GEMV (decode; memory-bound, weight bytes read once)
 //   N <= kGemvLoopMaxRows        GEMV, 8 rows a pass, unless FP8 tensor cores apply (below; from
-//                                kFp8MinRows)
+//                                fp8_min_rows_)
 //   reference (no act_fp8, f32)  SIMT f32 GEMM: exact f32 products like the CPU
 //   faithful, act_fp8, FP8 weight FP8 tensor-core GEMM on sm_90 (Hopper), kernels/linear_fp8.h,
 //                                when K % 128 == 0 and R % 64 == 0
@@ -42,12 +42,12 @@ namespace {
 // and 94 us a pass, docs/PERF.md v4). Its products are exact f32 ones: for the bf16 GEMM's
 // inputs (bf16-exact by then in faithful) the same values, summed in another order.
 // (GpuBackend::kGemvLoopMaxRows = 64: gpu_moe.cpp's prefill asks past it too.)
-// From 2 rows FP8 act_fp8 linears take the FP8 tensor cores: the 8-row GEMV reads weights 3.5x
-// slower per byte than the 1-row one (PERF.md v12), and with split K the tensor-core GEMM beat it
-// on every decode shape at 8 rows (B = 8 step 4.18 -> 3.46 ms, PERF.md v15). One row keeps the
-// 1-row GEMV (wkv 6.4 us against 13): a sequence's rows in the fast order differ between a step
-// where it runs alone and one beside others (as they did past 8 rows); the CPU order is unchanged.
-constexpr int64_t kFp8MinRows = 2;
+// From fp8_min_rows_ rows (3; gpu_backend.h) FP8 act_fp8 linears take the FP8 tensor cores: the
+// 8-row GEMV reads weights 3.5x slower per byte than the 1-row one (PERF.md v12), and with split
+// K the tensor-core GEMM beat it on every decode shape at 8 rows (B = 8 step 4.18 -> 3.46 ms,
+// PERF.md v15); at 2 rows the GEMV was faster (v42). One row keeps the 1-row GEMV (wkv 6.4 us
+// against 13): a sequence's rows in the fast order differ between a step where it runs alone and
+// one beside others (as they did past 8 rows); the CPU order is unchanged.
 
 // Path (d) needs the FP8 tensor cores (GpuBackend::fp8_tensor_cores), an FP8 weight used as
 // stored (no bf16_weight) and whole 128-wide K blocks and 64-row weight tiles.
@@ -76,7 +76,7 @@ GpuBackend::LinearPath GpuBackend::resolve_linear_path(LinearPath path, int64_t 
   if (path == LinearPath::Auto && cpu_order(kLinear)) return LinearPath::CpuOrder;
   if (path != LinearPath::Auto) return path;
   const bool faithful = o.act_fp8 || o.out == Round::BF16;
-  if (N >= kFp8MinRows && fp8_tensor_cores() && fp8_eligible(wr, o, K, R)) return LinearPath::Fp8;
+  if (N >= fp8_min_rows_ && fp8_tensor_cores() && fp8_eligible(wr, o, K, R)) return LinearPath::Fp8;
   if (N <= kGemvLoopMaxRows) return LinearPath::Gemv;
   return faithful && (bf16_exact(wr) || o.bf16_weight) ? LinearPath::Mma : LinearPath::Simt;
 }

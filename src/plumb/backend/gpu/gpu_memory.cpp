@@ -249,6 +249,8 @@ GpuBackend::GpuBackend() : alloc_(std::make_shared<DeviceAllocator>()) {
                                "on dequantized weights, as on a GPU without FP8)");
       c >= 0)
     fp8_tensor_cores_ = c == 0;
+  fp8_min_rows_ = env_count("PLUMB_GPU_FP8_MIN_ROWS", 2, int64_t{1} << 40, fp8_min_rows_,
+                            "the fewest x rows for which FP8 linears take the FP8 tensor cores (fewer: the GEMV)");
   f32_mma_min_blocks_ = env_count("PLUMB_GPU_F32_MMA_MIN_BLOCKS", 0, 1000000, f32_mma_min_blocks_,
                                   "the fewest blocks (after split K) for which Auto takes path (f) (0: the "
                                   "multiprocessors)");

@@ -1,7 +1,8 @@
 // The split sparse attention's P.V on the matrix unit (SparseAttnArgs::pv_mma; the fast order, for
-// prefill chunks and decode batches of 16 rows and more). Per query row this is a dense product O[H x Dh] = P[H x nc] V[nc x Dh] (64
-// heads share one KV row set: MODEL-SPEC 3.6), which pv_kernel (sparse_attention_split.cu) sums one
-// f32 product at a time in the CPU's order: 65 ms of a 4,096-token prefill's 3 layers (PERF.md v22).
+// prefill chunks and decode batches of 16 rows and more). Per query row this is a dense product
+// O[H x Dh] = P[H x nc] V[nc x Dh] (64 heads share one KV row set: MODEL-SPEC 3.6), which
+// pv_kernel (sparse_attention_split.cu) sums one f32 product at a time in the CPU's order: 65 ms
+// of a 4,096-token prefill's 3 layers (PERF.md v22).
 // Here a block of kMThreads takes (query row, 64 output dims, 64 heads) and runs mma_tile.h's
 // 64x64 tile with heads as its x rows, dims as its weight rows and candidates as k: per 32
 // candidates it stages P (the softmax's e_j, bf16 already: bf16_probs) and V transposed into shared

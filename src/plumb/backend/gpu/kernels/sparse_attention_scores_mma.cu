@@ -1,8 +1,9 @@
 // The split sparse attention's scores on the matrix unit (SparseAttnArgs::scores_mma; the fast
-// order, for prefill chunks and decode batches of 16 rows and more). Per query row the scores are a dense product S[H x nc] =
-// Q[H x Dh] K[nc x Dh]^T (the 64 heads share one KV row set: MODEL-SPEC 3.6), which
-// scores_rows_kernel (sparse_attention_split.cu) sums one f32 product at a time in the CPU's
-// order: 26.3 of a 4,096-token prefill's 130.7 ms of kernels on an H100 (PERF.md v29).
+// order, for prefill chunks and decode batches of 16 rows and more). Per query row the scores are
+// a dense product S[H x nc] = Q[H x Dh] K[nc x Dh]^T (the 64 heads share one KV row set:
+// MODEL-SPEC 3.6), which scores_rows_kernel (sparse_attention_split.cu) sums one f32 product at
+// a time in the CPU's order: 26.3 of a 4,096-token prefill's 130.7 ms of kernels on an H100
+// (PERF.md v29).
 // Here a block of kMThreads takes (query row, 64 candidates, 64 heads) and runs mma_tile.h's 64x64
 // tile with heads as its x rows, candidates as its weight rows and dims as k: per 32 dims it
 // stages q and the candidates' f32 rows (the window's, an f32 pool's, or an encoded pool's entries
