@@ -21,9 +21,8 @@
 // (columns 8 tig .. 8 tig + 7 of a 32-column stage) and reads x at the same 8 columns: A's and
 // B's k-slots stay paired (mma_bf16's layout: slots 2 tig, 2 tig + 1 <- columns 8 tig + {0, 1}
 // (first MMA) or {4, 5} (second); slots 8 + 2 tig, 9 + 2 tig <- columns 8 tig + {2, 3} or
-// {6, 7}). The weights of the stage
-// f32_mma_depth - 1 ahead are loaded (streaming) before this stage's MMAs. CUDA sm_80+ only:
-// elsewhere linear() never takes this path (f32_mma_built).
+// {6, 7}). The weights of the stage f32_mma_depth - 1 ahead are loaded (streaming) before this
+// stage's MMAs. CUDA sm_80+ only: elsewhere linear() never takes this path (f32_mma_built).
 #include <algorithm>
 
 #include "plumb/backend/gpu/gpu_numerics.h"
@@ -194,7 +193,7 @@ __global__ void __launch_bounds__(kThreads, NT >= 8 ? 1 : 2)
   xs.store(stage[0]);
   __syncthreads();
   float acc[2][NT][4] = {};
-  // One stage's MMAs: x's parts from s, the weights in cur.
+  // One stage's MMAs: x's parts from s, the weights from cur (a slot of the ring).
   const auto mma_stage = [&](const XStage<NT>& s, const WChunk<F>(&cur)[2][2]) {
     uint4 wb[2][2];
 #pragma unroll
